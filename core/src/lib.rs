@@ -1,0 +1,14 @@
+//! rctb-core: the pure part of rctb.
+//!
+//! It owns the [`transport::Transport`] trait and its value types, the wire
+//! codecs ([`wire`]) and, as they land, the three applications written against
+//! the trait. It does no I/O, reads no clock, draws no ambient randomness and
+//! contains no `unsafe`: time comes from `Transport::now`, randomness from an
+//! RNG the caller passes in.
+
+pub mod time;
+pub mod transport;
+pub mod wire;
+
+pub use time::{Duration, Instant};
+pub use transport::Transport;

@@ -1,0 +1,4 @@
+//! Wire formats. Decoders borrow from the input (zero-copy) and return typed
+//! errors naming the field and the rule; encoders append to a caller's buffer.
+
+pub mod roce;
