@@ -27,6 +27,18 @@ pub use types::*;
 
 use crate::time::Instant;
 
+/// Receives a borrowed view of registered memory (see [`Transport::mr_view`]).
+/// Any `FnMut(&[u8])` closure is one.
+pub trait MrVisitor {
+    fn visit(&mut self, bytes: &[u8]);
+}
+
+impl<F: FnMut(&[u8])> MrVisitor for F {
+    fn visit(&mut self, bytes: &[u8]) {
+        self(bytes)
+    }
+}
+
 /// A verbs-shaped RDMA transport for RC queue pairs.
 ///
 /// Methods come in groups: device facts; resource creation and destruction;
@@ -56,8 +68,9 @@ pub trait Transport {
     fn mr_write(&mut self, mr: MrId, offset: u64, data: &[u8]) -> Result<()>;
     /// Copies from the region at `offset` into `buf` (bounds-checked).
     fn mr_read(&self, mr: MrId, offset: u64, buf: &mut [u8]) -> Result<()>;
-    /// Borrows `len` bytes of the region at `offset` without copying.
-    fn mr_slice<'a>(&'a self, mr: MrId, offset: u64, len: u64) -> std::result::Result<&'a [u8], TransportError>;
+    /// Calls `f` with `len` bytes of the region at `offset`, without copying.
+    /// `f` must not call back into the transport.
+    fn mr_view(&self, mr: MrId, offset: u64, len: u64, f: &mut dyn MrVisitor) -> Result<()>;
 
     /// Creates a completion queue of at least `depth` entries.
     fn create_cq(&mut self, depth: u32) -> Result<CqId>;

@@ -1,0 +1,77 @@
+//! Fabric configuration: nodes, links and faults.
+
+use std::net::Ipv4Addr;
+
+use rctb_core::time::{Duration, Instant};
+use rctb_core::transport::Mtu;
+
+/// A simulated host with one RoCEv2 port.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NodeConfig {
+    pub name: String,
+    pub ip: Ipv4Addr,
+    /// The port's active MTU (what `ibv_query_port` reports).
+    pub mtu: Mtu,
+    /// Egress bandwidth in bits per second; 0 = unlimited.
+    pub bandwidth_bps: u64,
+}
+
+impl NodeConfig {
+    pub fn new(name: impl Into<String>, ip: Ipv4Addr) -> Self {
+        NodeConfig { name: name.into(), ip, mtu: Mtu::Mtu4096, bandwidth_bps: 100_000_000_000 }
+    }
+}
+
+/// Per-packet fault probabilities of one link direction.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct LinkFaults {
+    /// Probability a packet is lost.
+    pub drop: f64,
+    /// Probability a packet is delivered twice.
+    pub duplicate: f64,
+    /// Probability a packet is held back by up to `reorder_window`, so later
+    /// packets overtake it.
+    pub reorder: f64,
+    pub reorder_window: Duration,
+    /// Probability a packet is damaged (the receiver's ICRC check drops it).
+    pub corrupt: f64,
+    /// Extra delay drawn uniformly from [0, jitter] for every packet.
+    pub jitter: Duration,
+}
+
+impl LinkFaults {
+    pub fn is_clean(&self) -> bool {
+        self.drop == 0.0 && self.duplicate == 0.0 && self.reorder == 0.0 && self.corrupt == 0.0 && self.jitter.is_zero()
+    }
+}
+
+/// One direction of a link.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct LinkConfig {
+    /// One-way propagation latency.
+    pub latency: Duration,
+    pub faults: LinkFaults,
+}
+
+impl Default for LinkConfig {
+    fn default() -> Self {
+        LinkConfig { latency: Duration::from_micros(1), faults: LinkFaults::default() }
+    }
+}
+
+/// A fault scheduled at a point in virtual time.
+#[derive(Clone, Debug, PartialEq)]
+pub enum FaultAction {
+    /// Cut both directions between two nodes (by name).
+    Partition { a: String, b: String },
+    /// Restore both directions.
+    Heal { a: String, b: String },
+    /// Replace the fault probabilities of both directions.
+    SetFaults { a: String, b: String, faults: LinkFaults },
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct ScheduledFault {
+    pub at: Instant,
+    pub action: FaultAction,
+}

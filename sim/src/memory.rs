@@ -1,0 +1,178 @@
+//! Registered memory of one simulated node: regions, their keys and bounds,
+//! and the gather/scatter the RC engine does on them.
+//!
+//! Access checks follow verbs and DOCA's permission matrix: an RDMA WRITE
+//! needs REMOTE_WRITE on the target region, a READ needs REMOTE_READ, a SEND
+//! needs only a posted receive; remote keys must belong to the QP's PD.
+
+use std::collections::BTreeMap;
+
+use rctb_core::transport::{Access, MrId, MrInfo, PdId, Sge};
+
+#[derive(Debug)]
+pub(crate) struct Region {
+    pub info: MrInfo,
+    pub pd: PdId,
+    pub data: Vec<u8>,
+}
+
+/// Why a remote access was refused (all become NAK remote access error).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum RemoteAccessFault {
+    UnknownRkey,
+    WrongPd,
+    NoPermission,
+    OutOfBounds,
+}
+
+/// Why a local gather/scatter failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum LocalFault {
+    /// Unknown region or wrong PD (LOC_PROT_ERR).
+    Protection,
+    /// The SGE does not fit its region, or data exceeds the SGE list (LOC_LEN_ERR).
+    Length,
+}
+
+/// The registered regions of a node.
+#[derive(Debug, Default)]
+pub struct Memory {
+    regions: BTreeMap<MrId, Region>,
+    by_rkey: BTreeMap<u32, MrId>,
+}
+
+impl Memory {
+    pub(crate) fn insert(&mut self, region: Region) {
+        self.by_rkey.insert(region.info.rkey, region.info.id);
+        self.regions.insert(region.info.id, region);
+    }
+
+    pub(crate) fn remove(&mut self, mr: MrId) -> Option<Region> {
+        let region = self.regions.remove(&mr)?;
+        self.by_rkey.remove(&region.info.rkey);
+        Some(region)
+    }
+
+    pub(crate) fn get(&self, mr: MrId) -> Option<&Region> {
+        self.regions.get(&mr)
+    }
+
+    pub(crate) fn get_mut(&mut self, mr: MrId) -> Option<&mut Region> {
+        self.regions.get_mut(&mr)
+    }
+
+    pub(crate) fn key_in_use(&self, key: u32) -> bool {
+        self.by_rkey.contains_key(&key) || self.regions.values().any(|r| r.info.lkey == key)
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.regions.len()
+    }
+
+    pub(crate) fn count_in_pd(&self, pd: PdId) -> usize {
+        self.regions.values().filter(|r| r.pd == pd).count()
+    }
+
+    /// Resolves `len` bytes at remote address `va` under `rkey` for `need`.
+    /// Zero-length accesses skip the key check, as IBA allows.
+    pub(crate) fn resolve_remote(
+        &self,
+        pd: PdId,
+        rkey: u32,
+        va: u64,
+        len: u64,
+        need: Access,
+    ) -> Result<Option<(MrId, u64)>, RemoteAccessFault> {
+        if len == 0 {
+            return Ok(None);
+        }
+        let id = *self.by_rkey.get(&rkey).ok_or(RemoteAccessFault::UnknownRkey)?;
+        let region = &self.regions[&id];
+        if region.pd != pd {
+            return Err(RemoteAccessFault::WrongPd);
+        }
+        if !region.info.access.contains(need) {
+            return Err(RemoteAccessFault::NoPermission);
+        }
+        let start = va.checked_sub(region.info.addr).ok_or(RemoteAccessFault::OutOfBounds)?;
+        let end = start.checked_add(len).ok_or(RemoteAccessFault::OutOfBounds)?;
+        if end > region.info.len {
+            return Err(RemoteAccessFault::OutOfBounds);
+        }
+        Ok(Some((id, start)))
+    }
+
+    /// Checks that every SGE names a region of `pd` and fits inside it.
+    pub(crate) fn check_sges(&self, pd: PdId, sges: &[Sge]) -> Result<(), LocalFault> {
+        for sge in sges {
+            let region = self.regions.get(&sge.mr).ok_or(LocalFault::Protection)?;
+            if region.pd != pd {
+                return Err(LocalFault::Protection);
+            }
+            let end = sge.offset.checked_add(sge.len as u64).ok_or(LocalFault::Length)?;
+            if end > region.info.len {
+                return Err(LocalFault::Length);
+            }
+        }
+        Ok(())
+    }
+
+    /// Appends `len` bytes starting at byte `msg_offset` of the message the SGE
+    /// list describes. SGEs must have been checked.
+    pub(crate) fn gather(&self, sges: &[Sge], mut msg_offset: u64, mut len: u64, out: &mut Vec<u8>) {
+        for sge in sges {
+            if len == 0 {
+                break;
+            }
+            let sl = sge.len as u64;
+            if msg_offset >= sl {
+                msg_offset -= sl;
+                continue;
+            }
+            let take = (sl - msg_offset).min(len);
+            let region = &self.regions[&sge.mr];
+            let start = (sge.offset + msg_offset) as usize;
+            out.extend_from_slice(&region.data[start..start + take as usize]);
+            len -= take;
+            msg_offset = 0;
+        }
+    }
+
+    /// Writes `data` at byte `msg_offset` of the message space the SGE list
+    /// describes. Fails with `Length` when it does not fit.
+    pub(crate) fn scatter(&mut self, sges: &[Sge], mut msg_offset: u64, mut data: &[u8]) -> Result<(), LocalFault> {
+        for sge in sges {
+            if data.is_empty() {
+                return Ok(());
+            }
+            let sl = sge.len as u64;
+            if msg_offset >= sl {
+                msg_offset -= sl;
+                continue;
+            }
+            let take = ((sl - msg_offset) as usize).min(data.len());
+            let region = self.regions.get_mut(&sge.mr).ok_or(LocalFault::Protection)?;
+            let start = (sge.offset + msg_offset) as usize;
+            region.data[start..start + take].copy_from_slice(&data[..take]);
+            data = &data[take..];
+            msg_offset = 0;
+        }
+        if data.is_empty() { Ok(()) } else { Err(LocalFault::Length) }
+    }
+
+    /// Writes `data` at `offset` of region `mr` (already resolved and checked).
+    pub(crate) fn write_resolved(&mut self, mr: MrId, offset: u64, data: &[u8]) {
+        if let Some(region) = self.regions.get_mut(&mr) {
+            let start = offset as usize;
+            region.data[start..start + data.len()].copy_from_slice(data);
+        }
+    }
+
+    /// Appends `len` bytes at `offset` of region `mr` (already resolved).
+    pub(crate) fn read_resolved(&self, mr: MrId, offset: u64, len: usize, out: &mut Vec<u8>) {
+        if let Some(region) = self.regions.get(&mr) {
+            let start = offset as usize;
+            out.extend_from_slice(&region.data[start..start + len]);
+        }
+    }
+}

@@ -1,0 +1,491 @@
+//! The requester half of an RC QP: segments send WRs into packets, tracks
+//! what the responder acknowledged, retransmits (go-back-N) on NAK, timeout
+//! or RNR, and completes WRs in order.
+
+use std::collections::VecDeque;
+
+use rctb_core::time::Instant;
+use rctb_core::transport::{Psn, SendOp, SendWr, Sge, WcStatus};
+use rctb_core::wire::roce::{AckKind, Bth, NakCode, Opcode, Reth};
+
+use super::{ACK_REQ_EVERY, MAX_WINDOW_PACKETS, Path, RcQp, RoutedCompletion};
+use crate::memory::Memory;
+use crate::packet::Packet;
+
+#[derive(Debug)]
+pub(crate) struct SendWqe {
+    pub wr_id: u64,
+    pub op: SendOp,
+    pub sges: Vec<Sge>,
+    pub len: u64,
+    pub signaled: bool,
+    pub solicited: bool,
+    pub first_psn: Psn,
+    /// PSNs this WR consumes: its packets, or a READ's response packets.
+    pub npkts: u32,
+    /// READ: response packets received in order so far.
+    pub read_done: u32,
+    /// Fully acknowledged (or, for READ, all data received).
+    pub done: bool,
+    /// A local error found when the WR was processed.
+    pub local_error: Option<WcStatus>,
+}
+
+impl SendWqe {
+    fn last_psn(&self) -> Psn {
+        self.first_psn.add(self.npkts - 1)
+    }
+
+    fn contains(&self, psn: Psn) -> bool {
+        let d = psn.diff(self.first_psn);
+        d >= 0 && (d as u32) < self.npkts
+    }
+
+    fn is_read(&self) -> bool {
+        matches!(self.op, SendOp::Read { .. })
+    }
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct Requester {
+    sq: VecDeque<SendWqe>,
+    /// PSN the next posted WR starts at.
+    next_psn: Psn,
+    /// Oldest PSN not yet acknowledged.
+    una: Psn,
+    /// One past the highest PSN transmitted so far.
+    sent_end: Psn,
+    /// Next packet to transmit: index into `sq` and packet within that WR.
+    tx_idx: usize,
+    tx_pkt: u32,
+    retry_left: u8,
+    rnr_left: u8,
+    ack_deadline: Option<Instant>,
+    rnr_until: Option<Instant>,
+    pkts_since_ack_req: u32,
+    /// READ requests transmitted whose data has not all arrived.
+    reads_in_flight: u32,
+}
+
+impl Requester {
+    pub(crate) fn reset_for_rts(&mut self, sq_psn: Psn, retry_cnt: u8, rnr_retry: u8) {
+        *self = Requester {
+            next_psn: sq_psn,
+            una: sq_psn,
+            sent_end: sq_psn,
+            retry_left: retry_cnt,
+            rnr_left: rnr_retry,
+            ..Requester::default()
+        };
+    }
+
+    pub(crate) fn queued(&self) -> usize {
+        self.sq.len()
+    }
+
+    pub(crate) fn post(&mut self, wr: &SendWr<'_>, signaled: bool, pmtu: u32) {
+        let len = wr.len();
+        let npkts = len.div_ceil(pmtu as u64).max(1) as u32;
+        self.sq.push_back(SendWqe {
+            wr_id: wr.wr_id,
+            op: wr.op,
+            sges: wr.sges.to_vec(),
+            len,
+            signaled,
+            solicited: wr.solicited,
+            first_psn: self.next_psn,
+            npkts,
+            read_done: 0,
+            done: false,
+            local_error: None,
+        });
+        self.next_psn = self.next_psn.add(npkts);
+    }
+
+    pub(crate) fn mark_local_error(&mut self, status: WcStatus) {
+        if let Some(w) = self.sq.back_mut() {
+            w.local_error = Some(status);
+        }
+    }
+
+    pub(crate) fn drain(&mut self) -> impl Iterator<Item = SendWqe> + '_ {
+        self.ack_deadline = None;
+        self.rnr_until = None;
+        self.tx_idx = 0;
+        self.tx_pkt = 0;
+        self.sq.drain(..)
+    }
+
+    fn outstanding(&self) -> u32 {
+        self.sent_end.diff(self.una).max(0) as u32
+    }
+
+    pub(crate) fn can_transmit(&self, now: Instant, max_rd_atomic: u8) -> bool {
+        if self.rnr_until.is_some_and(|t| now < t) {
+            return false;
+        }
+        let Some(w) = self.sq.get(self.tx_idx) else { return false };
+        if w.local_error.is_some() {
+            // The error completes once everything before it has.
+            return false;
+        }
+        let psn = if w.is_read() { w.first_psn.add(w.read_done) } else { w.first_psn.add(self.tx_pkt) };
+        let is_new = psn.diff(self.sent_end) >= 0;
+        if is_new && self.outstanding() >= MAX_WINDOW_PACKETS {
+            return false;
+        }
+        if w.is_read() && is_new && self.reads_in_flight >= max_rd_atomic as u32 {
+            return false;
+        }
+        true
+    }
+
+    pub(crate) fn next_timer(&self) -> Option<Instant> {
+        match (self.rnr_until, self.ack_deadline) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Moves the transmit point back to `psn` (go-back-N).
+    fn go_back(&mut self, psn: Psn) {
+        if let Some(idx) = self.sq.iter().position(|w| w.contains(psn)) {
+            let w = &self.sq[idx];
+            self.tx_idx = idx;
+            self.tx_pkt = if w.is_read() { 0 } else { psn.diff(w.first_psn) as u32 };
+        }
+        // Re-issued READ requests count again.
+        self.reads_in_flight = 0;
+    }
+}
+
+/// Completes WRs at the head of the queue that are done, in order.
+pub(super) fn retire(qp: &mut RcQp, out: &mut Vec<RoutedCompletion>) {
+    while let Some(w) = qp.req.sq.front() {
+        if let Some(status) = w.local_error {
+            // The failing WR completes with its error, everything after it flushes.
+            qp.enter_error(Some(status), out);
+            return;
+        }
+        if !w.done {
+            break;
+        }
+        let Some(w) = qp.req.sq.pop_front() else { break };
+        qp.req.tx_idx = qp.req.tx_idx.saturating_sub(1);
+        if w.signaled {
+            let len = w.len as u32;
+            out.push(qp.send_completion(w.wr_id, w.op.wc_opcode(), WcStatus::Success, len));
+        }
+    }
+}
+
+/// Marks every PSN before `psn` acknowledged. Stops at a READ whose data has
+/// not all arrived: an ACK past it means responses were lost, so the READ is
+/// re-issued (an implied NAK). Returns whether anything advanced.
+fn ack_before(qp: &mut RcQp, psn: Psn) -> bool {
+    let req = &mut qp.req;
+    if psn.diff(req.una) <= 0 {
+        return false;
+    }
+    let mut new_una = psn;
+    for i in 0..req.sq.len() {
+        let w = &mut req.sq[i];
+        if w.done {
+            continue;
+        }
+        if w.first_psn.diff(psn) >= 0 {
+            break;
+        }
+        if w.is_read() {
+            new_una = w.first_psn.add(w.read_done);
+            if req.tx_idx > i {
+                req.tx_idx = i;
+                req.tx_pkt = 0;
+                req.reads_in_flight = 0;
+            }
+            break;
+        }
+        if w.last_psn().diff(psn) < 0 {
+            w.done = true;
+        }
+    }
+    let advanced = new_una.diff(req.una) > 0;
+    if advanced {
+        req.una = new_una;
+    }
+    advanced
+}
+
+fn on_progress(qp: &mut RcQp, now: Instant) {
+    let req = &mut qp.req;
+    req.retry_left = qp.retry_cnt;
+    req.rnr_left = qp.rnr_retry;
+    req.ack_deadline = if req.outstanding() > 0 { qp.ack_timeout.map(|t| now + t) } else { None };
+}
+
+/// Handles an ACK, NAK or READ response.
+pub(super) fn handle_response(
+    qp: &mut RcQp,
+    now: Instant,
+    pkt: &Packet,
+    mem: &mut Memory,
+    out: &mut Vec<RoutedCompletion>,
+) {
+    let psn = pkt.bth.psn;
+    // Responses for PSNs we have not sent, or already retired, are ignored:
+    // this is what makes a peer with a stale PSN look like silence.
+    if psn.diff(qp.req.una) < 0 || psn.diff(qp.req.sent_end) >= 0 {
+        qp.dropped += 1;
+        return;
+    }
+    if pkt.bth.opcode.is_read_response() {
+        handle_read_response(qp, now, pkt, mem, out);
+        return;
+    }
+    let Some(aeth) = pkt.aeth else {
+        qp.dropped += 1;
+        return;
+    };
+    match aeth.kind() {
+        AckKind::Ack { .. } => {
+            if ack_before(qp, psn.add(1)) {
+                on_progress(qp, now);
+            }
+            retire(qp, out);
+        }
+        AckKind::RnrNak { timer } => {
+            if ack_before(qp, psn) {
+                on_progress(qp, now);
+            }
+            retire(qp, out);
+            if qp.state != rctb_core::transport::QpState::Rts {
+                return;
+            }
+            if qp.rnr_retry != 7 {
+                if qp.req.rnr_left == 0 {
+                    qp.enter_error(Some(WcStatus::RnrRetryExcErr), out);
+                    return;
+                }
+                qp.req.rnr_left -= 1;
+            }
+            let wait = rctb_core::transport::RnrTimer::from_code(timer).map(|t| t.duration()).unwrap_or_default();
+            qp.req.rnr_until = Some(now + wait);
+            qp.req.ack_deadline = None;
+            qp.req.go_back(psn);
+        }
+        AckKind::Nak(code) => {
+            if ack_before(qp, psn) {
+                on_progress(qp, now);
+            }
+            retire(qp, out);
+            if qp.state != rctb_core::transport::QpState::Rts {
+                return;
+            }
+            let status = match code {
+                NakCode::PsnSequenceError => {
+                    if qp.req.retry_left == 0 {
+                        qp.enter_error(Some(WcStatus::RetryExcErr), out);
+                    } else {
+                        qp.req.retry_left -= 1;
+                        qp.req.go_back(psn);
+                        qp.req.ack_deadline = qp.ack_timeout.map(|t| now + t);
+                    }
+                    return;
+                }
+                NakCode::InvalidRequest => WcStatus::RemInvReqErr,
+                NakCode::RemoteAccessError => WcStatus::RemAccessErr,
+                NakCode::RemoteOperationalError => WcStatus::RemOpErr,
+                NakCode::InvalidRdRequest | NakCode::Reserved(_) => WcStatus::BadRespErr,
+            };
+            qp.enter_error(Some(status), out);
+        }
+        AckKind::Reserved => qp.dropped += 1,
+    }
+}
+
+fn handle_read_response(qp: &mut RcQp, now: Instant, pkt: &Packet, mem: &mut Memory, out: &mut Vec<RoutedCompletion>) {
+    let psn = pkt.bth.psn;
+    let Some(idx) = qp.req.sq.iter().position(|w| w.contains(psn)) else {
+        qp.dropped += 1;
+        return;
+    };
+    if !qp.req.sq[idx].is_read() {
+        // A READ response for a PSN that is not a READ: IBA calls it a bad response.
+        qp.enter_error(Some(WcStatus::BadRespErr), out);
+        return;
+    }
+    let expected = {
+        let w = &qp.req.sq[idx];
+        w.first_psn.add(w.read_done)
+    };
+    match psn.diff(expected) {
+        d if d < 0 => {
+            qp.dropped += 1; // duplicate
+            return;
+        }
+        d if d > 0 => {
+            // A response went missing: re-issue the READ from what we have.
+            qp.dropped += 1;
+            if qp.req.tx_idx > idx || (qp.req.tx_idx == idx && qp.req.tx_pkt > 0) {
+                qp.req.go_back(expected);
+            }
+            return;
+        }
+        _ => {}
+    }
+    // In order: everything before this READ is implicitly acknowledged.
+    if ack_before(qp, qp.req.sq[idx].first_psn) {
+        on_progress(qp, now);
+    }
+    let pmtu = qp.path.map_or(4096, |p| p.pmtu) as u64;
+    let w = &mut qp.req.sq[idx];
+    let offset = w.read_done as u64 * pmtu;
+    if mem.scatter(&w.sges, offset, &pkt.payload).is_err() {
+        qp.enter_error(Some(WcStatus::LocLenErr), out);
+        return;
+    }
+    w.read_done += 1;
+    qp.req.una = psn.add(1);
+    if w.read_done == w.npkts {
+        w.done = true;
+        qp.req.reads_in_flight = qp.req.reads_in_flight.saturating_sub(1);
+    }
+    on_progress(qp, now);
+    retire(qp, out);
+}
+
+pub(super) fn handle_timeout(qp: &mut RcQp, now: Instant, out: &mut Vec<RoutedCompletion>) {
+    if qp.req.rnr_until.is_some_and(|t| t <= now) {
+        qp.req.rnr_until = None;
+        qp.req.ack_deadline = qp.ack_timeout.map(|t| now + t);
+    }
+    let Some(deadline) = qp.req.ack_deadline else { return };
+    if deadline > now {
+        return;
+    }
+    if qp.req.outstanding() == 0 {
+        qp.req.ack_deadline = None;
+        return;
+    }
+    qp.counters.timeouts += 1;
+    if qp.req.retry_left == 0 {
+        qp.enter_error(Some(WcStatus::RetryExcErr), out);
+        return;
+    }
+    qp.req.retry_left -= 1;
+    let una = qp.req.una;
+    qp.req.go_back(una);
+    qp.req.ack_deadline = qp.ack_timeout.map(|t| now + t);
+}
+
+/// Builds the next request packet.
+pub(super) fn poll_transmit(
+    qp: &mut RcQp,
+    now: Instant,
+    path: &Path,
+    mem: &Memory,
+    mut buf: Vec<u8>,
+    out: &mut Vec<RoutedCompletion>,
+) -> Result<Packet, Vec<u8>> {
+    if !qp.req.can_transmit(now, qp.max_rd_atomic) {
+        // A local error at the head completes now.
+        if qp.req.sq.front().is_some_and(|w| w.local_error.is_some()) {
+            retire(qp, out);
+        }
+        return Err(buf);
+    }
+    let pmtu = path.pmtu as u64;
+    let req = &mut qp.req;
+    let w = &req.sq[req.tx_idx];
+    buf.clear();
+    let (opcode, psn, reth, imm, ends, retx);
+    if let SendOp::Read { remote } = w.op {
+        let done = w.read_done as u64 * pmtu;
+        psn = w.first_psn.add(w.read_done);
+        retx = psn.diff(req.sent_end) < 0;
+        opcode = Opcode::READ_REQUEST;
+        reth = Some(Reth { va: remote.addr.wrapping_add(done), rkey: remote.rkey, dma_len: (w.len - done) as u32 });
+        imm = None;
+        ends = true;
+        req.reads_in_flight += 1;
+        // The READ consumes PSNs up to its last response.
+        let end = w.last_psn().add(1);
+        if end.diff(req.sent_end) > 0 {
+            req.sent_end = end;
+        }
+        req.tx_idx += 1;
+        req.tx_pkt = 0;
+    } else {
+        let k = req.tx_pkt;
+        let offset = k as u64 * pmtu;
+        let chunk = (w.len - offset.min(w.len)).min(pmtu);
+        let first = k == 0;
+        let last = k + 1 == w.npkts;
+        psn = w.first_psn.add(k);
+        retx = psn.diff(req.sent_end) < 0;
+        let (with_imm, is_write) = match w.op {
+            SendOp::Send => (false, false),
+            SendOp::SendWithImm { .. } => (true, false),
+            SendOp::Write { .. } => (false, true),
+            SendOp::WriteWithImm { .. } => (true, true),
+            SendOp::Read { .. } => unreachable!("handled above"),
+        };
+        opcode = match (is_write, first, last, with_imm) {
+            (false, true, true, false) => Opcode::SEND_ONLY,
+            (false, true, true, true) => Opcode::SEND_ONLY_IMM,
+            (false, true, false, _) => Opcode::SEND_FIRST,
+            (false, false, false, _) => Opcode::SEND_MIDDLE,
+            (false, false, true, false) => Opcode::SEND_LAST,
+            (false, false, true, true) => Opcode::SEND_LAST_IMM,
+            (true, true, true, false) => Opcode::WRITE_ONLY,
+            (true, true, true, true) => Opcode::WRITE_ONLY_IMM,
+            (true, true, false, _) => Opcode::WRITE_FIRST,
+            (true, false, false, _) => Opcode::WRITE_MIDDLE,
+            (true, false, true, false) => Opcode::WRITE_LAST,
+            (true, false, true, true) => Opcode::WRITE_LAST_IMM,
+        };
+        reth = match (first, w.op.remote()) {
+            (true, Some(r)) => Some(Reth { va: r.addr, rkey: r.rkey, dma_len: w.len as u32 }),
+            _ => None,
+        };
+        imm = if last { w.op.imm() } else { None };
+        ends = last;
+        mem.gather(&w.sges, offset, chunk, &mut buf);
+        if last {
+            req.tx_idx += 1;
+            req.tx_pkt = 0;
+        } else {
+            req.tx_pkt += 1;
+        }
+        if psn.diff(req.sent_end) >= 0 {
+            req.sent_end = psn.add(1);
+        }
+    }
+    if retx {
+        qp.counters.retransmitted += 1;
+    }
+    let solicited = ends && w.solicited;
+    req.pkts_since_ack_req += 1;
+    let ack_req = ends || req.pkts_since_ack_req >= ACK_REQ_EVERY;
+    if ack_req {
+        req.pkts_since_ack_req = 0;
+    }
+    if req.ack_deadline.is_none() {
+        req.ack_deadline = qp.ack_timeout.map(|t| now + t);
+    }
+    let mut bth = Bth::new(opcode, path.dest_qpn, psn);
+    bth.ack_req = ack_req;
+    bth.se = solicited;
+    bth.pad = ((4 - buf.len() % 4) % 4) as u8;
+    Ok(Packet {
+        src_ip: path.src_ip,
+        dst_ip: path.dest_ip,
+        udp_src_port: path.udp_src_port,
+        bth,
+        reth,
+        aeth: None,
+        imm,
+        payload: buf,
+        corrupt: false,
+    })
+}

@@ -1,0 +1,377 @@
+//! The responder half of an RC QP: checks PSNs, places SEND data into posted
+//! receives and WRITE data into registered memory, answers READs, and sends
+//! ACK, RNR NAK and NAK as IBA's responder rules (and rxe) do.
+
+use std::collections::VecDeque;
+
+use rctb_core::transport::{Access, MrId, Psn, RecvWr, Sge, WcOpcode, WcStatus};
+use rctb_core::wire::roce::{Aeth, Bth, NakCode, Opcode, Reth};
+
+use super::{Path, RcQp, RoutedCompletion};
+use crate::memory::Memory;
+use crate::packet::Packet;
+
+#[derive(Debug)]
+struct RecvWqe {
+    wr_id: u64,
+    sges: Vec<Sge>,
+    /// The SGE list failed its local check at post time.
+    bad: bool,
+}
+
+/// A multi-packet message in progress.
+#[derive(Debug, Clone, Copy)]
+enum InMsg {
+    Send { received: u64 },
+    Write { target: Option<(MrId, u64)>, done: u64, total: u32 },
+}
+
+/// Something the responder still has to transmit.
+#[derive(Debug)]
+enum Reply {
+    Ack { psn: Psn, aeth: Aeth },
+    Read { psn: Psn, target: Option<(MrId, u64)>, sent: u64, total: u64, msn: u32 },
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct Responder {
+    epsn: Psn,
+    msn: u32,
+    rq: VecDeque<RecvWqe>,
+    cur: Option<InMsg>,
+    /// A PSN sequence error NAK was sent for the current gap.
+    nak_sent: bool,
+    replies: VecDeque<Reply>,
+    /// The last reply queued is an ACK not yet sent (coalescing point).
+    coalescible: bool,
+}
+
+impl Responder {
+    pub(crate) fn reset_for_rtr(&mut self, rq_psn: Psn) {
+        self.epsn = rq_psn;
+        self.msn = 0;
+        self.cur = None;
+        self.nak_sent = false;
+        self.replies.clear();
+        self.coalescible = false;
+    }
+
+    pub(crate) fn rq_len(&self) -> usize {
+        self.rq.len()
+    }
+
+    pub(crate) fn post(&mut self, wr: &RecvWr<'_>, bad: bool) {
+        self.rq.push_back(RecvWqe { wr_id: wr.wr_id, sges: wr.sges.to_vec(), bad });
+    }
+
+    pub(crate) fn has_output(&self) -> bool {
+        !self.replies.is_empty()
+    }
+
+    /// Empties the receive queue for a flush: (wr_id, status) per WR.
+    pub(crate) fn drain(&mut self) -> impl Iterator<Item = (u64, WcStatus)> + '_ {
+        self.cur = None;
+        self.replies.clear();
+        self.rq.drain(..).map(|w| (w.wr_id, WcStatus::WrFlushErr))
+    }
+
+    fn queue_ack(&mut self, psn: Psn, aeth: Aeth) {
+        if self.coalescible
+            && let Some(Reply::Ack { psn: p, aeth: a }) = self.replies.back_mut()
+            && aeth.kind() == a.kind()
+        {
+            // A newer ACK covers the older one that has not left yet.
+            *p = psn;
+            *a = aeth;
+            return;
+        }
+        self.replies.push_back(Reply::Ack { psn, aeth });
+        self.coalescible = true;
+    }
+
+    fn queue_nak(&mut self, psn: Psn, aeth: Aeth) {
+        self.replies.push_back(Reply::Ack { psn, aeth });
+        self.coalescible = false;
+    }
+}
+
+fn access_error(qp: &mut RcQp, psn: Psn, out: &mut Vec<RoutedCompletion>) {
+    let msn = qp.resp.msn;
+    qp.resp.queue_nak(psn, Aeth::nak(NakCode::RemoteAccessError, msn));
+    // The responder moves to ERR after sending the NAK (rxe: class C error).
+    fatal(qp, None, out);
+}
+
+fn invalid_request(qp: &mut RcQp, psn: Psn, failed_recv: Option<WcStatus>, out: &mut Vec<RoutedCompletion>) {
+    let msn = qp.resp.msn;
+    qp.resp.queue_nak(psn, Aeth::nak(NakCode::InvalidRequest, msn));
+    fatal(qp, failed_recv, out);
+}
+
+/// Moves the QP to ERR but keeps the NAK queued so it still goes out.
+fn fatal(qp: &mut RcQp, failed_recv: Option<WcStatus>, out: &mut Vec<RoutedCompletion>) {
+    let replies = std::mem::take(&mut qp.resp.replies);
+    if let Some(status) = failed_recv
+        && let Some(w) = qp.resp.rq.pop_front()
+    {
+        out.push(qp.recv_completion(w.wr_id, WcOpcode::Recv, status, 0, None));
+    }
+    qp.enter_error(None, out);
+    qp.resp.replies = replies;
+}
+
+pub(super) fn handle_request(qp: &mut RcQp, pkt: &Packet, mem: &mut Memory, out: &mut Vec<RoutedCompletion>) {
+    let op = pkt.bth.opcode;
+    if !op.is_known() || !op.is_rc() || op.has_atomic_eth() {
+        qp.dropped += 1;
+        return;
+    }
+    let psn = pkt.bth.psn;
+    let d = psn.diff(qp.resp.epsn);
+    if d > 0 {
+        // Sequence gap: NAK once per gap, drop until the missing PSN arrives.
+        if !qp.resp.nak_sent {
+            qp.resp.nak_sent = true;
+            let (epsn, msn) = (qp.resp.epsn, qp.resp.msn);
+            qp.resp.queue_nak(epsn, Aeth::nak(NakCode::PsnSequenceError, msn));
+        }
+        qp.dropped += 1;
+        return;
+    }
+    if d < 0 {
+        handle_duplicate(qp, pkt, mem);
+        return;
+    }
+    // In sequence: the opcode must continue (or start) a message correctly.
+    let continuing = qp.resp.cur;
+    let ok = match continuing {
+        None => op.starts_message() || op == Opcode::READ_REQUEST,
+        Some(InMsg::Send { .. }) => op.is_send() && !op.starts_message(),
+        Some(InMsg::Write { .. }) => op.is_write() && !op.starts_message(),
+    };
+    if !ok {
+        invalid_request(qp, psn, None, out);
+        return;
+    }
+    if op == Opcode::READ_REQUEST {
+        handle_read_request(qp, pkt, mem, out);
+    } else if op.is_send() {
+        handle_send(qp, pkt, mem, out);
+    } else {
+        handle_write(qp, pkt, mem, out);
+    }
+}
+
+fn handle_duplicate(qp: &mut RcQp, pkt: &Packet, mem: &Memory) {
+    if pkt.bth.opcode == Opcode::READ_REQUEST {
+        // A duplicate READ is executed again (IBA 9.7.5.1.2).
+        if let Some(reth) = pkt.reth
+            && qp.access.contains(Access::REMOTE_READ)
+            && let Ok(target) = mem.resolve_remote(qp.pd(), reth.rkey, reth.va, reth.dma_len as u64, Access::REMOTE_READ)
+        {
+            let msn = qp.resp.msn;
+            qp.resp.replies.push_back(Reply::Read {
+                psn: pkt.bth.psn,
+                target,
+                sent: 0,
+                total: reth.dma_len as u64,
+                msn,
+            });
+            qp.resp.coalescible = false;
+        }
+        return;
+    }
+    if pkt.bth.ack_req {
+        // Re-acknowledge what we have: the requester lost our ACK.
+        let (epsn, msn) = (qp.resp.epsn, qp.resp.msn);
+        qp.resp.queue_ack(epsn.add(MAX_PSN_BACK), Aeth::ack(msn));
+    }
+}
+
+/// `epsn - 1` as an addition in the 24-bit space.
+const MAX_PSN_BACK: u32 = rctb_core::transport::MAX_24BIT;
+
+fn finish_packet(qp: &mut RcQp, pkt: &Packet) {
+    qp.resp.epsn = qp.resp.epsn.add(1);
+    qp.resp.nak_sent = false;
+    if pkt.bth.ack_req {
+        let msn = qp.resp.msn;
+        qp.resp.queue_ack(pkt.bth.psn, Aeth::ack(msn));
+    }
+}
+
+fn handle_send(qp: &mut RcQp, pkt: &Packet, mem: &mut Memory, out: &mut Vec<RoutedCompletion>) {
+    let op = pkt.bth.opcode;
+    let psn = pkt.bth.psn;
+    let Some(wqe) = qp.resp.rq.front() else {
+        // No receive posted: RNR NAK with our min RNR timer; the requester
+        // retries this PSN after that wait.
+        let (timer, msn) = (qp.min_rnr_timer.code(), qp.resp.msn);
+        qp.resp.queue_nak(psn, Aeth::rnr_nak(timer, msn));
+        return;
+    };
+    if wqe.bad {
+        fatal(qp, Some(WcStatus::LocProtErr), out);
+        return;
+    }
+    let offset = match qp.resp.cur {
+        Some(InMsg::Send { received }) => received,
+        _ => 0,
+    };
+    let sges = std::mem::take(&mut qp.resp.rq[0].sges);
+    let placed = mem.scatter(&sges, offset, &pkt.payload);
+    qp.resp.rq[0].sges = sges;
+    if placed.is_err() {
+        // The receive is too small: LOC_LEN_ERR here, invalid request NAK there.
+        invalid_request(qp, psn, Some(WcStatus::LocLenErr), out);
+        return;
+    }
+    let received = offset + pkt.payload.len() as u64;
+    if op.ends_message() {
+        qp.resp.cur = None;
+        qp.resp.msn = (qp.resp.msn + 1) & 0x00FF_FFFF;
+        if let Some(w) = qp.resp.rq.pop_front() {
+            out.push(qp.recv_completion(w.wr_id, WcOpcode::Recv, WcStatus::Success, received as u32, pkt.imm));
+        }
+    } else {
+        qp.resp.cur = Some(InMsg::Send { received });
+    }
+    finish_packet(qp, pkt);
+}
+
+fn handle_write(qp: &mut RcQp, pkt: &Packet, mem: &mut Memory, out: &mut Vec<RoutedCompletion>) {
+    let op = pkt.bth.opcode;
+    let psn = pkt.bth.psn;
+    let (target, done, total) = match (qp.resp.cur, pkt.reth) {
+        (None, Some(Reth { va, rkey, dma_len })) => {
+            if !qp.access.contains(Access::REMOTE_WRITE) {
+                access_error(qp, psn, out);
+                return;
+            }
+            match mem.resolve_remote(qp.pd(), rkey, va, dma_len as u64, Access::REMOTE_WRITE) {
+                Ok(t) => (t, 0u64, dma_len),
+                Err(_) => {
+                    access_error(qp, psn, out);
+                    return;
+                }
+            }
+        }
+        (Some(InMsg::Write { target, done, total }), _) => (target, done, total),
+        _ => {
+            invalid_request(qp, psn, None, out);
+            return;
+        }
+    };
+    let end = done + pkt.payload.len() as u64;
+    let pmtu = qp.path.map_or(4096, |p| p.pmtu) as usize;
+    let size_ok = if op.ends_message() {
+        end == total as u64
+    } else {
+        pkt.payload.len() == pmtu && end < total as u64
+    };
+    if !size_ok {
+        invalid_request(qp, psn, None, out);
+        return;
+    }
+    // WRITE with immediate needs a receive for its completion, checked on the
+    // packet that carries the immediate (as rxe does).
+    let needs_recv = op.has_immdt();
+    if needs_recv && qp.resp.rq.is_empty() {
+        let (timer, msn) = (qp.min_rnr_timer.code(), qp.resp.msn);
+        qp.resp.queue_nak(psn, Aeth::rnr_nak(timer, msn));
+        return;
+    }
+    if let Some((mr, off)) = target {
+        mem.write_resolved(mr, off + done, &pkt.payload);
+    }
+    if op.ends_message() {
+        qp.resp.cur = None;
+        qp.resp.msn = (qp.resp.msn + 1) & 0x00FF_FFFF;
+        if needs_recv && let Some(w) = qp.resp.rq.pop_front() {
+            out.push(qp.recv_completion(w.wr_id, WcOpcode::RecvRdmaWithImm, WcStatus::Success, total, pkt.imm));
+        }
+    } else {
+        qp.resp.cur = Some(InMsg::Write { target, done: end, total });
+    }
+    finish_packet(qp, pkt);
+}
+
+fn handle_read_request(qp: &mut RcQp, pkt: &Packet, mem: &mut Memory, out: &mut Vec<RoutedCompletion>) {
+    let psn = pkt.bth.psn;
+    let Some(Reth { va, rkey, dma_len }) = pkt.reth else {
+        invalid_request(qp, psn, None, out);
+        return;
+    };
+    if !qp.access.contains(Access::REMOTE_READ) {
+        access_error(qp, psn, out);
+        return;
+    }
+    let target = match mem.resolve_remote(qp.pd(), rkey, va, dma_len as u64, Access::REMOTE_READ) {
+        Ok(t) => t,
+        Err(_) => {
+            access_error(qp, psn, out);
+            return;
+        }
+    };
+    let pmtu = qp.path.map_or(4096, |p| p.pmtu) as u64;
+    let npkts = (dma_len as u64).div_ceil(pmtu).max(1) as u32;
+    qp.resp.msn = (qp.resp.msn + 1) & 0x00FF_FFFF;
+    let msn = qp.resp.msn;
+    qp.resp.replies.push_back(Reply::Read { psn, target, sent: 0, total: dma_len as u64, msn });
+    qp.resp.coalescible = false;
+    qp.resp.epsn = qp.resp.epsn.add(npkts);
+    qp.resp.nak_sent = false;
+}
+
+/// Builds the next ACK, NAK or READ response packet.
+pub(super) fn poll_transmit(qp: &mut RcQp, path: &Path, mem: &Memory, mut buf: Vec<u8>) -> Result<Packet, Vec<u8>> {
+    let Some(reply) = qp.resp.replies.front_mut() else { return Err(buf) };
+    buf.clear();
+    let (bth, aeth) = match reply {
+        Reply::Ack { psn, aeth } => {
+            let bth = Bth::new(Opcode::ACKNOWLEDGE, path.dest_qpn, *psn);
+            let aeth = *aeth;
+            qp.resp.replies.pop_front();
+            if qp.resp.replies.is_empty() {
+                qp.resp.coalescible = false;
+            }
+            (bth, Some(aeth))
+        }
+        Reply::Read { psn, target, sent, total, msn } => {
+            let pmtu = path.pmtu as u64;
+            let chunk = (*total - *sent).min(pmtu);
+            let first = *sent == 0;
+            let last = *sent + chunk == *total;
+            let opcode = match (first, last) {
+                (true, true) => Opcode::READ_RESPONSE_ONLY,
+                (true, false) => Opcode::READ_RESPONSE_FIRST,
+                (false, false) => Opcode::READ_RESPONSE_MIDDLE,
+                (false, true) => Opcode::READ_RESPONSE_LAST,
+            };
+            if let Some((mr, off)) = *target {
+                mem.read_resolved(mr, off + *sent, chunk as usize, &mut buf);
+            }
+            let bth = Bth::new(opcode, path.dest_qpn, *psn);
+            let aeth = (first || last).then(|| Aeth::ack(*msn));
+            *psn = psn.add(1);
+            *sent += chunk;
+            if last {
+                qp.resp.replies.pop_front();
+            }
+            (bth, aeth)
+        }
+    };
+    let mut bth = bth;
+    bth.pad = ((4 - buf.len() % 4) % 4) as u8;
+    Ok(Packet {
+        src_ip: path.src_ip,
+        dst_ip: path.dest_ip,
+        udp_src_port: path.udp_src_port,
+        bth,
+        reth: None,
+        aeth,
+        imm: None,
+        payload: buf,
+        corrupt: false,
+    })
+}

@@ -1,0 +1,48 @@
+//! Fabric-wide counters.
+
+use crate::packet::Packet;
+use rctb_core::wire::roce::{AckKind, NakCode, Opcode};
+
+/// What the fabric saw. Every field is a count of packets unless named
+/// otherwise.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FabricStats {
+    pub frames_sent: u64,
+    /// Ethernet bytes put on the wire (without preamble and FCS).
+    pub bytes_sent: u64,
+    pub delivered: u64,
+    pub acks: u64,
+    pub rnr_naks: u64,
+    pub seq_naks: u64,
+    pub other_naks: u64,
+    pub read_responses: u64,
+    pub retransmitted: u64,
+    pub timeouts: u64,
+    pub dropped_loss: u64,
+    pub dropped_corrupt: u64,
+    pub dropped_partition: u64,
+    pub dropped_no_route: u64,
+    pub dropped_no_qp: u64,
+    pub duplicated: u64,
+    pub reordered: u64,
+}
+
+impl FabricStats {
+    pub(crate) fn count_tx(&mut self, pkt: &Packet) {
+        self.frames_sent += 1;
+        self.bytes_sent += pkt.wire_len() as u64;
+        let op = pkt.bth.opcode;
+        if op.is_read_response() {
+            self.read_responses += 1;
+        } else if op == Opcode::ACKNOWLEDGE
+            && let Some(aeth) = pkt.aeth
+        {
+            match aeth.kind() {
+                AckKind::Ack { .. } => self.acks += 1,
+                AckKind::RnrNak { .. } => self.rnr_naks += 1,
+                AckKind::Nak(NakCode::PsnSequenceError) => self.seq_naks += 1,
+                _ => self.other_naks += 1,
+            }
+        }
+    }
+}

@@ -1,0 +1,407 @@
+//! The simulated world: virtual clock, event queue, nodes, links, faults.
+//!
+//! Events at the same instant run in the order they were scheduled (a
+//! sequence number breaks ties), and every random draw comes from a seeded
+//! child RNG, so one seed gives one trace.
+
+use std::cmp::{Ordering, Reverse};
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
+use std::net::Ipv4Addr;
+
+use rctb_core::time::{Duration, Instant};
+use rctb_core::transport::{CmEvent, ConnId, QpId};
+
+use crate::cm::CmMsg;
+use crate::config::{FaultAction, LinkConfig, LinkFaults};
+use crate::node::Node;
+use crate::packet::Packet;
+use crate::pcap::PcapSink;
+use crate::rc::RoutedCompletion;
+use crate::rng::SimRng;
+use crate::stats::FabricStats;
+
+pub(crate) type NodeIdx = usize;
+
+#[derive(Debug)]
+pub(crate) enum EventKind {
+    Deliver { to: NodeIdx, pkt: Packet },
+    Egress { node: NodeIdx },
+    QpTimer { node: NodeIdx, qp: QpId },
+    Cm { from: NodeIdx, to: NodeIdx, msg: CmMsg },
+    CmTimeout { node: NodeIdx, conn: ConnId },
+    Fault(FaultAction),
+}
+
+#[derive(Debug)]
+struct Event {
+    at: Instant,
+    seq: u64,
+    kind: EventKind,
+}
+
+impl PartialEq for Event {
+    fn eq(&self, other: &Self) -> bool {
+        (self.at, self.seq) == (other.at, other.seq)
+    }
+}
+impl Eq for Event {}
+impl PartialOrd for Event {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Event {
+    fn cmp(&self, other: &Self) -> Ordering {
+        (self.at, self.seq).cmp(&(other.at, other.seq))
+    }
+}
+
+#[derive(Debug)]
+struct Link {
+    cfg: LinkConfig,
+    rng: SimRng,
+}
+
+/// The whole simulated fabric.
+#[derive(Debug)]
+pub(crate) struct World {
+    pub seed: u64,
+    pub now: Instant,
+    seq: u64,
+    events: BinaryHeap<Reverse<Event>>,
+    pub nodes: Vec<Node>,
+    pub by_ip: BTreeMap<Ipv4Addr, NodeIdx>,
+    links: BTreeMap<(NodeIdx, NodeIdx), Link>,
+    pub default_link: LinkConfig,
+    partitions: BTreeSet<(NodeIdx, NodeIdx)>,
+    pub stats: FabricStats,
+    pub pcap: Option<PcapSink>,
+    pool: Vec<Vec<u8>>,
+    comps: Vec<RoutedCompletion>,
+}
+
+/// Buffers kept for reuse; enough for a window of in-flight packets.
+const POOL_MAX: usize = 4096;
+
+impl World {
+    pub fn new(seed: u64) -> Self {
+        World {
+            seed,
+            now: Instant::ZERO,
+            seq: 0,
+            events: BinaryHeap::new(),
+            nodes: Vec::new(),
+            by_ip: BTreeMap::new(),
+            links: BTreeMap::new(),
+            default_link: LinkConfig::default(),
+            partitions: BTreeSet::new(),
+            stats: FabricStats::default(),
+            pcap: None,
+            pool: Vec::new(),
+            comps: Vec::new(),
+        }
+    }
+
+    pub fn schedule(&mut self, at: Instant, kind: EventKind) {
+        self.seq += 1;
+        self.events.push(Reverse(Event { at: at.max(self.now), seq: self.seq, kind }));
+    }
+
+    pub fn next_event_at(&self) -> Option<Instant> {
+        self.events.peek().map(|Reverse(e)| e.at)
+    }
+
+    pub fn node_by_name(&self, name: &str) -> Option<NodeIdx> {
+        self.nodes.iter().position(|n| n.cfg.name == name)
+    }
+
+    fn link(&mut self, from: NodeIdx, to: NodeIdx) -> &mut Link {
+        let seed = self.seed;
+        let default = self.default_link;
+        let names = (self.nodes[from].cfg.name.clone(), self.nodes[to].cfg.name.clone());
+        self.links
+            .entry((from, to))
+            .or_insert_with(|| Link { cfg: default, rng: SimRng::child(seed, &format!("link/{}/{}", names.0, names.1)) })
+    }
+
+    pub fn set_link(&mut self, from: NodeIdx, to: NodeIdx, cfg: LinkConfig) {
+        self.link(from, to).cfg = cfg;
+    }
+
+    pub fn set_faults(&mut self, a: NodeIdx, b: NodeIdx, faults: LinkFaults) {
+        self.link(a, b).cfg.faults = faults;
+        self.link(b, a).cfg.faults = faults;
+    }
+
+    fn pair(a: NodeIdx, b: NodeIdx) -> (NodeIdx, NodeIdx) {
+        (a.min(b), a.max(b))
+    }
+
+    pub fn partitioned(&self, a: NodeIdx, b: NodeIdx) -> bool {
+        self.partitions.contains(&Self::pair(a, b))
+    }
+
+    pub fn take_buf(&mut self) -> Vec<u8> {
+        self.pool.pop().unwrap_or_default()
+    }
+
+    pub fn give_buf(&mut self, mut buf: Vec<u8>) {
+        if self.pool.len() < POOL_MAX {
+            buf.clear();
+            self.pool.push(buf);
+        }
+    }
+
+    /// Runs every event scheduled at the earliest pending instant. Returns that
+    /// instant, or `None` when nothing is pending.
+    pub fn run_next_instant(&mut self) -> Option<Instant> {
+        let at = self.next_event_at()?;
+        self.now = self.now.max(at);
+        while self.next_event_at() == Some(at) {
+            let Some(Reverse(ev)) = self.events.pop() else { break };
+            self.dispatch(ev.kind);
+        }
+        Some(at)
+    }
+
+    /// Advances to `deadline`, running every event before or at it.
+    pub fn run_until(&mut self, deadline: Instant) {
+        while self.next_event_at().is_some_and(|t| t <= deadline) {
+            self.run_next_instant();
+        }
+        if deadline != Instant::FAR_FUTURE {
+            self.now = self.now.max(deadline);
+        }
+    }
+
+    fn dispatch(&mut self, kind: EventKind) {
+        match kind {
+            EventKind::Deliver { to, pkt } => self.deliver(to, pkt),
+            EventKind::Egress { node } => self.egress(node),
+            EventKind::QpTimer { node, qp } => self.qp_timer(node, qp),
+            EventKind::Cm { from, to, msg } => crate::cm::handle(self, from, to, msg),
+            EventKind::CmTimeout { node, conn } => crate::cm::timeout(self, node, conn),
+            EventKind::Fault(action) => self.apply_fault(action),
+        }
+    }
+
+    pub fn apply_fault(&mut self, action: FaultAction) {
+        let resolve = |w: &World, a: &str, b: &str| Some((w.node_by_name(a)?, w.node_by_name(b)?));
+        match action {
+            FaultAction::Partition { a, b } => {
+                if let Some((a, b)) = resolve(self, &a, &b) {
+                    self.partitions.insert(Self::pair(a, b));
+                }
+            }
+            FaultAction::Heal { a, b } => {
+                if let Some((a, b)) = resolve(self, &a, &b) {
+                    self.partitions.remove(&Self::pair(a, b));
+                }
+            }
+            FaultAction::SetFaults { a, b, faults } => {
+                if let Some((a, b)) = resolve(self, &a, &b) {
+                    self.set_faults(a, b, faults);
+                }
+            }
+        }
+    }
+
+    // ---- QP plumbing ----
+
+    /// After any change to a QP: queue it for egress if it has output, and
+    /// (re)schedule its timer.
+    pub fn after_qp_change(&mut self, node: NodeIdx, qp: QpId) {
+        let now = self.now;
+        let n = &mut self.nodes[node];
+        let Some(q) = n.qps.get(&qp) else {
+            n.timers.remove(&qp);
+            return;
+        };
+        let want_tx = q.wants_transmit(now);
+        let timer = q.poll_timeout();
+        if want_tx && n.tx_queued.insert(qp) {
+            n.tx_ready.push_back(qp);
+        }
+        let schedule_egress = want_tx && !n.egress_scheduled;
+        if schedule_egress {
+            n.egress_scheduled = true;
+        }
+        let free_at = n.egress_free_at;
+        let timer_changed = match timer {
+            Some(t) => n.timers.insert(qp, t) != Some(t),
+            None => {
+                n.timers.remove(&qp);
+                false
+            }
+        };
+        if schedule_egress {
+            self.schedule(free_at.max(now), EventKind::Egress { node });
+        }
+        if let (true, Some(t)) = (timer_changed, timer) {
+            self.schedule(t, EventKind::QpTimer { node, qp });
+        }
+    }
+
+    pub fn route_completions(&mut self, node: NodeIdx) {
+        let mut comps = std::mem::take(&mut self.comps);
+        self.nodes[node].route(&mut comps);
+        self.comps = comps;
+    }
+
+    pub fn comps(&mut self) -> &mut Vec<RoutedCompletion> {
+        &mut self.comps
+    }
+
+    fn qp_timer(&mut self, node: NodeIdx, qp: QpId) {
+        let now = self.now;
+        let n = &mut self.nodes[node];
+        if n.timers.get(&qp) != Some(&now) {
+            return; // superseded
+        }
+        n.timers.remove(&qp);
+        if let Some(q) = n.qps.get_mut(&qp) {
+            let before = q.counters.timeouts;
+            q.handle_timeout(now, &mut self.comps);
+            self.stats.timeouts += q.counters.timeouts - before;
+        }
+        self.route_completions(node);
+        self.after_qp_change(node, qp);
+    }
+
+    fn egress(&mut self, node: NodeIdx) {
+        let now = self.now;
+        self.nodes[node].egress_scheduled = false;
+        if self.nodes[node].egress_free_at > now {
+            self.nodes[node].egress_scheduled = true;
+            let t = self.nodes[node].egress_free_at;
+            self.schedule(t, EventKind::Egress { node });
+            return;
+        }
+        let bandwidth = self.nodes[node].cfg.bandwidth_bps;
+        // With unlimited bandwidth, send a burst per event; otherwise one.
+        let mut budget = if bandwidth == 0 { 64 } else { 1 };
+        while budget > 0 {
+            let Some(qp) = self.nodes[node].tx_ready.pop_front() else { break };
+            self.nodes[node].tx_queued.remove(&qp);
+            let buf = self.take_buf();
+            let n = &mut self.nodes[node];
+            let Some(q) = n.qps.get_mut(&qp) else {
+                self.give_buf(buf);
+                continue;
+            };
+            let before = q.counters.retransmitted;
+            let result = q.poll_transmit(now, &n.mem, buf, &mut self.comps);
+            self.stats.retransmitted += q.counters.retransmitted - before;
+            self.route_completions(node);
+            match result {
+                Ok(pkt) => {
+                    budget -= 1;
+                    let ser = serialization(pkt.wire_len(), bandwidth);
+                    self.nodes[node].egress_free_at = now + ser;
+                    self.transmit(node, pkt, now + ser);
+                }
+                Err(buf) => self.give_buf(buf),
+            }
+            self.after_qp_change(node, qp);
+        }
+        let n = &mut self.nodes[node];
+        if !n.tx_ready.is_empty() && !n.egress_scheduled {
+            n.egress_scheduled = true;
+            let t = n.egress_free_at.max(now);
+            self.schedule(t, EventKind::Egress { node });
+        }
+    }
+
+    /// Puts a packet on the wire at `now`; it leaves the port at `done`.
+    fn transmit(&mut self, from: NodeIdx, mut pkt: Packet, done: Instant) {
+        self.stats.count_tx(&pkt);
+        if let Some(pcap) = self.pcap.as_mut() {
+            let (src, dst) = (self.nodes[from].mac, self.by_ip.get(&pkt.dst_ip).map(|&i| self.nodes[i].mac));
+            pcap.record(self.now, src, dst.unwrap_or([0xff; 6]), &pkt);
+        }
+        let Some(&to) = self.by_ip.get(&pkt.dst_ip) else {
+            self.stats.dropped_no_route += 1;
+            self.give_buf(pkt.payload);
+            return;
+        };
+        if self.partitioned(from, to) || !self.nodes[to].up {
+            self.stats.dropped_partition += 1;
+            self.give_buf(pkt.payload);
+            return;
+        }
+        let link = self.link(from, to);
+        let latency = link.cfg.latency;
+        let f = link.cfg.faults;
+        let mut extra = Duration::ZERO;
+        let (mut dropped, mut dup, mut reordered) = (false, false, false);
+        if !f.is_clean() {
+            let rng = &mut link.rng;
+            dropped = rng.chance(f.drop);
+            if rng.chance(f.corrupt) {
+                pkt.corrupt = true;
+            }
+            dup = rng.chance(f.duplicate);
+            if !f.jitter.is_zero() {
+                extra += Duration::from_nanos(rng.below(f.jitter.as_nanos() as u64 + 1));
+            }
+            if rng.chance(f.reorder) {
+                reordered = true;
+                extra += Duration::from_nanos(rng.below(f.reorder_window.as_nanos() as u64 + 1));
+            }
+        }
+        if dropped {
+            self.stats.dropped_loss += 1;
+            self.give_buf(pkt.payload);
+            return;
+        }
+        self.stats.reordered += reordered as u64;
+        let arrive = done + latency + extra;
+        if dup {
+            self.stats.duplicated += 1;
+            let copy = pkt.clone();
+            self.schedule(arrive + Duration::from_nanos(1), EventKind::Deliver { to, pkt: copy });
+        }
+        self.schedule(arrive, EventKind::Deliver { to, pkt });
+    }
+
+    fn deliver(&mut self, to: NodeIdx, pkt: Packet) {
+        let now = self.now;
+        if pkt.corrupt {
+            // Bad ICRC: dropped silently, as rxe does.
+            self.stats.dropped_corrupt += 1;
+            self.give_buf(pkt.payload);
+            return;
+        }
+        let n = &mut self.nodes[to];
+        if !n.up {
+            self.stats.dropped_partition += 1;
+            self.give_buf(pkt.payload);
+            return;
+        }
+        let Some(&qp) = n.qpn_to_qp.get(&pkt.bth.dest_qp) else {
+            self.stats.dropped_no_qp += 1;
+            self.give_buf(pkt.payload);
+            return;
+        };
+        self.stats.delivered += 1;
+        if let Some(q) = n.qps.get_mut(&qp) {
+            q.handle_packet(now, &pkt, &mut n.mem, &mut self.comps);
+        }
+        self.give_buf(pkt.payload);
+        self.route_completions(to);
+        self.after_qp_change(to, qp);
+    }
+
+    pub fn push_cm_event(&mut self, node: NodeIdx, ev: CmEvent) {
+        self.nodes[node].cm_events.push_back(ev);
+    }
+}
+
+fn serialization(bytes: usize, bandwidth_bps: u64) -> Duration {
+    if bandwidth_bps == 0 {
+        return Duration::ZERO;
+    }
+    // Preamble, SFD and inter-frame gap (20) plus FCS (4) occupy the wire too.
+    let bits = (bytes as u128 + 24) * 8;
+    Duration::from_nanos((bits * 1_000_000_000 / bandwidth_bps as u128) as u64)
+}
