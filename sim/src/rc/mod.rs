@@ -279,7 +279,8 @@ impl RcQp {
         out: &mut Vec<RoutedCompletion>,
     ) -> Result<Packet, Vec<u8>> {
         let Some(path) = self.path else { return Err(buf) };
-        if !matches!(self.state, QpState::Rtr | QpState::Rts) {
+        // A QP that failed as responder still sends the NAK that says why.
+        if !matches!(self.state, QpState::Rtr | QpState::Rts | QpState::Err) {
             return Err(buf);
         }
         let buf = match responder::poll_transmit(self, &path, mem, buf) {
@@ -294,7 +295,13 @@ impl RcQp {
 
     /// Whether `poll_transmit` would produce a packet at `now`.
     pub(crate) fn wants_transmit(&self, now: Instant) -> bool {
-        if !matches!(self.state, QpState::Rtr | QpState::Rts) || self.path.is_none() {
+        if self.path.is_none() {
+            return false;
+        }
+        if self.state == QpState::Err {
+            return self.resp.has_output();
+        }
+        if !matches!(self.state, QpState::Rtr | QpState::Rts) {
             return false;
         }
         self.resp.has_output() || (self.state == QpState::Rts && self.req.can_transmit(now, self.max_rd_atomic))
