@@ -120,16 +120,26 @@ impl Requester {
         self.sent_end.diff(self.una).max(0) as u32
     }
 
+    /// Moves the transmit point past WRs that are already finished (a go-back
+    /// never needs to resend them).
+    fn skip_done(&mut self) {
+        while self.sq.get(self.tx_idx).is_some_and(|w| w.done) {
+            self.tx_idx += 1;
+            self.tx_pkt = 0;
+        }
+    }
+
     pub(crate) fn can_transmit(&self, now: Instant, max_rd_atomic: u8) -> bool {
         if self.rnr_until.is_some_and(|t| now < t) {
             return false;
         }
-        let Some(w) = self.sq.get(self.tx_idx) else { return false };
+        let Some(w) = self.sq.range(self.tx_idx..).find(|w| !w.done) else { return false };
         if w.local_error.is_some() {
             // The error completes once everything before it has.
             return false;
         }
-        let psn = if w.is_read() { w.first_psn.add(w.read_done) } else { w.first_psn.add(self.tx_pkt) };
+        let pkt = if self.sq.get(self.tx_idx).is_some_and(|x| x.done) { 0 } else { self.tx_pkt };
+        let psn = if w.is_read() { w.first_psn.add(w.read_done) } else { w.first_psn.add(pkt) };
         let is_new = psn.diff(self.sent_end) >= 0;
         if is_new && self.outstanding() >= MAX_WINDOW_PACKETS {
             return false;
@@ -171,7 +181,13 @@ pub(super) fn retire(qp: &mut RcQp, out: &mut Vec<RoutedCompletion>) {
             break;
         }
         let Some(w) = qp.req.sq.pop_front() else { break };
-        qp.req.tx_idx = qp.req.tx_idx.saturating_sub(1);
+        if qp.req.tx_idx == 0 {
+            // The transmit point was on the WR just retired (a go-back raced
+            // its ACK): start the next WR from its first packet.
+            qp.req.tx_pkt = 0;
+        } else {
+            qp.req.tx_idx -= 1;
+        }
         if w.signaled {
             let len = w.len as u32;
             out.push(qp.send_completion(w.wr_id, w.op.wc_opcode(), WcStatus::Success, len));
@@ -333,9 +349,15 @@ fn handle_read_response(qp: &mut RcQp, now: Instant, pkt: &Packet, mem: &mut Mem
         }
         _ => {}
     }
-    // In order: everything before this READ is implicitly acknowledged.
+    // In order: everything before this READ is implicitly acknowledged --
+    // unless an earlier READ still lacks data (a late response of a READ
+    // behind it must not overtake it).
     if ack_before(qp, qp.req.sq[idx].first_psn) {
         on_progress(qp, now);
+    }
+    if qp.req.una != expected {
+        qp.dropped += 1;
+        return;
     }
     let pmtu = qp.path.map_or(4096, |p| p.pmtu) as u64;
     let w = &mut qp.req.sq[idx];
@@ -396,7 +418,8 @@ pub(super) fn poll_transmit(
     }
     let pmtu = path.pmtu as u64;
     let req = &mut qp.req;
-    let w = &req.sq[req.tx_idx];
+    req.skip_done();
+    let Some(w) = req.sq.get(req.tx_idx) else { return Err(buf) };
     buf.clear();
     let (opcode, psn, reth, imm, ends, retx);
     if let SendOp::Read { remote } = w.op {
@@ -404,7 +427,7 @@ pub(super) fn poll_transmit(
         psn = w.first_psn.add(w.read_done);
         retx = psn.diff(req.sent_end) < 0;
         opcode = Opcode::READ_REQUEST;
-        reth = Some(Reth { va: remote.addr.wrapping_add(done), rkey: remote.rkey, dma_len: (w.len - done) as u32 });
+        reth = Some(Reth { va: remote.addr.wrapping_add(done), rkey: remote.rkey, dma_len: w.len.saturating_sub(done) as u32 });
         imm = None;
         ends = true;
         req.reads_in_flight += 1;

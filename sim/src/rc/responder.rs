@@ -214,6 +214,13 @@ fn handle_send(qp: &mut RcQp, pkt: &Packet, mem: &mut Memory, out: &mut Vec<Rout
         fatal(qp, Some(WcStatus::LocProtErr), out);
         return;
     }
+    // First and Middle packets carry exactly one PMTU; Last and Only at most one.
+    let pmtu = qp.path.map_or(4096, |p| p.pmtu) as usize;
+    let len_ok = if op.ends_message() { pkt.payload.len() <= pmtu } else { pkt.payload.len() == pmtu };
+    if !len_ok {
+        invalid_request(qp, psn, None, out);
+        return;
+    }
     let offset = match qp.resp.cur {
         Some(InMsg::Send { received }) => received,
         _ => 0,
@@ -265,7 +272,7 @@ fn handle_write(qp: &mut RcQp, pkt: &Packet, mem: &mut Memory, out: &mut Vec<Rou
     let end = done + pkt.payload.len() as u64;
     let pmtu = qp.path.map_or(4096, |p| p.pmtu) as usize;
     let size_ok = if op.ends_message() {
-        end == total as u64
+        end == total as u64 && pkt.payload.len() <= pmtu
     } else {
         pkt.payload.len() == pmtu && end < total as u64
     };
