@@ -92,7 +92,7 @@ pub(crate) fn connect_qp(
     out: &mut Vec<crate::rc::RoutedCompletion>,
 ) -> Result<(), &'static str> {
     let src_ip = node.cfg.ip;
-    let q = node.qps.get_mut(&qp).ok_or("QP destroyed")?;
+    let q = node.qps.get_mut(qp.0).ok_or("QP destroyed")?;
     let rtr = QpTransition::Rtr(RtrAttr {
         path_mtu: mtu,
         dest_qpn,
@@ -114,7 +114,7 @@ pub(crate) fn connect_qp(
 
 pub(crate) fn init_qp(node: &mut Node, qp: QpId, out: &mut Vec<crate::rc::RoutedCompletion>) {
     let ip = node.cfg.ip;
-    if let Some(q) = node.qps.get_mut(&qp) {
+    if let Some(q) = node.qps.get_mut(qp.0) {
         let _ = q.modify(&init_attr(), ip, out);
     }
 }
@@ -162,14 +162,7 @@ pub(crate) fn handle(w: &mut World, from: NodeIdx, to: NodeIdx, msg: CmMsg) {
             let remote = SocketAddrV4::new(remote_ip, 0);
             w.push_cm_event(
                 to,
-                CmEvent::ConnectRequest {
-                    listener,
-                    conn,
-                    remote,
-                    private_data,
-                    responder_resources,
-                    initiator_depth,
-                },
+                CmEvent::ConnectRequest { listener, conn, remote, private_data, responder_resources, initiator_depth },
             );
         }
         CmMsg::Rep { dst_conn, src_conn, qpn, psn, private_data, responder_resources, initiator_depth } => {
@@ -257,7 +250,7 @@ pub(crate) fn disconnect_local(w: &mut World, node: NodeIdx, conn: ConnId, notif
     if let Some(qp) = qp {
         let ip = n.cfg.ip;
         let mut comps = std::mem::take(w.comps());
-        if let Some(q) = w.nodes[node].qps.get_mut(&qp) {
+        if let Some(q) = w.nodes[node].qps.get_mut(qp.0) {
             let _ = q.modify(&QpTransition::Err, ip, &mut comps);
         }
         *w.comps() = comps;

@@ -20,6 +20,7 @@
 
 mod cm;
 mod config;
+mod idmap;
 mod memory;
 mod node;
 mod packet;

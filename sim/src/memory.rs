@@ -7,6 +7,8 @@
 
 use std::collections::BTreeMap;
 
+use crate::idmap::IdMap;
+
 use rctb_core::transport::{Access, MrId, MrInfo, PdId, Sge};
 
 #[derive(Debug)]
@@ -37,28 +39,28 @@ pub(crate) enum LocalFault {
 /// The registered regions of a node.
 #[derive(Debug, Default)]
 pub struct Memory {
-    regions: BTreeMap<MrId, Region>,
+    regions: IdMap<Region>,
     by_rkey: BTreeMap<u32, MrId>,
 }
 
 impl Memory {
     pub(crate) fn insert(&mut self, region: Region) {
         self.by_rkey.insert(region.info.rkey, region.info.id);
-        self.regions.insert(region.info.id, region);
+        self.regions.insert(region.info.id.0, region);
     }
 
     pub(crate) fn remove(&mut self, mr: MrId) -> Option<Region> {
-        let region = self.regions.remove(&mr)?;
+        let region = self.regions.remove(mr.0)?;
         self.by_rkey.remove(&region.info.rkey);
         Some(region)
     }
 
     pub(crate) fn get(&self, mr: MrId) -> Option<&Region> {
-        self.regions.get(&mr)
+        self.regions.get(mr.0)
     }
 
     pub(crate) fn get_mut(&mut self, mr: MrId) -> Option<&mut Region> {
-        self.regions.get_mut(&mr)
+        self.regions.get_mut(mr.0)
     }
 
     pub(crate) fn key_in_use(&self, key: u32) -> bool {
@@ -87,7 +89,7 @@ impl Memory {
             return Ok(None);
         }
         let id = *self.by_rkey.get(&rkey).ok_or(RemoteAccessFault::UnknownRkey)?;
-        let region = &self.regions[&id];
+        let region = self.regions.get(id.0).ok_or(RemoteAccessFault::UnknownRkey)?;
         if region.pd != pd {
             return Err(RemoteAccessFault::WrongPd);
         }
@@ -105,7 +107,7 @@ impl Memory {
     /// Checks that every SGE names a region of `pd` and fits inside it.
     pub(crate) fn check_sges(&self, pd: PdId, sges: &[Sge]) -> Result<(), LocalFault> {
         for sge in sges {
-            let region = self.regions.get(&sge.mr).ok_or(LocalFault::Protection)?;
+            let region = self.regions.get(sge.mr.0).ok_or(LocalFault::Protection)?;
             if region.pd != pd {
                 return Err(LocalFault::Protection);
             }
@@ -130,7 +132,7 @@ impl Memory {
                 continue;
             }
             let take = (sl - msg_offset).min(len);
-            let region = &self.regions[&sge.mr];
+            let Some(region) = self.regions.get(sge.mr.0) else { return };
             let start = (sge.offset + msg_offset) as usize;
             out.extend_from_slice(&region.data[start..start + take as usize]);
             len -= take;
@@ -151,7 +153,7 @@ impl Memory {
                 continue;
             }
             let take = ((sl - msg_offset) as usize).min(data.len());
-            let region = self.regions.get_mut(&sge.mr).ok_or(LocalFault::Protection)?;
+            let region = self.regions.get_mut(sge.mr.0).ok_or(LocalFault::Protection)?;
             let start = (sge.offset + msg_offset) as usize;
             region.data[start..start + take].copy_from_slice(&data[..take]);
             data = &data[take..];
@@ -162,7 +164,7 @@ impl Memory {
 
     /// Writes `data` at `offset` of region `mr` (already resolved and checked).
     pub(crate) fn write_resolved(&mut self, mr: MrId, offset: u64, data: &[u8]) {
-        if let Some(region) = self.regions.get_mut(&mr) {
+        if let Some(region) = self.regions.get_mut(mr.0) {
             let start = offset as usize;
             region.data[start..start + data.len()].copy_from_slice(data);
         }
@@ -170,7 +172,7 @@ impl Memory {
 
     /// Appends `len` bytes at `offset` of region `mr` (already resolved).
     pub(crate) fn read_resolved(&self, mr: MrId, offset: u64, len: usize, out: &mut Vec<u8>) {
-        if let Some(region) = self.regions.get(&mr) {
+        if let Some(region) = self.regions.get(mr.0) {
             let start = offset as usize;
             out.extend_from_slice(&region.data[start..start + len]);
         }

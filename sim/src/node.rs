@@ -6,9 +6,10 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::net::Ipv4Addr;
 
 use rctb_core::time::Instant;
-use rctb_core::transport::{CmEvent, Completion, ConnId, CqId, ListenId, Mtu, PdId, Psn, QpId};
+use rctb_core::transport::{CmEvent, Completion, ConnId, ListenId, Mtu, PdId, Psn, QpId};
 
 use crate::config::NodeConfig;
+use crate::idmap::IdMap;
 use crate::memory::Memory;
 use crate::rc::{RcQp, RoutedCompletion};
 use crate::rng::SimRng;
@@ -59,8 +60,8 @@ pub(crate) struct Node {
     pub up: bool,
     pub mem: Memory,
     pub pds: BTreeSet<PdId>,
-    pub cqs: BTreeMap<CqId, Cq>,
-    pub qps: BTreeMap<QpId, RcQp>,
+    pub cqs: IdMap<Cq>,
+    pub qps: IdMap<RcQp>,
     pub qpn_to_qp: BTreeMap<u32, QpId>,
     pub next_id: u32,
     pub next_qpn: u32,
@@ -68,11 +69,8 @@ pub(crate) struct Node {
     pub rng: SimRng,
     /// QPs with something to transmit, served round-robin.
     pub tx_ready: VecDeque<QpId>,
-    pub tx_queued: BTreeSet<QpId>,
     pub egress_free_at: Instant,
     pub egress_scheduled: bool,
-    /// The timer currently scheduled per QP.
-    pub timers: BTreeMap<QpId, Instant>,
     pub listeners: BTreeMap<u16, ListenId>,
     pub conns: BTreeMap<ConnId, Conn>,
     pub cm_events: VecDeque<CmEvent>,
@@ -87,8 +85,8 @@ impl Node {
             up: true,
             mem: Memory::default(),
             pds: BTreeSet::new(),
-            cqs: BTreeMap::new(),
-            qps: BTreeMap::new(),
+            cqs: IdMap::default(),
+            qps: IdMap::default(),
             qpn_to_qp: BTreeMap::new(),
             next_id: 1,
             // rxe hands out QPNs from 17 up; QP0/QP1 are special.
@@ -97,10 +95,8 @@ impl Node {
             next_addr: 0x7f00_0000_0000 + ((index as u64) << 36),
             rng,
             tx_ready: VecDeque::new(),
-            tx_queued: BTreeSet::new(),
             egress_free_at: Instant::ZERO,
             egress_scheduled: false,
-            timers: BTreeMap::new(),
             listeners: BTreeMap::new(),
             conns: BTreeMap::new(),
             cm_events: VecDeque::new(),
@@ -144,7 +140,7 @@ impl Node {
     /// Delivers completions to their CQs.
     pub fn route(&mut self, comps: &mut Vec<RoutedCompletion>) {
         for rc in comps.drain(..) {
-            if let Some(cq) = self.cqs.get_mut(&rc.cq) {
+            if let Some(cq) = self.cqs.get_mut(rc.cq.0) {
                 if cq.entries.len() >= cq.depth as usize {
                     cq.overrun = true;
                 } else {

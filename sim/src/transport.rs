@@ -51,7 +51,7 @@ impl SimTransport {
     fn ready(&self, cqs: &[CqId]) -> bool {
         let w = self.world.borrow();
         let n = &w.nodes[self.node];
-        !n.cm_events.is_empty() || cqs.iter().any(|cq| n.cqs.get(cq).is_some_and(|c| !c.entries.is_empty()))
+        !n.cm_events.is_empty() || cqs.iter().any(|cq| n.cqs.get(cq.0).is_some_and(|c| !c.entries.is_empty()))
     }
 
     fn with_qp<R>(
@@ -65,7 +65,7 @@ impl SimTransport {
         let mut comps = std::mem::take(w.comps());
         let n = &mut w.nodes[self.node];
         let ip = n.cfg.ip;
-        let q = n.qps.get_mut(&qp).ok_or_else(|| TransportError::handle(verb, qp))?;
+        let q = n.qps.get_mut(qp.0).ok_or_else(|| TransportError::handle(verb, qp))?;
         let r = f(q, &n.mem, ip, &mut comps);
         *w.comps() = comps;
         w.route_completions(self.node);
@@ -90,7 +90,12 @@ impl Transport for SimTransport {
 
     fn port(&self, port: u8) -> Result<PortInfo> {
         if port != 1 {
-            return Err(TransportError::invalid(Verb::QueryPort, "port", port as u64, "the simulated device has port 1"));
+            return Err(TransportError::invalid(
+                Verb::QueryPort,
+                "port",
+                port as u64,
+                "the simulated device has port 1",
+            ));
         }
         let w = self.world.borrow();
         let n = &w.nodes[self.node];
@@ -208,19 +213,24 @@ impl Transport for SimTransport {
 
     fn create_cq(&mut self, depth: u32) -> Result<CqId> {
         if depth == 0 || depth > MAX_CQE {
-            return Err(TransportError::invalid(Verb::CreateCq, "depth", depth as u64, "must be 1..=max_cqe (1048576)"));
+            return Err(TransportError::invalid(
+                Verb::CreateCq,
+                "depth",
+                depth as u64,
+                "must be 1..=max_cqe (1048576)",
+            ));
         }
         let mut w = self.world.borrow_mut();
         let n = &mut w.nodes[self.node];
         let cq = CqId(n.alloc_id());
-        n.cqs.insert(cq, Cq { depth, entries: Default::default(), overrun: false });
+        n.cqs.insert(cq.0, Cq { depth, entries: Default::default(), overrun: false });
         Ok(cq)
     }
 
     fn destroy_cq(&mut self, cq: CqId) -> Result<()> {
         let mut w = self.world.borrow_mut();
         let n = &mut w.nodes[self.node];
-        if !n.cqs.contains_key(&cq) {
+        if !n.cqs.contains_key(cq.0) {
             return Err(TransportError::handle(Verb::DestroyCq, cq));
         }
         let users = n.qps.values().filter(|q| q.init.send_cq == cq || q.init.recv_cq == cq).count();
@@ -231,7 +241,7 @@ impl Transport for SimTransport {
                 by: format!("{users} queue pairs"),
             });
         }
-        n.cqs.remove(&cq);
+        n.cqs.remove(cq.0);
         Ok(())
     }
 
@@ -241,7 +251,7 @@ impl Transport for SimTransport {
         check_qp_init(n, init)?;
         let id = QpId(n.alloc_id());
         let qpn = n.alloc_qpn();
-        n.qps.insert(id, RcQp::new(id, qpn, *init));
+        n.qps.insert(id.0, RcQp::new(id, qpn, *init));
         n.qpn_to_qp.insert(qpn, id);
         Ok(QpInfo { id, qpn, state: QpState::Reset })
     }
@@ -278,16 +288,15 @@ impl Transport for SimTransport {
 
     fn query_qp(&self, qp: QpId) -> Result<QpInfo> {
         let w = self.world.borrow();
-        let q = w.nodes[self.node].qps.get(&qp).ok_or_else(|| TransportError::handle(Verb::QueryQp, qp))?;
+        let q = w.nodes[self.node].qps.get(qp.0).ok_or_else(|| TransportError::handle(Verb::QueryQp, qp))?;
         Ok(QpInfo { id: qp, qpn: q.qpn, state: q.state })
     }
 
     fn destroy_qp(&mut self, qp: QpId) -> Result<()> {
         let mut w = self.world.borrow_mut();
         let n = &mut w.nodes[self.node];
-        let q = n.qps.remove(&qp).ok_or_else(|| TransportError::handle(Verb::DestroyQp, qp))?;
+        let q = n.qps.remove(qp.0).ok_or_else(|| TransportError::handle(Verb::DestroyQp, qp))?;
         n.qpn_to_qp.remove(&q.qpn);
-        n.timers.remove(&qp);
         for c in n.conns.values_mut() {
             if c.qp == Some(qp) {
                 c.qp = None;
@@ -298,7 +307,12 @@ impl Transport for SimTransport {
 
     fn post_send<'a>(&mut self, qp: QpId, wr: &SendWr<'a>) -> Result<()> {
         if wr.len() > u32::MAX as u64 {
-            return Err(TransportError::invalid(Verb::PostSend, "length", wr.len(), "a message is at most 2^32-1 bytes"));
+            return Err(TransportError::invalid(
+                Verb::PostSend,
+                "length",
+                wr.len(),
+                "a message is at most 2^32-1 bytes",
+            ));
         }
         self.with_qp(Verb::PostSend, qp, |q, mem, _, out| q.post_send(wr, mem, out))?
             .map_err(|e| post_error(Verb::PostSend, e))
@@ -311,9 +325,12 @@ impl Transport for SimTransport {
 
     fn poll_cq(&mut self, cq: CqId, max: usize, out: &mut Vec<Completion>) -> Result<usize> {
         let mut w = self.world.borrow_mut();
-        let c = w.nodes[self.node].cqs.get_mut(&cq).ok_or_else(|| TransportError::handle(Verb::PollCq, cq))?;
+        let c = w.nodes[self.node].cqs.get_mut(cq.0).ok_or_else(|| TransportError::handle(Verb::PollCq, cq))?;
         if c.overrun {
-            return Err(TransportError::Exhausted { verb: Verb::PollCq, what: "CQ entries (overrun: completions lost)" });
+            return Err(TransportError::Exhausted {
+                verb: Verb::PollCq,
+                what: "CQ entries (overrun: completions lost)",
+            });
         }
         let k = max.min(c.entries.len());
         out.extend(c.entries.drain(..k));
@@ -547,7 +564,9 @@ impl Transport for SimTransport {
 fn bounds(region_len: u64, offset: u64, len: u64) -> Result<std::ops::Range<usize>> {
     match offset.checked_add(len) {
         Some(end) if end <= region_len => Ok(offset as usize..end as usize),
-        _ => Err(TransportError::invalid(Verb::MrAccess, "offset+len", offset.saturating_add(len), "exceeds the region")),
+        _ => {
+            Err(TransportError::invalid(Verb::MrAccess, "offset+len", offset.saturating_add(len), "exceeds the region"))
+        }
     }
 }
 
@@ -556,7 +575,7 @@ fn check_qp_init(n: &crate::node::Node, init: &QpInit) -> Result<()> {
         return Err(TransportError::handle(Verb::CreateQp, init.pd));
     }
     for cq in [init.send_cq, init.recv_cq] {
-        if !n.cqs.contains_key(&cq) {
+        if !n.cqs.contains_key(cq.0) {
             return Err(TransportError::handle(Verb::CreateQp, cq));
         }
     }

@@ -24,11 +24,27 @@ pub(crate) type NodeIdx = usize;
 
 #[derive(Debug)]
 pub(crate) enum EventKind {
-    Deliver { to: NodeIdx, pkt: Packet },
-    Egress { node: NodeIdx },
-    QpTimer { node: NodeIdx, qp: QpId },
-    Cm { from: NodeIdx, to: NodeIdx, msg: CmMsg },
-    CmTimeout { node: NodeIdx, conn: ConnId },
+    /// `pkt` indexes `World::in_flight` (keeps events small for the heap).
+    Deliver {
+        to: NodeIdx,
+        pkt: u32,
+    },
+    Egress {
+        node: NodeIdx,
+    },
+    QpTimer {
+        node: NodeIdx,
+        qp: QpId,
+    },
+    Cm {
+        from: NodeIdx,
+        to: NodeIdx,
+        msg: CmMsg,
+    },
+    CmTimeout {
+        node: NodeIdx,
+        conn: ConnId,
+    },
     Fault(FaultAction),
 }
 
@@ -78,6 +94,9 @@ pub(crate) struct World {
     pub pcap: Option<PcapSink>,
     pool: Vec<Vec<u8>>,
     comps: Vec<RoutedCompletion>,
+    /// Packets on the wire, by slot; `free_slots` lists the empty ones.
+    in_flight: Vec<Option<Packet>>,
+    free_slots: Vec<u32>,
 }
 
 /// Buffers kept for reuse; enough for a window of in-flight packets.
@@ -99,6 +118,8 @@ impl World {
             pcap: None,
             pool: Vec::new(),
             comps: Vec::new(),
+            in_flight: Vec::new(),
+            free_slots: Vec::new(),
         }
     }
 
@@ -116,12 +137,12 @@ impl World {
     }
 
     fn link(&mut self, from: NodeIdx, to: NodeIdx) -> &mut Link {
-        let seed = self.seed;
-        let default = self.default_link;
-        let names = (self.nodes[from].cfg.name.clone(), self.nodes[to].cfg.name.clone());
-        self.links
-            .entry((from, to))
-            .or_insert_with(|| Link { cfg: default, rng: SimRng::child(seed, &format!("link/{}/{}", names.0, names.1)) })
+        if !self.links.contains_key(&(from, to)) {
+            let label = format!("link/{}/{}", self.nodes[from].cfg.name, self.nodes[to].cfg.name);
+            let link = Link { cfg: self.default_link, rng: SimRng::child(self.seed, &label) };
+            self.links.insert((from, to), link);
+        }
+        self.links.get_mut(&(from, to)).expect("inserted above")
     }
 
     pub fn set_link(&mut self, from: NodeIdx, to: NodeIdx, cfg: LinkConfig) {
@@ -176,7 +197,12 @@ impl World {
 
     fn dispatch(&mut self, kind: EventKind) {
         match kind {
-            EventKind::Deliver { to, pkt } => self.deliver(to, pkt),
+            EventKind::Deliver { to, pkt: slot } => {
+                if let Some(pkt) = self.in_flight.get_mut(slot as usize).and_then(Option::take) {
+                    self.free_slots.push(slot);
+                    self.deliver(to, pkt);
+                }
+            }
             EventKind::Egress { node } => self.egress(node),
             EventKind::QpTimer { node, qp } => self.qp_timer(node, qp),
             EventKind::Cm { from, to, msg } => crate::cm::handle(self, from, to, msg),
@@ -213,31 +239,33 @@ impl World {
     pub fn after_qp_change(&mut self, node: NodeIdx, qp: QpId) {
         let now = self.now;
         let n = &mut self.nodes[node];
-        let Some(q) = n.qps.get(&qp) else {
-            n.timers.remove(&qp);
-            return;
-        };
+        let Some(q) = n.qps.get_mut(qp.0) else { return };
         let want_tx = q.wants_transmit(now);
-        let timer = q.poll_timeout();
-        if want_tx && n.tx_queued.insert(qp) {
+        if want_tx && !q.tx_queued {
+            q.tx_queued = true;
             n.tx_ready.push_back(qp);
+        }
+        // Timers are lazy: an event is scheduled only when the QP needs one
+        // earlier than the one already pending. A deadline that merely moved
+        // later (every ACK moves it) is picked up when the pending event fires.
+        let timer = q.poll_timeout();
+        let schedule_timer = match (timer, q.timer_event) {
+            (Some(t), Some(pending)) => t < pending,
+            (Some(_), None) => true,
+            (None, _) => false,
+        };
+        if schedule_timer {
+            q.timer_event = timer;
         }
         let schedule_egress = want_tx && !n.egress_scheduled;
         if schedule_egress {
             n.egress_scheduled = true;
         }
         let free_at = n.egress_free_at;
-        let timer_changed = match timer {
-            Some(t) => n.timers.insert(qp, t) != Some(t),
-            None => {
-                n.timers.remove(&qp);
-                false
-            }
-        };
         if schedule_egress {
             self.schedule(free_at.max(now), EventKind::Egress { node });
         }
-        if let (true, Some(t)) = (timer_changed, timer) {
+        if let (true, Some(t)) = (schedule_timer, timer) {
             self.schedule(t, EventKind::QpTimer { node, qp });
         }
     }
@@ -254,17 +282,18 @@ impl World {
 
     fn qp_timer(&mut self, node: NodeIdx, qp: QpId) {
         let now = self.now;
-        let n = &mut self.nodes[node];
-        if n.timers.get(&qp) != Some(&now) {
-            return; // superseded
+        let Some(q) = self.nodes[node].qps.get_mut(qp.0) else { return };
+        if q.timer_event != Some(now) {
+            return; // superseded by an earlier event
         }
-        n.timers.remove(&qp);
-        if let Some(q) = n.qps.get_mut(&qp) {
+        q.timer_event = None;
+        if q.poll_timeout().is_some_and(|t| t <= now) {
             let before = q.counters.timeouts;
             q.handle_timeout(now, &mut self.comps);
             self.stats.timeouts += q.counters.timeouts - before;
+            self.route_completions(node);
         }
-        self.route_completions(node);
+        // Reschedules at the QP's current deadline, if it has one.
         self.after_qp_change(node, qp);
     }
 
@@ -282,13 +311,13 @@ impl World {
         let mut budget = if bandwidth == 0 { 64 } else { 1 };
         while budget > 0 {
             let Some(qp) = self.nodes[node].tx_ready.pop_front() else { break };
-            self.nodes[node].tx_queued.remove(&qp);
             let buf = self.take_buf();
             let n = &mut self.nodes[node];
-            let Some(q) = n.qps.get_mut(&qp) else {
+            let Some(q) = n.qps.get_mut(qp.0) else {
                 self.give_buf(buf);
                 continue;
             };
+            q.tx_queued = false;
             let before = q.counters.retransmitted;
             let result = q.poll_transmit(now, &n.mem, buf, &mut self.comps);
             self.stats.retransmitted += q.counters.retransmitted - before;
@@ -359,9 +388,25 @@ impl World {
         if dup {
             self.stats.duplicated += 1;
             let copy = pkt.clone();
-            self.schedule(arrive + Duration::from_nanos(1), EventKind::Deliver { to, pkt: copy });
+            let slot = self.park(copy);
+            self.schedule(arrive + Duration::from_nanos(1), EventKind::Deliver { to, pkt: slot });
         }
-        self.schedule(arrive, EventKind::Deliver { to, pkt });
+        let slot = self.park(pkt);
+        self.schedule(arrive, EventKind::Deliver { to, pkt: slot });
+    }
+
+    /// Stores a packet on the wire; returns its slot.
+    fn park(&mut self, pkt: Packet) -> u32 {
+        match self.free_slots.pop() {
+            Some(slot) => {
+                self.in_flight[slot as usize] = Some(pkt);
+                slot
+            }
+            None => {
+                self.in_flight.push(Some(pkt));
+                (self.in_flight.len() - 1) as u32
+            }
+        }
     }
 
     fn deliver(&mut self, to: NodeIdx, pkt: Packet) {
@@ -384,7 +429,7 @@ impl World {
             return;
         };
         self.stats.delivered += 1;
-        if let Some(q) = n.qps.get_mut(&qp) {
+        if let Some(q) = n.qps.get_mut(qp.0) {
             q.handle_packet(now, &pkt, &mut n.mem, &mut self.comps);
         }
         self.give_buf(pkt.payload);

@@ -138,10 +138,7 @@ fn partition_exhausts_retry_cnt_with_retry_exc_err_then_flushes() {
     }
     let sc = completions(&mut p.a, 3, secs(5));
     let statuses: Vec<_> = sc.iter().map(|c| (c.wr_id, c.status)).collect();
-    assert_eq!(
-        statuses,
-        vec![(0, WcStatus::RetryExcErr), (1, WcStatus::WrFlushErr), (2, WcStatus::WrFlushErr)],
-    );
+    assert_eq!(statuses, vec![(0, WcStatus::RetryExcErr), (1, WcStatus::WrFlushErr), (2, WcStatus::WrFlushErr)],);
     let st = p.sim.stats();
     assert_eq!(st.timeouts, 4, "first try + retry_cnt retries, each timing out");
     let timeout_ns = 4096u64 << 10;
@@ -153,10 +150,7 @@ fn partition_exhausts_retry_cnt_with_retry_exc_err_then_flushes() {
 fn partition_that_heals_within_the_retry_budget_recovers() {
     let mut p = Pair::default_pair();
     p.sim.apply(FaultAction::Partition { a: "a".into(), b: "b".into() });
-    p.sim.schedule(ScheduledFault {
-        at: at(100_000_000),
-        action: FaultAction::Heal { a: "a".into(), b: "b".into() },
-    });
+    p.sim.schedule(ScheduledFault { at: at(100_000_000), action: FaultAction::Heal { a: "a".into(), b: "b".into() } });
     let data = fill(&mut p.a, 0, 5000, 4);
     post(&mut p.a, 1, SendOp::Write { remote: p.b.mr.remote(0) }, 0, 5000).unwrap();
     let sc = completions(&mut p.a, 1, secs(5));
@@ -179,10 +173,10 @@ fn moving_to_err_flushes_every_outstanding_request_and_receive() {
     post_recv(&mut p.b, 9, 0, 64);
     post(&mut p.b, 8, SendOp::Send, 0, 64).unwrap();
     let rc = drain(&mut p.b);
-    assert_eq!(rc.iter().map(|c| (c.wr_id, c.status)).collect::<Vec<_>>(), vec![
-        (9, WcStatus::WrFlushErr),
-        (8, WcStatus::WrFlushErr)
-    ]);
+    assert_eq!(
+        rc.iter().map(|c| (c.wr_id, c.status)).collect::<Vec<_>>(),
+        vec![(9, WcStatus::WrFlushErr), (8, WcStatus::WrFlushErr)]
+    );
     // Requests already on the wire when the requester fails are flushed too.
     p.sim.apply(FaultAction::Partition { a: "a".into(), b: "b".into() });
     for i in 0..3 {
@@ -191,11 +185,10 @@ fn moving_to_err_flushes_every_outstanding_request_and_receive() {
     p.sim.run_until(at(1_000_000));
     p.a.t.modify_qp(p.a.qp.id, &QpTransition::Err).unwrap();
     let sc = drain(&mut p.a);
-    assert_eq!(sc.iter().map(|c| (c.wr_id, c.status)).collect::<Vec<_>>(), vec![
-        (20, WcStatus::WrFlushErr),
-        (21, WcStatus::WrFlushErr),
-        (22, WcStatus::WrFlushErr)
-    ]);
+    assert_eq!(
+        sc.iter().map(|c| (c.wr_id, c.status)).collect::<Vec<_>>(),
+        vec![(20, WcStatus::WrFlushErr), (21, WcStatus::WrFlushErr), (22, WcStatus::WrFlushErr)]
+    );
 }
 
 #[test]

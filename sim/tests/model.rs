@@ -234,9 +234,12 @@ fn moderate_faults_always_converge() {
                 ..LinkFaults::default()
             },
             partition_at_us: None,
-            ops: (0..8).map(|i| ([Kind::Send, Kind::SendImm, Kind::Write, Kind::WriteImm, Kind::Read][i % 5], (i as u32 + 1) * 3001)).collect(),
+            ops: (0..8)
+                .map(|i| {
+                    ([Kind::Send, Kind::SendImm, Kind::Write, Kind::WriteImm, Kind::Read][i % 5], (i as u32 + 1) * 3001)
+                })
+                .collect(),
         };
         run(&c).unwrap_or_else(|e| panic!("seed {seed}: {e}\nreplay: this test is deterministic; rerun it"));
     }
 }
-

@@ -25,8 +25,8 @@ use std::net::Ipv4Addr;
 
 use rctb_core::time::{Duration, Instant};
 use rctb_core::transport::{
-    Access, Completion, CqId, InitAttr, PdId, QpId, QpInit, QpState, QpTransition, RecvWr, RnrTimer, RtrAttr,
-    RtsAttr, SendWr, WcOpcode, WcStatus, local_ack_timeout,
+    Access, Completion, CqId, InitAttr, PdId, QpId, QpInit, QpState, QpTransition, RecvWr, RnrTimer, RtrAttr, RtsAttr,
+    SendWr, WcOpcode, WcStatus, local_ack_timeout,
 };
 
 use crate::memory::Memory;
@@ -34,6 +34,9 @@ use crate::packet::Packet;
 
 pub(crate) use requester::Requester;
 pub(crate) use responder::Responder;
+
+/// A WR's scatter/gather list, inline for the usual one or two entries.
+pub(crate) type SgeList = smallvec::SmallVec<[rctb_core::transport::Sge; 2]>;
 
 /// Most unacknowledged packets a requester keeps in flight.
 pub const MAX_WINDOW_PACKETS: u32 = 1024;
@@ -84,6 +87,10 @@ pub struct RcQp {
     /// Packets dropped because the QP could not take them (state, source).
     pub dropped: u64,
     pub counters: QpCounters,
+    /// Owner bookkeeping: queued for egress.
+    pub(crate) tx_queued: bool,
+    /// Owner bookkeeping: the earliest timer event scheduled for this QP.
+    pub(crate) timer_event: Option<Instant>,
 }
 
 /// Requester events worth reporting.
@@ -113,6 +120,8 @@ impl RcQp {
             resp: Responder::default(),
             dropped: 0,
             counters: QpCounters::default(),
+            tx_queued: false,
+            timer_event: None,
         }
     }
 
@@ -141,7 +150,8 @@ impl RcQp {
                 self.state = QpState::Init;
             }
             QpTransition::Rtr(RtrAttr { path_mtu, dest_qpn, rq_psn, max_dest_rd_atomic: _, min_rnr_timer, av }) => {
-                let dest_ip = av.dest_gid.to_ipv4().ok_or("dest GID must be IPv4-mapped (::ffff:a.b.c.d) for RoCEv2")?;
+                let dest_ip =
+                    av.dest_gid.to_ipv4().ok_or("dest GID must be IPv4-mapped (::ffff:a.b.c.d) for RoCEv2")?;
                 if dest_qpn > rctb_core::transport::MAX_24BIT || dest_qpn == 0 {
                     return Err("dest_qpn must be 1..=0xFFFFFF");
                 }

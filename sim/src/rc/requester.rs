@@ -5,10 +5,10 @@
 use std::collections::VecDeque;
 
 use rctb_core::time::Instant;
-use rctb_core::transport::{Psn, SendOp, SendWr, Sge, WcStatus};
+use rctb_core::transport::{Psn, SendOp, SendWr, WcStatus};
 use rctb_core::wire::roce::{AckKind, Bth, NakCode, Opcode, Reth};
 
-use super::{ACK_REQ_EVERY, MAX_WINDOW_PACKETS, Path, RcQp, RoutedCompletion};
+use super::{ACK_REQ_EVERY, MAX_WINDOW_PACKETS, Path, RcQp, RoutedCompletion, SgeList};
 use crate::memory::Memory;
 use crate::packet::Packet;
 
@@ -16,7 +16,7 @@ use crate::packet::Packet;
 pub(crate) struct SendWqe {
     pub wr_id: u64,
     pub op: SendOp,
-    pub sges: Vec<Sge>,
+    pub sges: SgeList,
     pub len: u64,
     pub signaled: bool,
     pub solicited: bool,
@@ -89,7 +89,7 @@ impl Requester {
         self.sq.push_back(SendWqe {
             wr_id: wr.wr_id,
             op: wr.op,
-            sges: wr.sges.to_vec(),
+            sges: SgeList::from_slice(wr.sges),
             len,
             signaled,
             solicited: wr.solicited,
@@ -427,7 +427,11 @@ pub(super) fn poll_transmit(
         psn = w.first_psn.add(w.read_done);
         retx = psn.diff(req.sent_end) < 0;
         opcode = Opcode::READ_REQUEST;
-        reth = Some(Reth { va: remote.addr.wrapping_add(done), rkey: remote.rkey, dma_len: w.len.saturating_sub(done) as u32 });
+        reth = Some(Reth {
+            va: remote.addr.wrapping_add(done),
+            rkey: remote.rkey,
+            dma_len: w.len.saturating_sub(done) as u32,
+        });
         imm = None;
         ends = true;
         req.reads_in_flight += 1;

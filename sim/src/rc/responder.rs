@@ -4,17 +4,17 @@
 
 use std::collections::VecDeque;
 
-use rctb_core::transport::{Access, MrId, Psn, RecvWr, Sge, WcOpcode, WcStatus};
+use rctb_core::transport::{Access, MrId, Psn, RecvWr, WcOpcode, WcStatus};
 use rctb_core::wire::roce::{Aeth, Bth, NakCode, Opcode, Reth};
 
-use super::{Path, RcQp, RoutedCompletion};
+use super::{Path, RcQp, RoutedCompletion, SgeList};
 use crate::memory::Memory;
 use crate::packet::Packet;
 
 #[derive(Debug)]
 struct RecvWqe {
     wr_id: u64,
-    sges: Vec<Sge>,
+    sges: SgeList,
     /// The SGE list failed its local check at post time.
     bad: bool,
 }
@@ -61,7 +61,7 @@ impl Responder {
     }
 
     pub(crate) fn post(&mut self, wr: &RecvWr<'_>, bad: bool) {
-        self.rq.push_back(RecvWqe { wr_id: wr.wr_id, sges: wr.sges.to_vec(), bad });
+        self.rq.push_back(RecvWqe { wr_id: wr.wr_id, sges: SgeList::from_slice(wr.sges), bad });
     }
 
     pub(crate) fn has_output(&self) -> bool {
@@ -167,7 +167,8 @@ fn handle_duplicate(qp: &mut RcQp, pkt: &Packet, mem: &Memory) {
         // A duplicate READ is executed again (IBA 9.7.5.1.2).
         if let Some(reth) = pkt.reth
             && qp.access.contains(Access::REMOTE_READ)
-            && let Ok(target) = mem.resolve_remote(qp.pd(), reth.rkey, reth.va, reth.dma_len as u64, Access::REMOTE_READ)
+            && let Ok(target) =
+                mem.resolve_remote(qp.pd(), reth.rkey, reth.va, reth.dma_len as u64, Access::REMOTE_READ)
         {
             let msn = qp.resp.msn;
             qp.resp.replies.push_back(Reply::Read {
