@@ -24,6 +24,9 @@ impl PcapSink {
             datalink: DataLink::ETHERNET,
             ts_resolution: pcap_file::TsResolution::NanoSecond,
             snaplen: 65535,
+            // Little-endian like the captures Linux writes (and what
+            // icrc_check.py reads).
+            endianness: pcap_file::Endianness::Little,
             ..PcapHeader::default()
         };
         let writer = PcapWriter::with_header(Vec::new(), header).expect("writing to a Vec cannot fail");
