@@ -1,0 +1,20 @@
+//! rctb: the testbench. It reads scenario files, runs them on the
+//! deterministic simulator, checks their expectations, and sweeps seeds.
+//!
+//! - [`scenario`]: the TOML format, parsing and validation.
+//! - [`traffic`]: the verbs-level traffic generator, generic over
+//!   [`rctb_core::Transport`] with a non-blocking step.
+//! - [`runner`]: builds a simulated fabric and drives every stream on it.
+//! - [`expect`], [`report`]: checks and the text/JSON report.
+//! - [`sweep`]: many seeds in parallel, with replay commands.
+//!
+//! The binary (`src/main.rs`) is a thin CLI over these.
+
+pub mod counters;
+pub mod expect;
+pub mod pattern;
+pub mod report;
+pub mod runner;
+pub mod scenario;
+pub mod sweep;
+pub mod traffic;

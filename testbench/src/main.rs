@@ -1,0 +1,143 @@
+//! `rctb`: run a scenario, or sweep it over many seeds.
+//!
+//! Exit status: 0 when every expectation held, 1 when one failed, 2 when the
+//! scenario could not be used (unreadable, invalid) or output failed.
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use indicatif::{ProgressBar, ProgressStyle};
+use rctb::runner;
+use rctb::scenario::Scenario;
+use rctb::sweep::{self, Shard};
+
+#[derive(Debug, Parser)]
+#[command(name = "rctb", version, about = "RDMA RC testbench: scenarios on a deterministic RoCEv2 fabric")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run a scenario once and print its report.
+    Run {
+        /// The scenario file (TOML).
+        scenario: String,
+        /// The run's seed (default: the scenario's `seed`).
+        #[arg(long)]
+        seed: Option<u64>,
+        /// Write every simulated frame to this pcap file.
+        #[arg(long, value_name = "FILE")]
+        pcap: Option<String>,
+        /// Print the report as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Run a scenario over many seeds; print each failing seed with its replay command.
+    Sweep {
+        scenario: String,
+        /// How many seeds (across all shards).
+        #[arg(long)]
+        seeds: u64,
+        /// Run only shard I of N (1-based), e.g. 2/4.
+        #[arg(long, default_value = "1/1")]
+        shard: Shard,
+        /// The first seed.
+        #[arg(long, default_value_t = 0)]
+        start: u64,
+        /// Worker threads (default: the machine's parallelism).
+        #[arg(long)]
+        jobs: Option<usize>,
+    },
+}
+
+fn main() -> ExitCode {
+    match Cli::parse().command {
+        Command::Run { scenario, seed, pcap, json } => run(&scenario, seed, pcap.as_deref(), json),
+        Command::Sweep { scenario, seeds, shard, start, jobs } => sweep(&scenario, seeds, shard, start, jobs),
+    }
+}
+
+fn load(path: &str) -> Result<Scenario, ExitCode> {
+    Scenario::load(path).map_err(|e| {
+        eprintln!("rctb: {e}");
+        ExitCode::from(2)
+    })
+}
+
+fn run(path: &str, seed: Option<u64>, pcap: Option<&str>, json: bool) -> ExitCode {
+    let scenario = match load(path) {
+        Ok(s) => s,
+        Err(code) => return code,
+    };
+    let seed = seed.unwrap_or(scenario.default_seed);
+    let out = match runner::run(&scenario, seed, pcap.is_some()) {
+        Ok(out) => out,
+        Err(e) => {
+            eprintln!("rctb: {path}: building the fabric failed: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    if let (Some(file), Some(bytes)) = (pcap, &out.pcap)
+        && let Err(e) = std::fs::write(file, bytes)
+    {
+        eprintln!("rctb: writing {file}: {e}");
+        return ExitCode::from(2);
+    }
+    let text = if json { out.report.to_json() } else { out.report.to_text() };
+    if std::io::stdout().write_all(text.as_bytes()).is_err() {
+        return ExitCode::from(2);
+    }
+    if out.report.passed {
+        ExitCode::SUCCESS
+    } else {
+        for failure in out.report.failures() {
+            eprintln!("rctb: FAIL {}: {failure}", scenario.name);
+        }
+        eprintln!("rctb: replay: {}", sweep::replay_command(path, seed));
+        ExitCode::from(1)
+    }
+}
+
+fn sweep(path: &str, count: u64, shard: Shard, start: u64, jobs: Option<usize>) -> ExitCode {
+    let scenario = match load(path) {
+        Ok(s) => s,
+        Err(code) => return code,
+    };
+    let seeds = sweep::shard_seeds(start, count, shard);
+    let jobs = jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let bar = ProgressBar::new(seeds.len() as u64);
+    bar.set_style(
+        ProgressStyle::with_template("{bar:40} {pos}/{len} seeds, {msg} [{elapsed_precise}, eta {eta}]")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    bar.set_message("0 failed");
+    let failed = std::sync::atomic::AtomicU64::new(0);
+    let results = sweep::run_seeds(&scenario, &seeds, jobs, &|r| {
+        if !r.passed {
+            let n = failed.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+            bar.set_message(format!("{n} failed"));
+            bar.println(format!("FAIL seed {}: {}", r.seed, r.failures.first().map_or("", String::as_str)));
+        }
+        bar.inc(1);
+    });
+    bar.finish_and_clear();
+    let failures: Vec<_> = results.iter().filter(|r| !r.passed).collect();
+    for r in &failures {
+        println!("FAIL seed {}", r.seed);
+        for f in &r.failures {
+            println!("  {f}");
+        }
+        println!("  replay: {}", sweep::replay_command(path, r.seed));
+    }
+    println!(
+        "{}: {} seeds (shard {shard}, from {start}): {} passed, {} failed",
+        scenario.name,
+        results.len(),
+        results.len() - failures.len(),
+        failures.len()
+    );
+    if failures.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(1) }
+}

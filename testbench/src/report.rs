@@ -1,0 +1,258 @@
+//! The run report: plain text for people, JSON for tools. Both come from the
+//! same [`Report`] value, whose field order (and BTreeMap keys) make the JSON
+//! byte-stable: the same seed gives the same report.
+
+use std::collections::BTreeMap;
+use std::fmt::{self, Write as _};
+
+use rctb_core::time::Instant;
+use rctb_sim::{FabricStats, LiveResources};
+use serde::Serialize;
+use serde::ser::SerializeMap;
+
+use crate::counters::fabric_counters;
+use crate::expect::{Check, status_counts};
+use crate::runner::{Outcome, describe_leaks};
+use crate::scenario::Scenario;
+use crate::traffic::{Op, StreamStats};
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Report {
+    pub scenario: String,
+    pub seed: u64,
+    pub passed: bool,
+    /// "completed", "stalled", "time_limit" or "livelock".
+    pub outcome: &'static str,
+    /// Virtual time when the run ended, in nanoseconds.
+    pub virtual_time_ns: u64,
+    pub streams: Vec<StreamReport>,
+    pub fabric: Counters,
+    pub leaked: Leaks,
+    /// Things worth knowing that are not failures by themselves.
+    pub notes: Vec<String>,
+    pub checks: Vec<Check>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct StreamReport {
+    pub name: String,
+    pub op: Op,
+    pub from: String,
+    pub to: String,
+    pub connect: &'static str,
+    pub count: u64,
+    pub min_size: u32,
+    pub max_size: u32,
+    pub queue_depth: u32,
+    pub posted: u64,
+    pub completed: u64,
+    pub received: u64,
+    pub bytes: u64,
+    pub errors: BTreeMap<String, u64>,
+    pub recv_errors: BTreeMap<String, u64>,
+    pub recv_flushed: u64,
+    pub mismatches: u64,
+    pub first_mismatch: Option<String>,
+    pub connect_error: Option<String>,
+    pub local_errors: Vec<String>,
+    pub started_ns: Option<u64>,
+    pub finished_ns: Option<u64>,
+    pub data_time_ns: u64,
+    pub throughput_bytes_per_sec: u64,
+}
+
+/// Fabric counters in the simulator's order (a JSON object, not sorted).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Counters(pub Vec<(&'static str, u64)>);
+
+impl Serialize for Counters {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut map = s.serialize_map(Some(self.0.len()))?;
+        for (k, v) in &self.0 {
+            map.serialize_entry(k, v)?;
+        }
+        map.end()
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct Leaks {
+    pub pds: usize,
+    pub mrs: usize,
+    pub cqs: usize,
+    pub qps: usize,
+}
+
+impl Report {
+    #[allow(clippy::too_many_arguments)]
+    pub fn build(
+        scenario: &Scenario,
+        seed: u64,
+        outcome: &Outcome,
+        finished_at: Instant,
+        streams: &[StreamStats],
+        fabric: &FabricStats,
+        leaked: &LiveResources,
+        notes: Vec<String>,
+        checks: Vec<Check>,
+    ) -> Report {
+        let streams = scenario
+            .streams
+            .iter()
+            .zip(streams)
+            .map(|(spec, s)| StreamReport {
+                name: spec.config.name.clone(),
+                op: spec.config.op,
+                from: spec.from.clone(),
+                to: spec.to.clone(),
+                connect: spec.config.connect.key(),
+                count: spec.config.count,
+                min_size: spec.config.min_size,
+                max_size: spec.config.max_size,
+                queue_depth: spec.config.queue_depth,
+                posted: s.posted,
+                completed: s.completed,
+                received: s.received,
+                bytes: s.bytes,
+                errors: status_counts(&s.errors),
+                recv_errors: status_counts(&s.recv_errors),
+                recv_flushed: s.recv_flushed,
+                mismatches: s.mismatches,
+                first_mismatch: s.first_mismatch.clone(),
+                connect_error: s.connect_error.clone(),
+                local_errors: s.local_errors.clone(),
+                started_ns: s.started_at.map(Instant::as_nanos),
+                finished_ns: s.finished_at.map(Instant::as_nanos),
+                data_time_ns: s.data_time_nanos(),
+                throughput_bytes_per_sec: s.throughput_bytes_per_sec(),
+            })
+            .collect();
+        Report {
+            scenario: scenario.name.clone(),
+            seed,
+            passed: checks.iter().all(|c| c.passed),
+            outcome: match outcome {
+                Outcome::Completed => "completed",
+                Outcome::Stalled { .. } => "stalled",
+                Outcome::TimeLimit { .. } => "time_limit",
+                Outcome::Livelock { .. } => "livelock",
+            },
+            virtual_time_ns: finished_at.as_nanos(),
+            streams,
+            fabric: Counters(fabric_counters(fabric)),
+            leaked: Leaks { pds: leaked.pds, mrs: leaked.mrs, cqs: leaked.cqs, qps: leaked.qps },
+            notes,
+            checks,
+        }
+    }
+
+    /// The failed checks, one line each.
+    pub fn failures(&self) -> Vec<String> {
+        self.checks.iter().filter(|c| !c.passed).map(|c| format!("expected {}, got {}", c.what, c.got)).collect()
+    }
+
+    /// Pretty JSON with a trailing newline.
+    pub fn to_json(&self) -> String {
+        let mut s = serde_json::to_string_pretty(self).expect("a report always serializes");
+        s.push('\n');
+        s
+    }
+
+    /// The human report.
+    pub fn to_text(&self) -> String {
+        self.to_string()
+    }
+}
+
+/// Seconds with nanosecond precision, as `Instant` prints them.
+fn secs(ns: u64) -> String {
+    format!("{}.{:09} s", ns / 1_000_000_000, ns % 1_000_000_000)
+}
+
+/// Bytes per second as MB/s with one decimal, in integers so it is exact.
+fn mb_per_sec(bps: u64) -> String {
+    format!("{}.{} MB/s", bps / 1_000_000, (bps / 100_000) % 10)
+}
+
+fn counts(m: &BTreeMap<String, u64>) -> String {
+    if m.is_empty() {
+        return "none".to_string();
+    }
+    m.iter().map(|(k, v)| format!("{k} x{v}")).collect::<Vec<_>>().join(", ")
+}
+
+impl fmt::Display for Report {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "scenario {} (seed {})", self.scenario, self.seed)?;
+        writeln!(f, "outcome  {} at {} virtual", self.outcome, secs(self.virtual_time_ns))?;
+        for s in &self.streams {
+            let size = if s.min_size == s.max_size {
+                format!("{} B", s.min_size)
+            } else {
+                format!("{}..={} B", s.min_size, s.max_size)
+            };
+            writeln!(f)?;
+            writeln!(
+                f,
+                "stream {}: {} {} -> {} ({}), {} x {size}, depth {}",
+                s.name,
+                s.op.verb_name(),
+                s.from,
+                s.to,
+                s.connect,
+                s.count,
+                s.queue_depth
+            )?;
+            let mut line = format!("  delivered {}/{} (posted {})", s.completed, s.count, s.posted);
+            if s.op.consumes_recv() {
+                let _ = write!(line, ", received {}", s.received);
+            }
+            writeln!(f, "{line}")?;
+            writeln!(
+                f,
+                "  errors: {}; receive errors: {}; receives flushed at teardown: {}",
+                counts(&s.errors),
+                counts(&s.recv_errors),
+                s.recv_flushed
+            )?;
+            writeln!(
+                f,
+                "  data: {} mismatches; {} bytes in {} = {}",
+                s.mismatches,
+                s.bytes,
+                secs(s.data_time_ns),
+                mb_per_sec(s.throughput_bytes_per_sec)
+            )?;
+            if let Some(m) = &s.first_mismatch {
+                writeln!(f, "  first mismatch: {m}")?;
+            }
+            if let Some(e) = &s.connect_error {
+                writeln!(f, "  connect error: {e}")?;
+            }
+            for e in &s.local_errors {
+                writeln!(f, "  local error: {e}")?;
+            }
+        }
+        writeln!(f)?;
+        writeln!(f, "fabric")?;
+        for (name, v) in &self.fabric.0 {
+            writeln!(f, "  {name:<18} {v}")?;
+        }
+        let l = self.leaked;
+        let leaks = describe_leaks(&LiveResources { pds: l.pds, mrs: l.mrs, cqs: l.cqs, qps: l.qps });
+        writeln!(f, "resources left: {leaks}")?;
+        for n in &self.notes {
+            writeln!(f, "note: {n}")?;
+        }
+        writeln!(f)?;
+        writeln!(f, "expectations")?;
+        for c in &self.checks {
+            writeln!(f, "  {}  {} (got {})", if c.passed { "PASS" } else { "FAIL" }, c.what, c.got)?;
+        }
+        let failed = self.checks.iter().filter(|c| !c.passed).count();
+        match failed {
+            0 => writeln!(f, "result: PASS ({} checks)", self.checks.len()),
+            n => writeln!(f, "result: FAIL ({n} of {} checks failed)", self.checks.len()),
+        }
+    }
+}
