@@ -1,0 +1,50 @@
+//! The quickstart pcap decodes cleanly in tshark and every frame carries a
+//! correct ICRC (checked by shared/vm/icrc_check.py, independent of our
+//! encoder). Skipped with a message when tshark or the checker is absent;
+//! CI installs both.
+
+mod common;
+
+use std::path::PathBuf;
+use std::process::Command;
+
+fn have_tshark() -> bool {
+    Command::new("which").arg("tshark").output().map(|o| o.status.success()).unwrap_or(false)
+}
+
+#[test]
+fn quickstart_pcap_decodes_in_tshark_with_good_icrcs() {
+    if !have_tshark() {
+        eprintln!("SKIP quickstart_pcap_decodes_in_tshark_with_good_icrcs: tshark is not installed");
+        return;
+    }
+    let scenario = common::load("quickstart.toml");
+    let out = common::run(&scenario, scenario.default_seed, true);
+    let file = std::env::temp_dir().join(format!("rctb-quickstart-{}.pcap", std::process::id()));
+    std::fs::write(&file, out.pcap.expect("pcap asked for")).expect("write pcap");
+
+    let decoded = Command::new("tshark")
+        .arg("-r")
+        .arg(&file)
+        .args(["-V", "--disable-heuristic", "rpcrdma_infiniband"])
+        .output()
+        .expect("run tshark");
+    let text = String::from_utf8_lossy(&decoded.stdout);
+    assert!(decoded.status.success(), "tshark failed: {}", String::from_utf8_lossy(&decoded.stderr));
+    assert!(!text.contains("Malformed"), "tshark found malformed frames; {}", common::replay("quickstart.toml", 1));
+    assert!(text.contains("InfiniBand"), "tshark decoded no InfiniBand frame");
+
+    let checker = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/vm/icrc_check.py");
+    if !checker.exists() {
+        eprintln!("SKIP ICRC check: {} is not present", checker.display());
+    } else {
+        let checked = Command::new("python3").arg(&checker).arg(&file).output().expect("run python3");
+        assert!(
+            checked.status.success(),
+            "icrc_check.py failed:\n{}{}",
+            String::from_utf8_lossy(&checked.stdout),
+            String::from_utf8_lossy(&checked.stderr)
+        );
+    }
+    let _ = std::fs::remove_file(&file);
+}

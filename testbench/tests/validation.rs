@@ -1,0 +1,121 @@
+//! Bad scenario files are refused with a useful message: syntax and type
+//! errors with line and column, broken rules with the field and the rule.
+
+use rctb::scenario::{Invalid, Scenario, ScenarioError};
+
+const NODES: &str = r#"
+name = "v"
+[fabric]
+[[fabric.nodes]]
+name = "a"
+ip = "10.0.0.1"
+[[fabric.nodes]]
+name = "b"
+ip = "10.0.0.2"
+"#;
+
+fn stream(fields: &str) -> String {
+    format!("{NODES}\n[[streams]]\nname = \"s\"\nfrom = \"a\"\nto = \"b\"\ncount = 10\n{fields}\n")
+}
+
+fn invalid(text: &str) -> Vec<Invalid> {
+    match Scenario::from_toml(text, "test.toml") {
+        Err(ScenarioError::Invalid { errors, .. }) => errors,
+        other => panic!("expected rule violations, got {other:?}"),
+    }
+}
+
+fn parse_error(text: &str) -> String {
+    match Scenario::from_toml(text, "test.toml") {
+        Err(e @ ScenarioError::Parse { .. }) => e.to_string(),
+        other => panic!("expected a parse error, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_good_stream_parses() {
+    let s = Scenario::from_toml(&stream("op = \"send\"\nsize = { min = 1, max = 9 }"), "t").unwrap();
+    assert_eq!((s.streams[0].config.min_size, s.streams[0].config.max_size), (1, 9));
+}
+
+#[test]
+fn syntax_and_type_errors_carry_line_and_column() {
+    let e = parse_error(&stream("op = \"send\"\nsize = \"big\""));
+    assert!(e.contains("test.toml") && e.contains("line 17, column 8"), "{e}");
+    let e = parse_error(&stream("op = \"send\"\nsize = 10\nqueue_dept = 4"));
+    assert!(e.contains("unknown field `queue_dept`") && e.contains("line 18"), "{e}");
+    let e = parse_error(&stream("op = \"send\"\nsize = 10\nstart = \"3 fortnights\""));
+    assert!(e.contains("is not a duration") && e.contains("line 18"), "{e}");
+    let e = parse_error(&NODES.replace("10.0.0.2", "10.0.0.999"));
+    assert!(e.contains("line 9"), "{e}");
+}
+
+#[test]
+fn unknown_nodes_are_named_with_the_field() {
+    let errors = invalid(&stream("op = \"send\"\nsize = 10").replace("to = \"b\"", "to = \"c\""));
+    assert_eq!(
+        errors,
+        vec![Invalid::UnknownNode { field: "streams.\"s\".to".into(), name: "c".into(), known: "a, b".into() }]
+    );
+    assert_eq!(errors[0].to_string(), "streams.\"s\".to: unknown node \"c\" (nodes: a, b)");
+}
+
+#[test]
+fn zero_sizes_are_allowed_only_where_an_immediate_carries_the_message() {
+    let errors = invalid(&stream("op = \"write\"\nsize = 0"));
+    assert_eq!(errors, vec![Invalid::EmptyMessage { field: "streams.\"s\".size".into(), op: "write" }]);
+    let errors = invalid(&stream("op = \"read\"\nsize = { min = 0, max = 10 }"));
+    assert_eq!(errors[0].field(), "streams.\"s\".size.min");
+    assert!(Scenario::from_toml(&stream("op = \"send_imm\"\nsize = 0"), "t").is_ok());
+    assert!(Scenario::from_toml(&stream("op = \"write_imm\"\nsize = { min = 0, max = 5 }"), "t").is_ok());
+}
+
+#[test]
+fn probabilities_must_be_within_zero_and_one() {
+    let text = stream("op = \"send\"\nsize = 1")
+        .replace("[fabric]\n", "[fabric]\nfaults = { drop = 1.5, duplicate = -0.1 }\n");
+    let fields: Vec<String> = invalid(&text).iter().map(|e| e.to_string()).collect();
+    assert_eq!(
+        fields,
+        vec![
+            "fabric.faults.drop = 1.5: must be within 0..=1 (a probability)",
+            "fabric.faults.duplicate = -0.1: must be within 0..=1 (a probability)",
+        ]
+    );
+}
+
+#[test]
+fn settings_that_do_not_apply_are_refused() {
+    let errors = invalid(&stream("op = \"write\"\nsize = 8\ntimeout = 10\nrecv_depth = 2"));
+    let fields: Vec<&str> = errors.iter().map(|e| e.field()).collect();
+    assert_eq!(fields, vec!["streams.\"s\".recv_depth", "streams.\"s\".timeout"]);
+    assert!(errors[1].to_string().contains("connect = \"manual\""), "{}", errors[1]);
+    assert!(Scenario::from_toml(&stream("op = \"write\"\nsize = 8\ntimeout = 10\nconnect = \"manual\""), "t").is_ok());
+}
+
+#[test]
+fn expectations_name_real_statuses_and_counters() {
+    let text = stream("op = \"send\"\nsize = 8\n[streams.expect]\nerrors = { RETRY_EXCEEDED = 1, SUCCESS = 2 }")
+        + "[expect]\nfabric = { packets = 3 }\n";
+    let errors = invalid(&text);
+    assert!(matches!(&errors[0], Invalid::UnknownStatus { name, .. } if name == "RETRY_EXCEEDED"), "{errors:?}");
+    assert!(errors[1].to_string().contains("SUCCESS is not an error"), "{}", errors[1]);
+    assert!(matches!(&errors[2], Invalid::UnknownCounter { name, .. } if name == "packets"), "{errors:?}");
+}
+
+#[test]
+fn every_problem_is_reported_at_once() {
+    let text = stream("op = \"teleport\"\nsize = 8\nqueue_depth = 0\nretry_cnt = 9")
+        .replace("name = \"b\"", "name = \"a\"")
+        .replace("to = \"b\"", "to = \"a\"");
+    let e = Scenario::from_toml(&text, "test.toml").unwrap_err().to_string();
+    for needle in [
+        "fabric.nodes[1].name: \"a\" is already used",
+        "streams.\"s\".op = \"teleport\": must be one of send, send_imm, write, write_imm, read",
+        "streams.\"s\".to: must differ from `from`",
+        "streams.\"s\".queue_depth = 0: must be within 1..=4096",
+        "streams.\"s\".retry_cnt = 9: must be within 0..=7",
+    ] {
+        assert!(e.contains(needle), "missing {needle:?} in:\n{e}");
+    }
+}
