@@ -41,6 +41,8 @@ pub(crate) enum CmMsg {
         src_conn: ConnId,
         qpn: u32,
         psn: Psn,
+        /// The path MTU the passive side chose: min of both ports' active MTUs.
+        mtu: Mtu,
         private_data: Vec<u8>,
         responder_resources: u8,
         initiator_depth: u8,
@@ -165,7 +167,7 @@ pub(crate) fn handle(w: &mut World, from: NodeIdx, to: NodeIdx, msg: CmMsg) {
                 CmEvent::ConnectRequest { listener, conn, remote, private_data, responder_resources, initiator_depth },
             );
         }
-        CmMsg::Rep { dst_conn, src_conn, qpn, psn, private_data, responder_resources, initiator_depth } => {
+        CmMsg::Rep { dst_conn, src_conn, qpn, psn, mtu, private_data, responder_resources, initiator_depth } => {
             let n = &mut w.nodes[to];
             let Some(c) = n.conns.get_mut(&dst_conn) else { return };
             if c.state != ConnState::ReqSent {
@@ -174,6 +176,8 @@ pub(crate) fn handle(w: &mut World, from: NodeIdx, to: NodeIdx, msg: CmMsg) {
             c.peer = Some((from, src_conn));
             c.remote_qpn = qpn;
             c.remote_psn = psn;
+            // Both ends must segment and reassemble at the same path MTU.
+            c.mtu = c.mtu.min(mtu);
             c.deadline = None;
             let (qp, ip, mtu, local_psn, retry, rnr) =
                 (c.qp, c.remote_ip, c.mtu, c.local_psn, c.retry_count, c.rnr_retry_count);

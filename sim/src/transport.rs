@@ -468,6 +468,7 @@ impl Transport for SimTransport {
                 src_conn: conn,
                 qpn: info.qpn,
                 psn: lpsn,
+                mtu,
                 private_data: params.private_data.clone(),
                 responder_resources: params.responder_resources,
                 initiator_depth,
