@@ -14,7 +14,6 @@ use rctb::scenario::Scenario;
 /// SUCCESS and bytes 1024.. of the buffer are wrong (silent corruption; an
 /// earlier version failed it with LOC_LEN_ERR instead).
 #[test]
-#[ignore = "rctb-sim: CM active side does not use min(local, remote) MTU"]
 fn cm_connect_from_a_larger_mtu_port_agrees_on_the_path_mtu() {
     let text = r#"
 name = "cm-mtu-mismatch"
