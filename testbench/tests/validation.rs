@@ -119,3 +119,12 @@ fn every_problem_is_reported_at_once() {
         assert!(e.contains(needle), "missing {needle:?} in:\n{e}");
     }
 }
+
+#[test]
+fn the_readme_example_is_a_valid_scenario() {
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md")).expect("README.md");
+    let start = readme.find("```toml\n").expect("README has a TOML example") + "```toml\n".len();
+    let end = start + readme[start..].find("```").expect("closed block");
+    let scenario = Scenario::from_toml(&readme[start..end], "README.md").unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(scenario.streams[0].config.name, "bulk");
+}
