@@ -92,7 +92,7 @@ impl<T: Transport> Stream<T> {
     }
 
     /// Checks receive completion `wc` against message `index` (RC delivers in order).
-    fn check_receive(&mut self, wc: &Completion, index: u64, mr: MrId) -> Result<(), TransportError> {
+    pub(super) fn check_receive(&mut self, wc: &Completion, index: u64, mr: MrId) -> Result<(), TransportError> {
         let op = self.cfg.op;
         let want_len = self.size_of(index);
         let want_opcode = if op == Op::WriteImm { WcOpcode::RecvRdmaWithImm } else { WcOpcode::Recv };
