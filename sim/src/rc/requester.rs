@@ -65,6 +65,10 @@ pub(crate) struct Requester {
     pkts_since_ack_req: u32,
     /// READ requests transmitted whose data has not all arrived.
     reads_in_flight: u32,
+    /// The READ response PSN we last re-issued a READ for: responses of the
+    /// original flight keep arriving after a gap, and each must not trigger
+    /// another re-issue (one per gap; a timeout clears it).
+    read_gap: Option<Psn>,
 }
 
 impl Requester {
@@ -342,7 +346,8 @@ fn handle_read_response(qp: &mut RcQp, now: Instant, pkt: &Packet, mem: &mut Mem
         d if d > 0 => {
             // A response went missing: re-issue the READ from what we have.
             qp.dropped += 1;
-            if qp.req.tx_idx > idx || (qp.req.tx_idx == idx && qp.req.tx_pkt > 0) {
+            if qp.req.read_gap != Some(expected) {
+                qp.req.read_gap = Some(expected);
                 qp.req.go_back(expected);
             }
             return;
@@ -368,6 +373,7 @@ fn handle_read_response(qp: &mut RcQp, now: Instant, pkt: &Packet, mem: &mut Mem
     }
     w.read_done += 1;
     qp.req.una = psn.add(1);
+    qp.req.read_gap = None;
     if w.read_done == w.npkts {
         w.done = true;
         qp.req.reads_in_flight = qp.req.reads_in_flight.saturating_sub(1);
@@ -395,6 +401,7 @@ pub(super) fn handle_timeout(qp: &mut RcQp, now: Instant, out: &mut Vec<RoutedCo
         return;
     }
     qp.req.retry_left -= 1;
+    qp.req.read_gap = None;
     let una = qp.req.una;
     qp.req.go_back(una);
     qp.req.ack_deadline = qp.ack_timeout.map(|t| now + t);
