@@ -65,7 +65,7 @@ pub(crate) fn send(w: &mut World, from: NodeIdx, to: NodeIdx, msg: CmMsg) {
         return;
     }
     let at = w.now + w.default_link.latency;
-    w.schedule(at, EventKind::Cm { from, to, msg });
+    w.schedule(at, EventKind::Cm { from, to, msg: Box::new(msg) });
 }
 
 /// INIT attributes rdma_cm uses for a connected RC QP.

@@ -14,6 +14,10 @@
 //! let (_ta, _tb) = (sim.transport(a), sim.transport(b));
 //! ```
 //!
+//! Each node has one egress port with a bandwidth; its transmit pipeline
+//! commits up to 16 packets at a time (each leaves at its own serialization
+//! slot), so an ACK can wait behind a committed burst, as on a real NIC.
+//!
 //! What it does not model: atomics, UD/UC, SRQs, memory windows, congestion
 //! control (ECN/CNP), and CM message loss (CM retransmits its MADs on real
 //! fabrics; partitions still cut CM).
@@ -119,7 +123,7 @@ impl Sim {
 
     /// Applies a fault at virtual time `at`.
     pub fn schedule(&self, fault: ScheduledFault) {
-        self.world.borrow_mut().schedule(fault.at, EventKind::Fault(fault.action));
+        self.world.borrow_mut().schedule(fault.at, EventKind::Fault(Box::new(fault.action)));
     }
 
     pub fn now(&self) -> Instant {

@@ -36,16 +36,17 @@ pub(crate) enum EventKind {
         node: NodeIdx,
         qp: QpId,
     },
+    // Rare and large: boxed so the common events stay small in the heap.
     Cm {
         from: NodeIdx,
         to: NodeIdx,
-        msg: CmMsg,
+        msg: Box<CmMsg>,
     },
     CmTimeout {
         node: NodeIdx,
         conn: ConnId,
     },
-    Fault(FaultAction),
+    Fault(Box<FaultAction>),
 }
 
 #[derive(Debug)]
@@ -98,6 +99,9 @@ pub(crate) struct World {
     in_flight: Vec<Option<Packet>>,
     free_slots: Vec<u32>,
 }
+
+/// Packets one egress pass may commit to the wire.
+const TX_BURST: u32 = 16;
 
 /// Buffers kept for reuse; enough for a window of in-flight packets.
 const POOL_MAX: usize = 4096;
@@ -205,9 +209,9 @@ impl World {
             }
             EventKind::Egress { node } => self.egress(node),
             EventKind::QpTimer { node, qp } => self.qp_timer(node, qp),
-            EventKind::Cm { from, to, msg } => crate::cm::handle(self, from, to, msg),
+            EventKind::Cm { from, to, msg } => crate::cm::handle(self, from, to, *msg),
             EventKind::CmTimeout { node, conn } => crate::cm::timeout(self, node, conn),
-            EventKind::Fault(action) => self.apply_fault(action),
+            EventKind::Fault(action) => self.apply_fault(*action),
         }
     }
 
@@ -307,8 +311,10 @@ impl World {
             return;
         }
         let bandwidth = self.nodes[node].cfg.bandwidth_bps;
-        // With unlimited bandwidth, send a burst per event; otherwise one.
-        let mut budget = if bandwidth == 0 { 64 } else { 1 };
+        // Like a NIC's transmit pipeline, one pass commits a short burst:
+        // each packet still leaves at its own serialization slot, but the
+        // fabric handles one event per burst instead of one per packet.
+        let mut budget = TX_BURST;
         while budget > 0 {
             let Some(qp) = self.nodes[node].tx_ready.pop_front() else { break };
             let buf = self.take_buf();
@@ -326,8 +332,9 @@ impl World {
                 Ok(pkt) => {
                     budget -= 1;
                     let ser = serialization(pkt.wire_len(), bandwidth);
-                    self.nodes[node].egress_free_at = now + ser;
-                    self.transmit(node, pkt, now + ser);
+                    let done = self.nodes[node].egress_free_at.max(now) + ser;
+                    self.nodes[node].egress_free_at = done;
+                    self.transmit(node, pkt, done);
                 }
                 Err(buf) => self.give_buf(buf),
             }
@@ -449,4 +456,15 @@ fn serialization(bytes: usize, bandwidth_bps: u64) -> Duration {
     // Preamble, SFD and inter-frame gap (20) plus FCS (4) occupy the wire too.
     let bits = (bytes as u128 + 24) * 8;
     Duration::from_nanos((bits * 1_000_000_000 / bandwidth_bps as u128) as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn events_stay_small() {
+        // Every packet costs a heap push and pop of an `Event`.
+        assert!(std::mem::size_of::<Event>() <= 48, "{}", std::mem::size_of::<Event>());
+    }
 }
