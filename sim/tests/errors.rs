@@ -66,6 +66,16 @@ fn qp_without_remote_write_access_refuses_writes() {
 }
 
 #[test]
+fn read_to_a_qp_that_takes_no_reads_is_rem_inv_req_err() {
+    // max_dest_rd_atomic 0: rxe NAKs the READ as an invalid request.
+    let mut p = Pair::new(PairConfig { max_dest_rd_atomic: 0, ..Default::default() });
+    post(&mut p.a, 1, SendOp::Read { remote: p.b.mr.remote(0) }, 0, 64).unwrap();
+    let sc = completions(&mut p.a, 1, secs(5));
+    assert_eq!(sc[0].status, WcStatus::RemInvReqErr);
+    assert_eq!(p.b.t.query_qp(p.b.qp.id).unwrap().state, QpState::Err);
+}
+
+#[test]
 fn receive_too_small_is_loc_len_err_there_and_rem_inv_req_err_here() {
     let mut p = Pair::default_pair();
     post_recv(&mut p.b, 10, 0, 16);

@@ -29,6 +29,8 @@ use rctb_core::transport::{
     SendWr, WcOpcode, WcStatus, local_ack_timeout,
 };
 
+use rctb_core::wire::roce::{Aeth, Bth, Reth};
+
 use crate::memory::Memory;
 use crate::packet::Packet;
 
@@ -68,6 +70,31 @@ pub(crate) struct Path {
     pub udp_src_port: u16,
 }
 
+impl Path {
+    /// A packet on this path; sets the BTH pad count for `payload`.
+    pub(crate) fn packet(
+        &self,
+        mut bth: Bth,
+        reth: Option<Reth>,
+        aeth: Option<Aeth>,
+        imm: Option<u32>,
+        payload: Vec<u8>,
+    ) -> Packet {
+        bth.pad = ((4 - payload.len() % 4) % 4) as u8;
+        Packet {
+            src_ip: self.src_ip,
+            dst_ip: self.dest_ip,
+            udp_src_port: self.udp_src_port,
+            bth,
+            reth,
+            aeth,
+            imm,
+            payload,
+            corrupt: false,
+        }
+    }
+}
+
 /// One RC queue pair.
 #[derive(Debug)]
 pub struct RcQp {
@@ -82,6 +109,7 @@ pub struct RcQp {
     pub(crate) retry_cnt: u8,
     pub(crate) rnr_retry: u8,
     pub(crate) max_rd_atomic: u8,
+    pub(crate) max_dest_rd_atomic: u8,
     pub(crate) req: Requester,
     pub(crate) resp: Responder,
     /// Packets dropped because the QP could not take them (state, source).
@@ -116,6 +144,7 @@ impl RcQp {
             retry_cnt: 7,
             rnr_retry: 7,
             max_rd_atomic: 1,
+            max_dest_rd_atomic: 0,
             req: Requester::default(),
             resp: Responder::default(),
             dropped: 0,
@@ -149,7 +178,7 @@ impl RcQp {
                 self.access = access;
                 self.state = QpState::Init;
             }
-            QpTransition::Rtr(RtrAttr { path_mtu, dest_qpn, rq_psn, max_dest_rd_atomic: _, min_rnr_timer, av }) => {
+            QpTransition::Rtr(RtrAttr { path_mtu, dest_qpn, rq_psn, max_dest_rd_atomic, min_rnr_timer, av }) => {
                 let dest_ip =
                     av.dest_gid.to_ipv4().ok_or("dest GID must be IPv4-mapped (::ffff:a.b.c.d) for RoCEv2")?;
                 if dest_qpn > rctb_core::transport::MAX_24BIT || dest_qpn == 0 {
@@ -163,6 +192,7 @@ impl RcQp {
                     udp_src_port: crate::packet::udp_src_port(self.qpn),
                 });
                 self.min_rnr_timer = min_rnr_timer;
+                self.max_dest_rd_atomic = max_dest_rd_atomic;
                 self.resp.reset_for_rtr(rq_psn);
                 self.state = QpState::Rtr;
             }

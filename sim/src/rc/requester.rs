@@ -510,16 +510,5 @@ pub(super) fn poll_transmit(
     let mut bth = Bth::new(opcode, path.dest_qpn, psn);
     bth.ack_req = ack_req;
     bth.se = solicited;
-    bth.pad = ((4 - buf.len() % 4) % 4) as u8;
-    Ok(Packet {
-        src_ip: path.src_ip,
-        dst_ip: path.dest_ip,
-        udp_src_port: path.udp_src_port,
-        bth,
-        reth,
-        aeth: None,
-        imm,
-        payload: buf,
-        corrupt: false,
-    })
+    Ok(path.packet(bth, reth, None, imm, buf))
 }

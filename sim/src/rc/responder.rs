@@ -310,6 +310,12 @@ fn handle_read_request(qp: &mut RcQp, pkt: &Packet, mem: &mut Memory, out: &mut 
         invalid_request(qp, psn, None, out);
         return;
     };
+    // rxe refuses READs only when the QP takes none at all; otherwise it
+    // trusts the requester's max_rd_atomic and recycles its resources.
+    if qp.max_dest_rd_atomic == 0 {
+        invalid_request(qp, psn, None, out);
+        return;
+    }
     if !qp.access.contains(Access::REMOTE_READ) {
         access_error(qp, psn, out);
         return;
@@ -369,17 +375,5 @@ pub(super) fn poll_transmit(qp: &mut RcQp, path: &Path, mem: &Memory, mut buf: V
             (bth, aeth)
         }
     };
-    let mut bth = bth;
-    bth.pad = ((4 - buf.len() % 4) % 4) as u8;
-    Ok(Packet {
-        src_ip: path.src_ip,
-        dst_ip: path.dest_ip,
-        udp_src_port: path.udp_src_port,
-        bth,
-        reth: None,
-        aeth,
-        imm: None,
-        payload: buf,
-        corrupt: false,
-    })
+    Ok(path.packet(bth, None, aeth, None, buf))
 }

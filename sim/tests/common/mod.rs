@@ -29,6 +29,8 @@ pub struct PairConfig {
     pub b_rq_psn: Psn,
     pub rts: RtsAttr,
     pub min_rnr_timer: RnrTimer,
+    /// READs each responder takes at once (RTR max_dest_rd_atomic).
+    pub max_dest_rd_atomic: u8,
     pub caps: QpCaps,
     pub link: LinkConfig,
 }
@@ -48,6 +50,7 @@ impl Default for PairConfig {
             b_rq_psn: Psn::wrapping(0x00FF_FFF0),
             rts: RtsAttr { sq_psn: Psn::default(), timeout: 14, retry_cnt: 7, rnr_retry: 7, max_rd_atomic: 16 },
             min_rnr_timer: RnrTimer::from_code(1).unwrap(),
+            max_dest_rd_atomic: 16,
             caps: QpCaps { max_send_wr: 256, max_recv_wr: 256, max_send_sge: 4, max_recv_sge: 4, max_inline_data: 0 },
             link: LinkConfig::default(),
         }
@@ -80,7 +83,7 @@ fn bring_up(s: &mut Side, cfg: &PairConfig, peer_qpn: u32, peer_ip: &str, rq_psn
             path_mtu: cfg.mtu,
             dest_qpn: peer_qpn,
             rq_psn,
-            max_dest_rd_atomic: 16,
+            max_dest_rd_atomic: cfg.max_dest_rd_atomic,
             min_rnr_timer: cfg.min_rnr_timer,
             av: AddressVector::new(gid, 1),
         }),
