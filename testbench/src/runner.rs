@@ -61,6 +61,15 @@ pub fn run(scenario: &Scenario, seed: u64, capture: bool) -> Result<RunOutput, S
     for fault in &scenario.faults {
         sim.schedule(fault.clone());
     }
+    let mut swarm_notes = Vec::new();
+    if let Some(swarm) = &scenario.swarm {
+        let names: Vec<String> = scenario.nodes.iter().map(|n| n.name.clone()).collect();
+        let drawn = swarm.draw(seed, &names);
+        swarm_notes = crate::scenario::describe_swarm(&drawn);
+        for fault in drawn {
+            sim.schedule(fault);
+        }
+    }
     if capture {
         sim.enable_pcap();
     }
@@ -73,7 +82,8 @@ pub fn run(scenario: &Scenario, seed: u64, capture: bool) -> Result<RunOutput, S
         placed.push(Placed { stream, requester, responder });
     }
 
-    let (outcome, notes) = drive(&sim, &mut transports, &mut placed, Instant::ZERO + scenario.time_limit);
+    let (outcome, drive_notes) = drive(&sim, &mut transports, &mut placed, Instant::ZERO + scenario.time_limit);
+    let notes: Vec<String> = swarm_notes.into_iter().chain(drive_notes).collect();
     let finished_at = sim.now();
     for p in placed.iter_mut() {
         p.stream.abort();

@@ -48,3 +48,25 @@ fn every_committed_scenario_passes_with_a_few_seeds() {
         }
     }
 }
+
+/// Swarm: each seed draws its own faults; they differ between seeds, some
+/// seeds' partitions really cut traffic, and every seed still converges.
+#[test]
+fn swarm_seeds_draw_different_faults_and_all_converge() {
+    let scenario = common::load("swarm.toml");
+    let mut drawn = std::collections::BTreeSet::new();
+    let mut cut = 0;
+    for seed in 0..30u64 {
+        let out = common::run(&scenario, seed, false);
+        common::assert_passed("swarm.toml", &out.report);
+        let notes: Vec<&String> = out.report.notes.iter().filter(|n| n.starts_with("swarm ")).collect();
+        assert!(!notes.is_empty(), "seed {seed}: the report lists the drawn faults");
+        drawn.insert(notes.iter().map(|n| n.as_str()).collect::<Vec<_>>().join("\n"));
+        let fabric = serde_json::to_value(&out.report.fabric).unwrap();
+        if fabric["dropped_partition"].as_u64().unwrap_or(0) > 0 {
+            cut += 1;
+        }
+    }
+    assert_eq!(drawn.len(), 30, "every seed drew its own faults");
+    assert!(cut > 0, "no seed's partition cut any traffic: the swarm is not exercising partitions");
+}

@@ -1,7 +1,7 @@
 //! The quickstart pcap decodes cleanly in tshark and every frame carries a
 //! correct ICRC (checked by shared/vm/icrc_check.py, independent of our
-//! encoder). Skipped with a message when tshark or the checker is absent;
-//! CI installs both.
+//! encoder). Skipped with a message when tshark or the checker is absent,
+//! except under CI (`CI` set), where that is a failure.
 
 mod common;
 
@@ -14,7 +14,10 @@ fn have_tshark() -> bool {
 
 #[test]
 fn quickstart_pcap_decodes_in_tshark_with_good_icrcs() {
+    let in_ci = std::env::var_os("CI").is_some();
     if !have_tshark() {
+        // CI installs tshark: there, its absence is a broken CI, not a skip.
+        assert!(!in_ci, "CI is set but tshark is not installed (.ci/run installs it)");
         eprintln!("SKIP quickstart_pcap_decodes_in_tshark_with_good_icrcs: tshark is not installed");
         return;
     }
@@ -36,6 +39,7 @@ fn quickstart_pcap_decodes_in_tshark_with_good_icrcs() {
 
     let checker = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/vm/icrc_check.py");
     if !checker.exists() {
+        assert!(!in_ci, "CI is set but {} is missing (CI lays shared/ beside the clone)", checker.display());
         eprintln!("SKIP ICRC check: {} is not present", checker.display());
     } else {
         let checked = Command::new("python3").arg(&checker).arg(&file).output().expect("run python3");

@@ -128,3 +128,26 @@ fn the_readme_example_is_a_valid_scenario() {
     let scenario = Scenario::from_toml(&readme[start..end], "README.md").unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(scenario.streams[0].config.name, "bulk");
 }
+
+fn swarm(fields: &str) -> String {
+    format!("{}\n[swarm]\n{fields}\n", stream("op = \"send\"\nsize = 8"))
+}
+
+#[test]
+fn swarm_tables_are_checked() {
+    let ok = Scenario::from_toml(&swarm("drop = 0.1\nheal_at = \"5ms\""), "t").unwrap();
+    let s = ok.swarm.expect("swarm parsed");
+    assert_eq!((s.max.drop, s.heal_at), (0.1, rctb_core::time::Duration::from_millis(5)));
+
+    let e = invalid(&swarm("drop = 1.5\nheal_at = \"5ms\""));
+    assert!(e.iter().any(|i| i.field() == "swarm.drop"), "{e:?}");
+    let e = invalid(&swarm("partitions = 2\nheal_at = \"5ms\""));
+    assert!(e.iter().any(|i| i.field() == "swarm.max_partition"), "{e:?}");
+    let e = invalid(&swarm("heal_at = \"0s\""));
+    assert!(e.iter().any(|i| i.field() == "swarm.heal_at"), "{e:?}");
+    // A typo is an error, not a silent default.
+    let msg = parse_error(&swarm("dorp = 0.1\nheal_at = \"5ms\""));
+    assert!(msg.contains("dorp"), "{msg}");
+    let msg = parse_error(&swarm("drop = 0.1"));
+    assert!(msg.contains("heal_at"), "{msg}");
+}

@@ -24,6 +24,8 @@ pub struct ScenarioFile {
     pub fabric: FabricFile,
     #[serde(default)]
     pub faults: Vec<FaultFile>,
+    /// Fault parameters drawn from the seed.
+    pub swarm: Option<SwarmFile>,
     #[serde(default)]
     pub streams: Vec<StreamFile>,
     #[serde(default)]
@@ -72,6 +74,19 @@ pub struct FaultsFile {
     #[serde(default)]
     pub corrupt: f64,
     pub jitter: Option<DurationStr>,
+}
+
+/// `[swarm]`: maxima of the per-pair fault probabilities each seed draws,
+/// random partitions, and when everything heals.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SwarmFile {
+    #[serde(flatten)]
+    pub max: FaultsFile,
+    #[serde(default)]
+    pub partitions: i64,
+    pub max_partition: Option<DurationStr>,
+    pub heal_at: DurationStr,
 }
 
 #[derive(Debug, Deserialize)]

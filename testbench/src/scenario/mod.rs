@@ -8,6 +8,7 @@
 
 mod error;
 mod file;
+mod swarm;
 mod units;
 mod validate;
 
@@ -18,6 +19,7 @@ use rctb_core::transport::WcStatus;
 use rctb_sim::{LinkConfig, NodeConfig, ScheduledFault};
 
 pub use error::{Invalid, ScenarioError};
+pub use swarm::{Swarm, describe as describe_swarm};
 pub use units::{CountExpect, format_duration, parse_duration};
 
 use crate::traffic::StreamConfig;
@@ -35,6 +37,8 @@ pub struct Scenario {
     pub default_link: LinkConfig,
     pub links: Vec<LinkSpec>,
     pub faults: Vec<ScheduledFault>,
+    /// Faults drawn from the seed, on top of `faults`.
+    pub swarm: Option<Swarm>,
     pub streams: Vec<StreamSpec>,
     pub expect: RunExpect,
 }

@@ -120,6 +120,7 @@ pub(super) fn validate(file: ScenarioFile) -> Result<Scenario, Vec<Invalid>> {
     }
 
     let faults = schedule(&mut c, &file, &nodes);
+    let swarm = file.swarm.as_ref().map(|s| swarm(&mut c, s));
     let streams = streams(&mut c, &file.streams, &nodes);
     let expect = run_expect(&mut c, &file);
 
@@ -135,9 +136,24 @@ pub(super) fn validate(file: ScenarioFile) -> Result<Scenario, Vec<Invalid>> {
         default_link,
         links,
         faults,
+        swarm,
         streams,
         expect,
     })
+}
+
+fn swarm(c: &mut Check, s: &super::file::SwarmFile) -> super::Swarm {
+    let max = c.faults("swarm", &s.max);
+    let heal_at = s.heal_at.0;
+    if heal_at.is_zero() {
+        c.push(Invalid::rule("swarm.heal_at", "must be later than 0: faults are lifted then"));
+    }
+    let partitions = c.int("swarm.partitions".into(), s.partitions, 0, 1000, "0..=1000") as u32;
+    let max_partition = s.max_partition.map(|d| d.0);
+    if partitions > 0 && max_partition.is_none_or(|d| d.is_zero()) {
+        c.push(Invalid::rule("swarm.max_partition", "must be set (e.g. \"5ms\") when partitions > 0"));
+    }
+    super::Swarm { max, partitions, max_partition: max_partition.unwrap_or_default(), heal_at }
 }
 
 fn nodes(c: &mut Check, file: &ScenarioFile) -> Vec<NodeConfig> {
