@@ -194,3 +194,20 @@ fabric = { seq_naks = { min = 1 } }
     }
     assert_eq!(failures.len(), expected.len(), "{failures:#?}");
 }
+
+/// Zero-length messages are legal verbs for every opcode (a SEND completes a
+/// receive with byte_len 0, a WRITE or READ of 0 bytes needs no valid rkey):
+/// each runs end to end.
+#[test]
+fn zero_length_messages_of_every_opcode_complete() {
+    for op in ["send", "send_imm", "write", "write_imm", "read"] {
+        let text = format!(
+            "name = \"zero-{op}\"\n[fabric]\n[[fabric.nodes]]\nname = \"a\"\nip = \"10.0.0.1\"\n\
+             [[fabric.nodes]]\nname = \"b\"\nip = \"10.0.0.2\"\n\
+             [[streams]]\nname = \"z\"\nop = \"{op}\"\nfrom = \"a\"\nto = \"b\"\ncount = 10\nsize = {{ min = 0, max = 1 }}\n"
+        );
+        let scenario = rctb::scenario::Scenario::from_toml(&text, "zero").unwrap();
+        let out = common::run(&scenario, 3, false);
+        common::assert_passed(&format!("zero-{op}"), &out.report);
+    }
+}

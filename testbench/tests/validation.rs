@@ -61,16 +61,6 @@ fn unknown_nodes_are_named_with_the_field() {
 }
 
 #[test]
-fn zero_sizes_are_allowed_only_where_an_immediate_carries_the_message() {
-    let errors = invalid(&stream("op = \"write\"\nsize = 0"));
-    assert_eq!(errors, vec![Invalid::EmptyMessage { field: "streams.\"s\".size".into(), op: "write" }]);
-    let errors = invalid(&stream("op = \"read\"\nsize = { min = 0, max = 10 }"));
-    assert_eq!(errors[0].field(), "streams.\"s\".size.min");
-    assert!(Scenario::from_toml(&stream("op = \"send_imm\"\nsize = 0"), "t").is_ok());
-    assert!(Scenario::from_toml(&stream("op = \"write_imm\"\nsize = { min = 0, max = 5 }"), "t").is_ok());
-}
-
-#[test]
 fn probabilities_must_be_within_zero_and_one() {
     let text = stream("op = \"send\"\nsize = 1")
         .replace("[fabric]\n", "[fabric]\nfaults = { drop = 1.5, duplicate = -0.1 }\n");

@@ -36,10 +36,6 @@ pub enum Invalid {
     Duplicate { field: String, name: String, first: String },
     #[error("{field} = {value}: must be within {range}")]
     OutOfRange { field: String, value: String, range: &'static str },
-    #[error(
-        "{field} = 0: {op} messages need at least one byte (only send_imm and write_imm may be empty: they carry an immediate)"
-    )]
-    EmptyMessage { field: String, op: &'static str },
     #[error("{field} = {value:?}: must be one of {allowed}")]
     NotOneOf { field: String, value: String, allowed: &'static str },
     #[error("{field}: unknown completion status {name:?} (spell it as ibv_wc_status_str does, e.g. RETRY_EXC_ERR)")]
@@ -57,7 +53,6 @@ impl Invalid {
             Invalid::UnknownNode { field, .. }
             | Invalid::Duplicate { field, .. }
             | Invalid::OutOfRange { field, .. }
-            | Invalid::EmptyMessage { field, .. }
             | Invalid::NotOneOf { field, .. }
             | Invalid::UnknownStatus { field, .. }
             | Invalid::UnknownCounter { field, .. }

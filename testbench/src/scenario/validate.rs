@@ -287,9 +287,6 @@ fn stream(c: &mut Check, field: &str, index: usize, s: &StreamFile, nodes: &[Nod
         SizeFile::Fixed(_) => format!("{field}.size"),
         SizeFile::Range { .. } => format!("{field}.size.min"),
     };
-    if min == 0 && !op.allows_empty() {
-        c.push(Invalid::EmptyMessage { field: size_field.clone(), op: op.key() });
-    }
     let min = c.int(size_field, min, 0, MAX_MESSAGE, "0..=16777216 bytes") as u32;
     let max = c.int(format!("{field}.size.max"), max, 0, MAX_MESSAGE, "0..=16777216 bytes") as u32;
     if min > max {

@@ -57,11 +57,6 @@ impl Op {
     pub fn is_rdma(self) -> bool {
         matches!(self, Op::Write | Op::WriteImm | Op::Read)
     }
-
-    /// A zero-length message is meaningful only when it carries an immediate.
-    pub fn allows_empty(self) -> bool {
-        self.carries_imm()
-    }
 }
 
 impl Serialize for Op {
