@@ -64,7 +64,7 @@ pub(crate) fn send(w: &mut World, from: NodeIdx, to: NodeIdx, msg: CmMsg) {
     if w.partitioned(from, to) || !w.nodes[to].up {
         return;
     }
-    let at = w.now + w.default_link.latency;
+    let at = w.now + w.latency(from, to);
     w.schedule(at, EventKind::Cm { from, to, msg: Box::new(msg) });
 }
 

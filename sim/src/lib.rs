@@ -88,11 +88,8 @@ impl Sim {
         if w.by_ip.contains_key(&cfg.ip) {
             return Err(SimError::DuplicateIp(cfg.ip));
         }
-        let idx = w.nodes.len();
-        let seed = w.seed;
-        w.by_ip.insert(cfg.ip, idx);
-        w.nodes.push(node::Node::new(idx, cfg, seed));
-        Ok(NodeId(idx))
+        let (idx, seed) = (w.nodes.len(), w.seed);
+        Ok(NodeId(w.add_node(node::Node::new(idx, cfg, seed))))
     }
 
     pub fn node(&self, name: &str) -> Result<NodeId, SimError> {
@@ -106,7 +103,7 @@ impl Sim {
 
     /// The link configuration used for pairs without one of their own.
     pub fn set_default_link(&self, cfg: LinkConfig) {
-        self.world.borrow_mut().default_link = cfg;
+        self.world.borrow_mut().set_default_link(cfg);
     }
 
     /// Configures both directions between `a` and `b`.

@@ -5,7 +5,7 @@
 //! child RNG, so one seed gives one trace.
 
 use std::cmp::{Ordering, Reverse};
-use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap, VecDeque};
 use std::net::Ipv4Addr;
 
 use rctb_core::time::{Duration, Instant};
@@ -28,6 +28,11 @@ pub(crate) enum EventKind {
     Deliver {
         to: NodeIdx,
         pkt: u32,
+    },
+    /// The head of a link's in-order queue arrives.
+    LinkDeliver {
+        from: NodeIdx,
+        to: NodeIdx,
     },
     Egress {
         node: NodeIdx,
@@ -77,6 +82,12 @@ impl Ord for Event {
 struct Link {
     cfg: LinkConfig,
     rng: SimRng,
+    /// Packets arriving in order: (arrival, in-flight slot). Only the head is
+    /// in the event heap, so the heap stays small however many packets are
+    /// on the wire. Packets a fault holds back go through the heap instead.
+    fifo: VecDeque<(Instant, u32)>,
+    /// Configured for this pair (else it follows the default link).
+    custom: bool,
 }
 
 /// The whole simulated fabric.
@@ -88,8 +99,9 @@ pub(crate) struct World {
     events: BinaryHeap<Reverse<Event>>,
     pub nodes: Vec<Node>,
     pub by_ip: BTreeMap<Ipv4Addr, NodeIdx>,
-    links: BTreeMap<(NodeIdx, NodeIdx), Link>,
-    pub default_link: LinkConfig,
+    /// `links[from][to]`, created on first use.
+    links: Vec<Vec<Option<Link>>>,
+    default_link: LinkConfig,
     partitions: BTreeSet<(NodeIdx, NodeIdx)>,
     pub stats: FabricStats,
     pub pcap: Option<PcapSink>,
@@ -115,7 +127,7 @@ impl World {
             events: BinaryHeap::new(),
             nodes: Vec::new(),
             by_ip: BTreeMap::new(),
-            links: BTreeMap::new(),
+            links: Vec::new(),
             default_link: LinkConfig::default(),
             partitions: BTreeSet::new(),
             stats: FabricStats::default(),
@@ -140,22 +152,59 @@ impl World {
         self.nodes.iter().position(|n| n.cfg.name == name)
     }
 
-    fn link(&mut self, from: NodeIdx, to: NodeIdx) -> &mut Link {
-        if !self.links.contains_key(&(from, to)) {
-            let label = format!("link/{}/{}", self.nodes[from].cfg.name, self.nodes[to].cfg.name);
-            let link = Link { cfg: self.default_link, rng: SimRng::child(self.seed, &label) };
-            self.links.insert((from, to), link);
+    /// Adds a node and the links between it and every other node.
+    pub fn add_node(&mut self, node: crate::node::Node) -> NodeIdx {
+        let idx = self.nodes.len();
+        self.by_ip.insert(node.cfg.ip, idx);
+        self.nodes.push(node);
+        self.links.push(Vec::new());
+        for from in 0..=idx {
+            for to in 0..=idx {
+                if self.links[from].len() <= to {
+                    self.links[from].push(None);
+                }
+                if from != to && self.links[from][to].is_none() {
+                    let label = format!("link/{}/{}", self.nodes[from].cfg.name, self.nodes[to].cfg.name);
+                    let rng = SimRng::child(self.seed, &label);
+                    let link = Link { cfg: self.default_link, rng, fifo: VecDeque::new(), custom: false };
+                    self.links[from][to] = Some(link);
+                }
+            }
         }
-        self.links.get_mut(&(from, to)).expect("inserted above")
+        idx
+    }
+
+    fn link(&mut self, from: NodeIdx, to: NodeIdx) -> &mut Link {
+        self.links[from][to].as_mut().expect("add_node creates every link between distinct nodes")
+    }
+
+    /// One-way latency from `from` to `to`.
+    pub fn latency(&self, from: NodeIdx, to: NodeIdx) -> Duration {
+        self.links[from].get(to).and_then(Option::as_ref).map_or(self.default_link.latency, |l| l.cfg.latency)
+    }
+
+    /// Sets the configuration of every link nobody configured on its own.
+    pub fn set_default_link(&mut self, cfg: LinkConfig) {
+        self.default_link = cfg;
+        for link in self.links.iter_mut().flatten().flatten() {
+            if !link.custom {
+                link.cfg = cfg;
+            }
+        }
     }
 
     pub fn set_link(&mut self, from: NodeIdx, to: NodeIdx, cfg: LinkConfig) {
-        self.link(from, to).cfg = cfg;
+        let link = self.link(from, to);
+        link.cfg = cfg;
+        link.custom = true;
     }
 
     pub fn set_faults(&mut self, a: NodeIdx, b: NodeIdx, faults: LinkFaults) {
-        self.link(a, b).cfg.faults = faults;
-        self.link(b, a).cfg.faults = faults;
+        for (from, to) in [(a, b), (b, a)] {
+            let link = self.link(from, to);
+            link.cfg.faults = faults;
+            link.custom = true;
+        }
     }
 
     fn pair(a: NodeIdx, b: NodeIdx) -> (NodeIdx, NodeIdx) {
@@ -207,6 +256,7 @@ impl World {
                     self.deliver(to, pkt);
                 }
             }
+            EventKind::LinkDeliver { from, to } => self.link_deliver(from, to),
             EventKind::Egress { node } => self.egress(node),
             EventKind::QpTimer { node, qp } => self.qp_timer(node, qp),
             EventKind::Cm { from, to, msg } => crate::cm::handle(self, from, to, *msg),
@@ -399,7 +449,29 @@ impl World {
             self.schedule(arrive + Duration::from_nanos(1), EventKind::Deliver { to, pkt: slot });
         }
         let slot = self.park(pkt);
-        self.schedule(arrive, EventKind::Deliver { to, pkt: slot });
+        let link = self.link(from, to);
+        let in_order = extra.is_zero() && link.fifo.back().is_none_or(|&(last, _)| last <= arrive);
+        if in_order {
+            link.fifo.push_back((arrive, slot));
+            if link.fifo.len() == 1 {
+                self.schedule(arrive, EventKind::LinkDeliver { from, to });
+            }
+        } else {
+            self.schedule(arrive, EventKind::Deliver { to, pkt: slot });
+        }
+    }
+
+    fn link_deliver(&mut self, from: NodeIdx, to: NodeIdx) {
+        let link = self.link(from, to);
+        let Some((_, slot)) = link.fifo.pop_front() else { return };
+        let next = link.fifo.front().map(|&(at, _)| at);
+        if let Some(at) = next {
+            self.schedule(at, EventKind::LinkDeliver { from, to });
+        }
+        if let Some(pkt) = self.in_flight.get_mut(slot as usize).and_then(Option::take) {
+            self.free_slots.push(slot);
+            self.deliver(to, pkt);
+        }
     }
 
     /// Stores a packet on the wire; returns its slot.

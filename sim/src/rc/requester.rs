@@ -137,7 +137,14 @@ impl Requester {
         if self.rnr_until.is_some_and(|t| now < t) {
             return false;
         }
-        let Some(w) = self.sq.range(self.tx_idx..).find(|w| !w.done) else { return false };
+        // Usually the WR at the transmit point is unfinished; skip done ones otherwise.
+        let w = match self.sq.get(self.tx_idx) {
+            Some(w) if !w.done => w,
+            _ => match self.sq.range(self.tx_idx..).find(|w| !w.done) {
+                Some(w) => w,
+                None => return false,
+            },
+        };
         if w.local_error.is_some() {
             // The error completes once everything before it has.
             return false;
