@@ -7,9 +7,11 @@
 //! - [`runner`]: builds a simulated fabric and drives every stream on it.
 //! - [`expect`], [`report`]: checks and the text/JSON report.
 //! - [`sweep`]: many seeds in parallel, with replay commands.
+//! - [`conformance`]: RC semantics cases, written once for every backend.
 //!
 //! The binary (`src/main.rs`) is a thin CLI over these.
 
+pub mod conformance;
 pub mod counters;
 pub mod expect;
 pub mod pattern;

@@ -51,12 +51,40 @@ enum Command {
         #[arg(long)]
         jobs: Option<usize>,
     },
+    /// Run the RC conformance suite between two endpoints; one PASS/FAIL line per case.
+    Conformance {
+        /// `sim`: two simulated nodes; `verbs`: two RDMA devices (needs the `verbs` feature).
+        #[arg(long, value_enum, default_value_t = Backend::Sim)]
+        backend: Backend,
+        /// The requester's device (verbs), e.g. rxe1.
+        #[arg(long)]
+        device: Option<String>,
+        /// The responder's device (verbs), e.g. rxe0.
+        #[arg(long)]
+        peer: Option<String>,
+        /// Run only the cases whose name contains this.
+        #[arg(long, default_value = "")]
+        filter: String,
+    },
+    /// List RDMA devices, their ports and GID tables.
+    Devices,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum Backend {
+    Sim,
+    Verbs,
 }
 
 fn main() -> ExitCode {
     match Cli::parse().command {
         Command::Run { scenario, seed, pcap, json } => run(&scenario, seed, pcap.as_deref(), json),
         Command::Sweep { scenario, seeds, shard, start, jobs } => sweep(&scenario, seeds, shard, start, jobs),
+        Command::Conformance { backend, device, peer, filter } => match backend {
+            Backend::Sim => conformance_sim(&filter),
+            Backend::Verbs => verbs::conformance(device.as_deref(), peer.as_deref(), &filter),
+        },
+        Command::Devices => verbs::devices(),
     }
 }
 
@@ -140,4 +168,52 @@ fn sweep(path: &str, count: u64, shard: Shard, start: u64, jobs: Option<usize>) 
         failures.len()
     );
     if failures.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(1) }
+}
+
+/// Runs the suite and prints a line per case and the closing count.
+fn conformance_report<T: rctb_core::Transport>(a: &mut T, b: &mut T, filter: &str) -> ExitCode {
+    let results = rctb::conformance::run(a, b, filter, &mut |r| println!("{}", r.line()));
+    let failed = results.iter().filter(|r| !r.passed()).count();
+    println!("conformance: {} passed, {} failed", results.len() - failed, failed);
+    if results.is_empty() {
+        eprintln!("rctb: no conformance case matches {filter:?}");
+        return ExitCode::from(2);
+    }
+    if failed == 0 { ExitCode::SUCCESS } else { ExitCode::from(1) }
+}
+
+fn conformance_sim(filter: &str) -> ExitCode {
+    use rctb_sim::{NodeConfig, Sim};
+    let sim = Sim::new(1);
+    let mtu = rctb_core::transport::Mtu::Mtu1024;
+    let nodes = ["10.10.0.2", "10.10.0.1"].map(|ip| {
+        let name = if ip.ends_with('2') { "sim1" } else { "sim0" };
+        sim.add_node(NodeConfig { mtu, ..NodeConfig::new(name, ip.parse().expect("a literal address")) })
+    });
+    let [Ok(a), Ok(b)] = nodes else {
+        eprintln!("rctb: building the simulated pair failed");
+        return ExitCode::from(2);
+    };
+    conformance_report(&mut sim.transport(a), &mut sim.transport(b), filter)
+}
+
+/// The verbs backend's front ends; without the `verbs` feature they explain
+/// how to get it.
+#[cfg(not(feature = "verbs"))]
+mod verbs {
+    use std::process::ExitCode;
+
+    const HOW: &str = "this rctb was built without verbs support: \
+        apt-get install libibverbs-dev librdmacm-dev libclang-dev, then \
+        cargo build --release -p rctb --features verbs";
+
+    pub fn conformance(_device: Option<&str>, _peer: Option<&str>, _filter: &str) -> ExitCode {
+        eprintln!("rctb: {HOW}");
+        ExitCode::from(2)
+    }
+
+    pub fn devices() -> ExitCode {
+        println!("no RDMA devices: {HOW}");
+        ExitCode::from(2)
+    }
 }
