@@ -40,7 +40,30 @@ impl Packet {
     }
 }
 
-/// The UDP source port rxe uses for a QP: 0xC000 plus a hash of the QPN.
-pub fn udp_src_port(qpn: u32) -> u16 {
-    0xC000 | ((qpn ^ (qpn >> 14)) & 0x3FFF) as u16
+/// The UDP source port of an RC connection, as Linux computes it for RoCEv2
+/// when the address has no flow label (rxe, mlx5): a flow label from both
+/// QPNs (`rdma_calc_flow_label`), folded into 0xC000..=0xFFFF
+/// (`rdma_flow_label_to_udp_sport`). It is symmetric, so both directions of
+/// a connection use the same port, as the rxe captures show.
+pub fn udp_src_port(qpn: u32, dest_qpn: u32) -> u16 {
+    let mut v = qpn as u64 * dest_qpn as u64;
+    v ^= v >> 20;
+    v ^= v >> 40;
+    let fl = (v & 0xF_FFFF) as u32;
+    let low = (fl & 0x3FFF) ^ ((fl & 0xF_C000) >> 14);
+    (low | 0xC000) as u16
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn udp_source_ports_match_the_rxe_capture() {
+        // testdata/captures/rxe-send-write.pcap: QPs 0x11<->0x13, 0x12<->0x14, 0x13<->0x15.
+        assert_eq!(udp_src_port(0x11, 0x13), 49475);
+        assert_eq!(udp_src_port(0x13, 0x11), 49475);
+        assert_eq!(udp_src_port(0x12, 0x14), 49512);
+        assert_eq!(udp_src_port(0x13, 0x15), 49551);
+    }
 }

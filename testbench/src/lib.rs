@@ -8,6 +8,7 @@
 //! - [`expect`], [`report`]: checks and the text/JSON report.
 //! - [`sweep`]: many seeds in parallel, with replay commands.
 //! - [`conformance`]: RC semantics cases, written once for every backend.
+//! - [`wiretrace`]: captures reduced to per-connection header sequences.
 //!
 //! The binary (`src/main.rs`) is a thin CLI over these.
 
@@ -20,3 +21,4 @@ pub mod runner;
 pub mod scenario;
 pub mod sweep;
 pub mod traffic;
+pub mod wiretrace;

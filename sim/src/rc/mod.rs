@@ -189,7 +189,7 @@ impl RcQp {
                     dest_qpn,
                     src_ip,
                     dest_ip,
-                    udp_src_port: crate::packet::udp_src_port(self.qpn),
+                    udp_src_port: crate::packet::udp_src_port(self.qpn, dest_qpn),
                 });
                 self.min_rnr_timer = min_rnr_timer;
                 self.max_dest_rd_atomic = max_dest_rd_atomic;
