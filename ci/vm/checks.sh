@@ -118,8 +118,11 @@ run_suite() {
     if [ $_rc = 124 ]; then
         result FAIL "$_n" "timed out after ${_t}s ($_np passed, $_nf failed so far)"
     elif [ $_rc != 0 ]; then
-        _why=$(last_line "$HWV_OUT/$_n.err")
-        [ -n "$_why" ] || _why=$(last_line "$HWV_OUT/$_n.out")
+        if grep -q '[^[:space:]]' "$HWV_OUT/$_n.err"; then
+            _why=$(last_line "$HWV_OUT/$_n.err")
+        else
+            _why=$(last_line "$HWV_OUT/$_n.out")
+        fi
         result FAIL "$_n" "exit $_rc ($_np passed, $_nf failed): $_why"
     elif [ $_nf != 0 ]; then
         result FAIL "$_n" "exit 0 but $_nf of $((_np + _nf)) checks failed"

@@ -72,5 +72,6 @@ gid_netdev() {
 
 # last_line FILE: the last non-empty line of FILE, for a FAIL reason
 last_line() {
-    grep -v '^[[:space:]]*$' "$1" 2>/dev/null | tail -n 1 | cut -c1-200
+    _l=$(grep -v '^[[:space:]]*$' "$1" 2>/dev/null | tail -n 1 | cut -c1-200)
+    echo "${_l:-(no output)}"
 }
