@@ -1,0 +1,93 @@
+//! `rctb-hw`: the [`Transport`](rctb_core::transport::Transport) trait over
+//! real RDMA hardware, through libibverbs and librdmacm (rdma-core): soft-RoCE
+//! (`rdma_rxe`) or a ConnectX NIC. The only rctb crate with `unsafe` code;
+//! every `unsafe` block says why it is sound.
+//!
+//! # Quick start
+//!
+//! ```no_run
+//! use rctb_core::transport::*;
+//! use rctb_hw::VerbsTransport;
+//!
+//! # fn main() -> Result<(), TransportError> {
+//! for dev in rctb_hw::list_devices()? {
+//!     println!("{} {:?}", dev.name, dev.ipv4());
+//! }
+//! let mut t = VerbsTransport::open("rxe0")?;
+//! let pd = t.alloc_pd()?;
+//! let mr = t.reg_mr(pd, 4096, Access::LOCAL_WRITE | Access::REMOTE_WRITE)?;
+//! let cq = t.create_cq(64)?;
+//! let qp = t.create_qp(&QpInit { pd, send_cq: cq, recv_cq: cq, caps: QpCaps::default(), sq_sig_all: false })?;
+//! t.modify_qp(qp.id, &QpTransition::Init(InitAttr { pkey_index: 0, port: 1, access: Access::LOCAL_WRITE }))?;
+//! t.post_recv(qp.id, &RecvWr::new(1, &[Sge::new(mr.id, 0, 4096)]))?;
+//! // ... RTR/RTS towards the peer (GID index from `detect_gid_index`), then
+//! // post, `wait`, `poll_cq` as with any Transport.
+//! # Ok(()) }
+//! ```
+//!
+//! On a machine without RDMA every entry point returns
+//! `TransportError::NoDevice` with a hint ([`NO_DEVICE_HINT`]), never panics.
+//!
+//! # Features
+//!
+//! - Devices come from librdmacm's list (`rdma_get_devices`), so PDs, CQs
+//!   and MRs live on the same `ibv_context` as the RDMA CM ids bound to the
+//!   device; an id that binds to another device is an error.
+//! - Memory regions own zeroed, page-aligned buffers, reached through
+//!   bounds-checked `mr_write`/`mr_read`/`mr_view`.
+//! - RC QPs with the exact verbs attribute masks per transition; SEND, SEND
+//!   with immediate, RDMA WRITE (with immediate) and RDMA READ.
+//! - Completion channels per CQ and a non-blocking RDMA CM state machine;
+//!   `wait` blocks in `ppoll` on both until a deadline.
+//! - `now()` is `CLOCK_MONOTONIC`: every transport in the process shares it.
+//! - GID tables with their RoCE types (sysfs), and [`detect_gid_index`]
+//!   (PROTOCOLS.md §1), a pure function tested on fixture trees.
+//!
+//! # Thread safety
+//!
+//! [`VerbsTransport`] is `Send` but not `Sync`: move it to the thread that
+//! drives it, do not share it. Many transports (even on one device) may run
+//! in one process, each on its own thread or all on one. Handles are plain
+//! `Copy` ids scoped to the transport that made them.
+//!
+//! # Resource cleanup
+//!
+//! Each verbs object holds an `Arc` of its parent (QP -> PD and CQs, MR ->
+//! PD, everything -> device context), so a parent is never freed before its
+//! children. Destroying a parent that still has children returns
+//! `TransportError::Busy`, as verbs returns EBUSY. Dropping the transport
+//! releases everything, children first: CM ids, QPs, MRs, CQs, PDs, the CM
+//! event channel, the device list. A region's buffer is freed only after
+//! `ibv_dereg_mr` succeeded; if it fails, `dereg_mr` returns the error and
+//! keeps the region, and a drop leaks the buffer rather than free memory
+//! the NIC might still write.
+//!
+//! # Differences from the simulator
+//!
+//! - RDMA CM private data arrives as the IB CM carries it: zero-padded to
+//!   the field size (56 bytes in a REQ, 196 in a REP, 148 in a REJ); the
+//!   sender's length is not on the wire.
+//! - A connect to a port nobody listens on is `Unreachable { NoListener }`
+//!   when the peer's CM rejects with reason 8 (invalid service ID); every
+//!   other REJ, including reason 28 (consumer defined), is `Rejected`.
+//! - `query_qp` on the QP of a `cm_connect` before the route is resolved
+//!   (the QP does not exist yet) returns `InvalidState`.
+
+mod cm;
+mod cq;
+mod device;
+mod gid;
+mod mr;
+mod pd;
+mod qp;
+mod sys;
+mod transport;
+mod wc;
+
+#[cfg(test)]
+mod testutil;
+
+pub use cm::{REJ_CONSUMER_DEFINED, REJ_INVALID_SERVICE_ID};
+pub use device::{DeviceSummary, NO_DEVICE_HINT, UNKNOWN_DEVICE_HINT};
+pub use gid::{GidDetectError, SeenGid, detect_gid_index, parse_gid, parse_gid_type, read_gid_type};
+pub use transport::{VerbsTransport, list_devices};

@@ -1,0 +1,559 @@
+//! `VerbsTransport`: the [`Transport`] trait over one RDMA device.
+//!
+//! This module owns the handle tables (id -> verbs object) and the resource
+//! and data-path methods; `cm.rs` holds the RDMA CM state machine and
+//! `wait.rs` the blocking wait on completion and CM channels.
+
+mod cm;
+mod wait;
+
+use std::cell::Cell;
+use std::collections::{BTreeMap, VecDeque};
+use std::marker::PhantomData;
+use std::net::Ipv4Addr;
+use std::path::Path;
+use std::sync::Arc;
+
+use rctb_core::time::Instant;
+use rctb_core::transport::*;
+use rdma_sys::{ibv_sge, ibv_wc};
+
+use crate::cq::Cq;
+use crate::device::{Context, DeviceSummary, SYSFS_ROOT, ipv4_of_port};
+use crate::gid::{GidDetectError, detect_gid_index};
+use crate::mr::MemoryRegion;
+use crate::pd::Pd;
+use crate::qp::{QpParents, QueuePair, modify_attr};
+use crate::sys::monotonic_nanos;
+use crate::wc::completion;
+
+use self::cm::{CmOwner, Conn};
+
+/// Completions fetched per `ibv_poll_cq` call.
+const POLL_BATCH: usize = 32;
+
+/// A CQ and the completions `wait` already took off it (so a completion
+/// that `wait` saw is never lost before `poll_cq` returns it).
+#[derive(Debug)]
+struct CqEntry {
+    cq: Arc<Cq>,
+    polled: VecDeque<Completion>,
+}
+
+/// A QP handle: a real QP, or one RDMA CM will create once the route is
+/// resolved (`cm_connect` hands out the id at once).
+#[derive(Debug)]
+enum QpSlot {
+    Pending(PendingQp),
+    Ready(QueuePair),
+}
+
+/// What `rdma_create_qp` will need; holding the parents keeps them (and so
+/// `dealloc_pd`/`destroy_cq` say `Busy`) until the QP exists.
+#[derive(Debug)]
+struct PendingQp {
+    /// The connection that will create it; `None` once that was destroyed.
+    conn: Option<ConnId>,
+    init: QpInit,
+    parents: QpParents,
+}
+
+/// The verbs backend of [`Transport`], driving one RDMA device through
+/// libibverbs and librdmacm. See the [crate docs](crate) for the contract.
+#[derive(Debug)]
+pub struct VerbsTransport {
+    // Fields drop top to bottom. CM ids go first (rdma_cm stops touching
+    // QPs), then QPs, MRs, CQs, PDs, the CM event channel and finally the
+    // device context. Every object also holds an Arc of its parents, so a
+    // different order would still be sound; this one needs no EBUSY retries.
+    conns: BTreeMap<ConnId, Conn>,
+    listeners: BTreeMap<ListenId, crate::cm::CmId>,
+    qps: BTreeMap<QpId, QpSlot>,
+    mrs: BTreeMap<MrId, MemoryRegion>,
+    cqs: BTreeMap<CqId, CqEntry>,
+    pds: BTreeMap<PdId, Arc<Pd>>,
+    /// Created on first CM use, so verbs-only use needs no rdma_ucm.
+    channel: Option<Arc<crate::cm::EventChannel>>,
+    ctx: Arc<Context>,
+    /// QPN -> handle, for completions. Kept after a QP is destroyed (its
+    /// completions may still sit in a CQ) until the QPN is reused.
+    qpn_to_qp: BTreeMap<u32, QpId>,
+    /// `rdma_cm_id` address -> owner, to route CM events.
+    cm_owner: BTreeMap<usize, CmOwner>,
+    cm_events: VecDeque<CmEvent>,
+    cm_errors: VecDeque<TransportError>,
+    next_id: u32,
+    /// `!Sync`: `&self` methods read device state that `&mut self` methods
+    /// change, with no locking. (Raw pointers already imply it; this says so.)
+    _not_sync: PhantomData<Cell<()>>,
+}
+
+// SAFETY: libibverbs and librdmacm objects may be used from any thread (the
+// libraries lock internally; verbs calls are documented thread-safe), and
+// nothing here is tied to the creating thread: errno is read on the thread
+// that made the call, right after it. Every Arc and raw pointer the
+// transport holds is private and never handed out (the application sees
+// only Copy ids and plain data), so moving the transport moves every owner
+// of every object at once: no other thread can keep a reference. It stays
+// `!Sync`.
+unsafe impl Send for VerbsTransport {}
+
+impl VerbsTransport {
+    /// Opens RDMA device `name` (e.g. "rxe0", "mlx5_0").
+    ///
+    /// The context comes from librdmacm (`rdma_get_devices`), so RDMA CM ids
+    /// bound to this device share it with every PD, MR, CQ and QP made here.
+    /// Returns `NoDevice` (with a hint) when the machine has no RDMA device
+    /// or none of that name.
+    pub fn open(name: &str) -> Result<Self> {
+        let ctx = Arc::new(Context::open(name)?);
+        Ok(VerbsTransport {
+            conns: BTreeMap::new(),
+            listeners: BTreeMap::new(),
+            qps: BTreeMap::new(),
+            mrs: BTreeMap::new(),
+            cqs: BTreeMap::new(),
+            pds: BTreeMap::new(),
+            channel: None,
+            ctx,
+            qpn_to_qp: BTreeMap::new(),
+            cm_owner: BTreeMap::new(),
+            cm_events: VecDeque::new(),
+            cm_errors: VecDeque::new(),
+            next_id: 1,
+            _not_sync: PhantomData,
+        })
+    }
+
+    /// Every RDMA device with its ports and GID tables (see
+    /// [`list_devices`](crate::list_devices)).
+    pub fn list_devices() -> Result<Vec<DeviceSummary>> {
+        crate::device::list_devices()
+    }
+
+    /// The device name this transport drives.
+    pub fn device_name(&self) -> &str {
+        &self.ctx.name
+    }
+
+    /// The device's IPv4 address: the first RoCE v2 GID that is IPv4-mapped
+    /// (`::ffff:a.b.c.d`), scanning ports in order. RDMA CM binds to it.
+    pub fn device_ipv4(&self) -> Option<Ipv4Addr> {
+        self.ctx.ipv4()
+    }
+
+    /// [`detect_gid_index`](crate::detect_gid_index) for this device, from
+    /// the live `/sys`: the GID index to use towards `peer`.
+    pub fn detect_gid_index(&self, port: u8, peer: Ipv4Addr) -> Result<u32, GidDetectError> {
+        detect_gid_index(Path::new(SYSFS_ROOT), &self.ctx.name, port, peer)
+    }
+
+    /// The local port a listener is bound to (useful after `cm_listen(0)`).
+    pub fn listen_port(&self, listener: ListenId) -> Option<u16> {
+        self.listeners.get(&listener).map(|id| id.src_port())
+    }
+
+    /// The oldest error the RDMA CM state machine hit while driven from
+    /// `cm_poll`/`wait` (which cannot return it: the connection concerned
+    /// also got an `Unreachable` event). `None` when there is none.
+    pub fn take_cm_error(&mut self) -> Option<TransportError> {
+        self.cm_errors.pop_front()
+    }
+
+    fn alloc_id(&mut self) -> u32 {
+        let id = self.next_id;
+        self.next_id = self.next_id.checked_add(1).expect("2^32 handles allocated");
+        id
+    }
+
+    fn pd(&self, pd: PdId, verb: Verb) -> Result<&Arc<Pd>> {
+        self.pds.get(&pd).ok_or_else(|| TransportError::handle(verb, pd))
+    }
+
+    fn mr(&self, mr: MrId, verb: Verb) -> Result<&MemoryRegion> {
+        self.mrs.get(&mr).ok_or_else(|| TransportError::handle(verb, mr))
+    }
+
+    fn cq_arc(&self, cq: CqId, verb: Verb) -> Result<&Arc<Cq>> {
+        self.cqs.get(&cq).map(|e| &e.cq).ok_or_else(|| TransportError::handle(verb, cq))
+    }
+
+    /// Checks a `QpInit` and collects the QP's parents.
+    fn qp_parents(&self, init: &QpInit, verb: Verb) -> Result<QpParents> {
+        let parents = QpParents {
+            pd: Arc::clone(self.pd(init.pd, verb)?),
+            send_cq: Arc::clone(self.cq_arc(init.send_cq, verb)?),
+            recv_cq: Arc::clone(self.cq_arc(init.recv_cq, verb)?),
+        };
+        let dev = &self.ctx.info;
+        let c = &init.caps;
+        for (field, v, max) in [
+            ("max_send_wr", c.max_send_wr, dev.max_qp_wr),
+            ("max_recv_wr", c.max_recv_wr, dev.max_qp_wr),
+            ("max_send_sge", c.max_send_sge, dev.max_sge),
+            ("max_recv_sge", c.max_recv_sge, dev.max_sge),
+        ] {
+            if v > max {
+                return Err(TransportError::invalid(verb, field, v.into(), "exceeds the device limit"));
+            }
+        }
+        Ok(parents)
+    }
+
+    fn qp_mut(&mut self, qp: QpId, verb: Verb) -> Result<&mut QueuePair> {
+        match self.qps.get_mut(&qp) {
+            Some(QpSlot::Ready(q)) => Ok(q),
+            Some(QpSlot::Pending(_)) => Err(not_created(verb)),
+            None => Err(TransportError::handle(verb, qp)),
+        }
+    }
+
+    /// The SGEs of a WR, resolved against our regions.
+    fn sges(&self, sges: &[Sge], verb: Verb) -> Result<Vec<ibv_sge>> {
+        sges.iter().map(|s| self.mr(s.mr, verb)?.sge(s.offset, s.len, verb)).collect()
+    }
+
+    fn insert_qp(&mut self, q: QueuePair) -> QpInfo {
+        let info = QpInfo { id: q.id, qpn: q.qpn, state: q.state };
+        self.qpn_to_qp.insert(q.qpn, q.id);
+        self.qps.insert(q.id, QpSlot::Ready(q));
+        info
+    }
+
+    /// Moves completions from the hardware CQ into `polled` (at most `max`).
+    fn fetch(&mut self, cq: CqId, max: usize, verb: Verb) -> Result<usize> {
+        let entry = self.cqs.get_mut(&cq).ok_or_else(|| TransportError::handle(verb, cq))?;
+        fetch_completions(entry, &mut self.qps, &self.qpn_to_qp, max)
+    }
+
+    /// Whether a watched CQ has a completion or a CM event is pending,
+    /// polling the hardware (without blocking) to find out.
+    fn ready_now(&mut self, cqs: &[CqId]) -> Result<bool> {
+        self.pump_cm();
+        if !self.cm_events.is_empty() {
+            return Ok(true);
+        }
+        for &cq in cqs {
+            let has = self.cqs.get(&cq).is_some_and(|e| !e.polled.is_empty());
+            if has || self.fetch(cq, POLL_BATCH, Verb::Wait)? > 0 {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+}
+
+/// The error for using a CM QP before `rdma_create_qp` made it.
+fn not_created(verb: Verb) -> TransportError {
+    TransportError::InvalidState {
+        verb,
+        state: QpState::Reset,
+        what: "using a CM QP before route resolution created it",
+    }
+}
+
+fn fetch_completions(
+    entry: &mut CqEntry,
+    qps: &mut BTreeMap<QpId, QpSlot>,
+    qpn_to_qp: &BTreeMap<u32, QpId>,
+    max: usize,
+) -> Result<usize> {
+    // SAFETY: ibv_wc is plain data; all-zero is valid. Zeroing also gives
+    // a defined opcode for providers that leave it unset on errors.
+    let mut wcs: [ibv_wc; POLL_BATCH] = unsafe { std::mem::zeroed() };
+    let mut total = 0;
+    while total < max {
+        let want = (max - total).min(POLL_BATCH);
+        let n = entry.cq.poll(&mut wcs[..want])?;
+        for wc in &wcs[..n] {
+            // QpId(0) is never handed out: it marks a QPN we never knew.
+            let qp = qpn_to_qp.get(&wc.qp_num).copied().unwrap_or(QpId(0));
+            let tracker = match qps.get_mut(&qp) {
+                Some(QpSlot::Ready(q)) if q.qpn == wc.qp_num => Some(&mut q.tracker),
+                _ => None,
+            };
+            entry.polled.push_back(completion(wc, qp, tracker));
+        }
+        total += n;
+        if n < want {
+            break;
+        }
+    }
+    Ok(total)
+}
+
+impl Transport for VerbsTransport {
+    fn device(&self) -> Result<DeviceInfo> {
+        Ok(self.ctx.info.clone())
+    }
+
+    fn port(&self, port: u8) -> Result<PortInfo> {
+        self.ctx.port(port)
+    }
+
+    fn alloc_pd(&mut self) -> Result<PdId> {
+        let pd = Pd::alloc(&self.ctx)?;
+        let id = PdId(self.alloc_id());
+        self.pds.insert(id, Arc::new(pd));
+        Ok(id)
+    }
+
+    fn dealloc_pd(&mut self, pd: PdId) -> Result<()> {
+        let arc = self.pd(pd, Verb::DeallocPd)?;
+        if Arc::strong_count(arc) > 1 {
+            let mrs = self.mrs.values().filter(|m| Arc::ptr_eq(&m.pd, arc)).count();
+            let qps = self
+                .qps
+                .values()
+                .filter(|s| match s {
+                    QpSlot::Ready(q) => Arc::ptr_eq(&q.parents.pd, arc),
+                    QpSlot::Pending(p) => Arc::ptr_eq(&p.parents.pd, arc),
+                })
+                .count();
+            return Err(TransportError::Busy {
+                verb: Verb::DeallocPd,
+                what: pd.to_string(),
+                by: format!("{mrs} memory regions, {qps} queue pairs"),
+            });
+        }
+        let arc = self.pds.get_mut(&pd).expect("looked up above");
+        Arc::get_mut(arc).expect("the only reference (strong count was 1)").dealloc()?;
+        self.pds.remove(&pd);
+        Ok(())
+    }
+
+    fn reg_mr(&mut self, pd: PdId, len: u64, access: Access) -> Result<MrInfo> {
+        let pd_arc = Arc::clone(self.pd(pd, Verb::RegMr)?);
+        if len > self.ctx.info.max_mr_size {
+            return Err(TransportError::invalid(Verb::RegMr, "len", len, "exceeds the device's max_mr_size"));
+        }
+        // Verbs refuses these with EINVAL; say which rule.
+        if (access.contains(Access::REMOTE_WRITE) || access.contains(Access::REMOTE_ATOMIC))
+            && !access.contains(Access::LOCAL_WRITE)
+        {
+            return Err(TransportError::invalid(
+                Verb::RegMr,
+                "access",
+                access.bits().into(),
+                "REMOTE_WRITE and REMOTE_ATOMIC require LOCAL_WRITE",
+            ));
+        }
+        let id = MrId(self.alloc_id());
+        let mr = MemoryRegion::register(&pd_arc, id, len, access)?;
+        let info = mr.info;
+        self.mrs.insert(id, mr);
+        Ok(info)
+    }
+
+    fn dereg_mr(&mut self, mr: MrId) -> Result<()> {
+        let region = self.mrs.get_mut(&mr).ok_or_else(|| TransportError::handle(Verb::DeregMr, mr))?;
+        // On failure the region stays registered and listed (with its
+        // buffer), so a retry can work.
+        region.dereg()?;
+        self.mrs.remove(&mr); // Frees the buffer.
+        Ok(())
+    }
+
+    fn mr_info(&self, mr: MrId) -> Result<MrInfo> {
+        Ok(self.mr(mr, Verb::MrAccess)?.info)
+    }
+
+    fn mr_write(&mut self, mr: MrId, offset: u64, data: &[u8]) -> Result<()> {
+        self.mrs.get_mut(&mr).ok_or_else(|| TransportError::handle(Verb::MrAccess, mr))?.write(offset, data)
+    }
+
+    fn mr_read(&self, mr: MrId, offset: u64, buf: &mut [u8]) -> Result<()> {
+        self.mr(mr, Verb::MrAccess)?.read(offset, buf)
+    }
+
+    fn mr_view(&self, mr: MrId, offset: u64, len: u64, f: &mut dyn MrVisitor) -> Result<()> {
+        self.mr(mr, Verb::MrAccess)?.view(offset, len, f)
+    }
+
+    fn create_cq(&mut self, depth: u32) -> Result<CqId> {
+        let max = self.ctx.info.max_cqe;
+        if depth == 0 || depth > max {
+            return Err(TransportError::invalid(Verb::CreateCq, "depth", depth.into(), "must be 1..=max_cqe"));
+        }
+        let cq = Cq::create(&self.ctx, depth)?;
+        let id = CqId(self.alloc_id());
+        self.cqs.insert(id, CqEntry { cq: Arc::new(cq), polled: VecDeque::new() });
+        Ok(id)
+    }
+
+    fn destroy_cq(&mut self, cq: CqId) -> Result<()> {
+        let arc = self.cq_arc(cq, Verb::DestroyCq)?;
+        if Arc::strong_count(arc) > 1 {
+            let users = self
+                .qps
+                .values()
+                .filter(|s| {
+                    let p = match s {
+                        QpSlot::Ready(q) => &q.parents,
+                        QpSlot::Pending(p) => &p.parents,
+                    };
+                    Arc::ptr_eq(&p.send_cq, arc) || Arc::ptr_eq(&p.recv_cq, arc)
+                })
+                .count();
+            return Err(TransportError::Busy {
+                verb: Verb::DestroyCq,
+                what: cq.to_string(),
+                by: format!("{users} queue pairs"),
+            });
+        }
+        let entry = self.cqs.get_mut(&cq).expect("looked up above");
+        Arc::get_mut(&mut entry.cq).expect("the only reference (strong count was 1)").destroy()?;
+        self.cqs.remove(&cq);
+        Ok(())
+    }
+
+    fn create_qp(&mut self, init: &QpInit) -> Result<QpInfo> {
+        let parents = self.qp_parents(init, Verb::CreateQp)?;
+        let id = QpId(self.alloc_id());
+        let q = QueuePair::create(id, init, parents)?;
+        Ok(self.insert_qp(q))
+    }
+
+    fn modify_qp(&mut self, qp: QpId, transition: &QpTransition) -> Result<()> {
+        self.qp_mut(qp, Verb::ModifyQp)?;
+        // Attribute rules first (no device call), then what the port allows.
+        modify_attr(transition)?;
+        if let QpTransition::Rtr(rtr) = transition {
+            let av = &rtr.av;
+            let gid = self.ctx.gid(av.port, av.sgid_index, Verb::ModifyQp);
+            if !gid.is_ok_and(|g| !g.is_zero()) {
+                return Err(TransportError::invalid(
+                    Verb::ModifyQp,
+                    "sgid_index",
+                    av.sgid_index.into(),
+                    "no such entry in the port's GID table",
+                ));
+            }
+            if rtr.path_mtu > self.ctx.active_mtu(av.port, Verb::ModifyQp)? {
+                return Err(TransportError::invalid(
+                    Verb::ModifyQp,
+                    "path_mtu",
+                    rtr.path_mtu.bytes().into(),
+                    "exceeds the port's active MTU",
+                ));
+            }
+        }
+        self.qp_mut(qp, Verb::ModifyQp)?.modify(transition)
+    }
+
+    fn query_qp(&self, qp: QpId) -> Result<QpInfo> {
+        match self.qps.get(&qp) {
+            Some(QpSlot::Ready(q)) => {
+                let state = q.device_state(Verb::QueryQp)?;
+                Ok(QpInfo { id: qp, qpn: q.qpn, state })
+            }
+            Some(QpSlot::Pending(_)) => Err(not_created(Verb::QueryQp)),
+            None => Err(TransportError::handle(Verb::QueryQp, qp)),
+        }
+    }
+
+    fn destroy_qp(&mut self, qp: QpId) -> Result<()> {
+        let slot = self.qps.get_mut(&qp).ok_or_else(|| TransportError::handle(Verb::DestroyQp, qp))?;
+        // A pending QP was never created: dropping the slot releases its
+        // parents. If its connection resolves the route later, that
+        // connection reports Unreachable.
+        if let QpSlot::Ready(q) = slot {
+            q.destroy()?;
+            if let Some(c) = q.cm.and_then(|c| self.conns.get(&c)) {
+                c.id.forget_qp();
+            }
+        }
+        self.qps.remove(&qp);
+        Ok(())
+    }
+
+    fn post_send<'a>(&mut self, qp: QpId, wr: &SendWr<'a>) -> Result<()> {
+        if wr.len() > u64::from(u32::MAX) {
+            return Err(TransportError::invalid(
+                Verb::PostSend,
+                "length",
+                wr.len(),
+                "a message is at most 2^32-1 bytes",
+            ));
+        }
+        self.qp_mut(qp, Verb::PostSend)?;
+        let mut sges = self.sges(wr.sges, Verb::PostSend)?;
+        self.qp_mut(qp, Verb::PostSend)?.post_send(wr, &mut sges)
+    }
+
+    fn post_recv<'a>(&mut self, qp: QpId, wr: &RecvWr<'a>) -> Result<()> {
+        self.qp_mut(qp, Verb::PostRecv)?;
+        let mut sges = self.sges(wr.sges, Verb::PostRecv)?;
+        self.qp_mut(qp, Verb::PostRecv)?.post_recv(wr, &mut sges)
+    }
+
+    fn poll_cq(&mut self, cq: CqId, max: usize, out: &mut Vec<Completion>) -> Result<usize> {
+        let entry = self.cqs.get_mut(&cq).ok_or_else(|| TransportError::handle(Verb::PollCq, cq))?;
+        let buffered = max.min(entry.polled.len());
+        out.extend(entry.polled.drain(..buffered));
+        let fetched = fetch_completions(entry, &mut self.qps, &self.qpn_to_qp, max - buffered)?;
+        out.extend(entry.polled.drain(..));
+        Ok(buffered + fetched)
+    }
+
+    fn cm_listen(&mut self, port: u16) -> Result<ListenId> {
+        self.listen(port)
+    }
+
+    fn cm_connect(&mut self, params: &ConnectParams) -> Result<(ConnId, QpId)> {
+        self.connect(params)
+    }
+
+    fn cm_accept(&mut self, conn: ConnId, params: &AcceptParams) -> Result<QpId> {
+        self.accept(conn, params)
+    }
+
+    fn cm_reject(&mut self, conn: ConnId, private_data: &[u8]) -> Result<()> {
+        self.reject(conn, private_data)
+    }
+
+    fn cm_disconnect(&mut self, conn: ConnId) -> Result<()> {
+        self.disconnect(conn)
+    }
+
+    fn cm_destroy(&mut self, conn: ConnId) -> Result<()> {
+        self.destroy_conn(conn)
+    }
+
+    fn cm_close_listener(&mut self, listener: ListenId) -> Result<()> {
+        self.close_listener(listener)
+    }
+
+    fn cm_poll(&mut self) -> Option<CmEvent> {
+        self.pump_cm();
+        self.cm_events.pop_front()
+    }
+
+    fn now(&self) -> Instant {
+        Instant::from_nanos(monotonic_nanos())
+    }
+
+    fn wait(&mut self, cqs: &[CqId], deadline: Instant) -> Result<Readiness> {
+        self.wait_until(cqs, deadline)
+    }
+}
+
+/// Every RDMA device of this machine with its ports and GID tables.
+///
+/// Returns `NoDevice` (with a hint) when there is none: the kernel has no
+/// RDMA support, or no device (and no soft-RoCE link) exists.
+pub fn list_devices() -> Result<Vec<DeviceSummary>> {
+    crate::device::list_devices()
+}
+
+impl DeviceSummary {
+    /// Port `port`'s facts, if the device has it.
+    pub fn port(&self, port: u8) -> Option<&PortInfo> {
+        self.ports.iter().find(|p| p.port == port)
+    }
+
+    /// The IPv4 address of port `port` (its first RoCE v2 IPv4-mapped GID).
+    pub fn port_ipv4(&self, port: u8) -> Option<Ipv4Addr> {
+        self.port(port).and_then(ipv4_of_port)
+    }
+}

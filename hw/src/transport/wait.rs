@@ -1,0 +1,71 @@
+//! `wait`: block on the completion channels of the watched CQs and the
+//! RDMA CM event channel until something is ready or the deadline passes.
+//!
+//! Order per round: poll (CM events, then each CQ); arm each CQ
+//! (`ibv_req_notify_cq`); poll again, which closes the race of a completion
+//! landing between the first poll and the arming; then `ppoll` the fds with
+//! the time left, and drain and acknowledge the channel events that woke
+//! us. Completions polled along the way are kept for `poll_cq`.
+
+use rctb_core::time::Instant;
+use rctb_core::transport::{CqId, Readiness, Result, Transport, Verb};
+
+use super::VerbsTransport;
+use crate::sys::{errno, os_error};
+
+impl VerbsTransport {
+    pub(super) fn wait_until(&mut self, cqs: &[CqId], deadline: Instant) -> Result<Readiness> {
+        for &cq in cqs {
+            self.cq_arc(cq, Verb::Wait)?;
+        }
+        loop {
+            if self.ready_now(cqs)? {
+                return Ok(Readiness::Ready);
+            }
+            if self.now() >= deadline {
+                return Ok(Readiness::TimedOut);
+            }
+            for &cq in cqs {
+                self.cqs[&cq].cq.arm()?;
+            }
+            if self.ready_now(cqs)? {
+                return Ok(Readiness::Ready);
+            }
+            self.block(cqs, deadline)?;
+        }
+    }
+
+    /// Sleeps in `ppoll` until a watched channel fd is readable or the
+    /// deadline passes, then drains the channels that fired.
+    fn block(&mut self, cqs: &[CqId], deadline: Instant) -> Result<()> {
+        let mut fds: Vec<libc::pollfd> =
+            cqs.iter().map(|cq| libc::pollfd { fd: self.cqs[cq].cq.fd(), events: libc::POLLIN, revents: 0 }).collect();
+        if let Some(ch) = &self.channel {
+            fds.push(libc::pollfd { fd: ch.fd(), events: libc::POLLIN, revents: 0 });
+        }
+        let timeout = (deadline != Instant::FAR_FUTURE).then(|| {
+            let left = deadline.saturating_duration_since(self.now());
+            libc::timespec {
+                tv_sec: left.as_secs().min(i64::MAX as u64) as libc::time_t,
+                tv_nsec: left.subsec_nanos().into(),
+            }
+        });
+        let ts = timeout.as_ref().map_or(std::ptr::null(), |t| t as *const libc::timespec);
+        // SAFETY: `fds` is a valid array of `fds.len()` pollfds; `ts` is null
+        // (wait forever) or points to a live timespec; no signal mask.
+        let rc = unsafe { libc::ppoll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, ts, std::ptr::null()) };
+        if rc < 0 {
+            return match errno() {
+                libc::EINTR => Ok(()),
+                e => Err(os_error(Verb::Wait, "ppoll", e)),
+            };
+        }
+        for (cq, fd) in cqs.iter().zip(&fds) {
+            if fd.revents != 0 {
+                self.cqs[cq].cq.drain_events()?;
+            }
+        }
+        // CM events are read by the next round's `ready_now`.
+        Ok(())
+    }
+}
