@@ -50,6 +50,11 @@
 //! in one process, each on its own thread or all on one. Handles are plain
 //! `Copy` ids scoped to the transport that made them.
 //!
+//! ```compile_fail
+//! fn shared<T: Sync>() {}
+//! shared::<rctb_hw::VerbsTransport>(); // not Sync
+//! ```
+//!
 //! # Resource cleanup
 //!
 //! Each verbs object holds an `Arc` of its parent (QP -> PD and CQs, MR ->
