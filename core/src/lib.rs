@@ -6,6 +6,8 @@
 //! contains no `unsafe`: time comes from `Transport::now`, randomness from an
 //! RNG the caller passes in.
 
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod time;
 pub mod transport;
 pub mod wire;

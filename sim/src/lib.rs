@@ -24,6 +24,8 @@
 
 mod cm;
 mod config;
+#[doc(hidden)]
+pub mod fuzzing;
 mod idmap;
 mod memory;
 mod node;

@@ -15,6 +15,8 @@
 pub mod conformance;
 pub mod counters;
 pub mod expect;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod pattern;
 pub mod report;
 pub mod runner;

@@ -1,0 +1,8 @@
+//! Scenario files: parsing never panics; errors name a field.
+#![no_main]
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| {
+    if let Err(why) = rctb::fuzzing::scenario_toml(data) {
+        panic!("{why}");
+    }
+});
