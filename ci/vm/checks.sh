@@ -15,6 +15,7 @@ set -u
 DEV=$1
 PEER=$2
 HERE=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=lib.sh
 . "$HERE/lib.sh"
 : "${HWV_T_CONFORMANCE:=240}" "${HWV_T_CHECK:=120}" "${HWV_CAPTURE:=1}"
 : "${HWV_CHECKS_DIR:=$HERE/checks.d}"
