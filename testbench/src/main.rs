@@ -197,8 +197,73 @@ fn conformance_sim(filter: &str) -> ExitCode {
     conformance_report(&mut sim.transport(a), &mut sim.transport(b), filter)
 }
 
-/// The verbs backend's front ends; without the `verbs` feature they explain
-/// how to get it.
+/// The verbs backend's front ends.
+#[cfg(feature = "verbs")]
+mod verbs {
+    use std::process::ExitCode;
+
+    use rctb_core::transport::TransportError;
+    use rctb_hw::VerbsTransport;
+
+    pub fn conformance(device: Option<&str>, peer: Option<&str>, filter: &str) -> ExitCode {
+        let (Some(device), Some(peer)) = (device, peer) else {
+            eprintln!("rctb: --backend verbs needs --device (requester) and --peer (responder), e.g. rxe1 rxe0");
+            return ExitCode::from(2);
+        };
+        let open = |name: &str| {
+            VerbsTransport::open(name).map_err(|e| {
+                eprintln!("rctb: opening {name}: {e}");
+                ExitCode::from(2)
+            })
+        };
+        let (mut a, mut b) = match (open(device), open(peer)) {
+            (Ok(a), Ok(b)) => (a, b),
+            (Err(code), _) | (_, Err(code)) => return code,
+        };
+        super::conformance_report(&mut a, &mut b, filter)
+    }
+
+    pub fn devices() -> ExitCode {
+        let devices = match rctb_hw::list_devices() {
+            Ok(d) => d,
+            Err(TransportError::NoDevice { .. }) => Vec::new(),
+            Err(e) => {
+                eprintln!("rctb: {e}");
+                return ExitCode::from(2);
+            }
+        };
+        if devices.is_empty() {
+            println!("no RDMA devices: {}", rctb_hw::NO_DEVICE_HINT);
+            return ExitCode::from(2);
+        }
+        for d in &devices {
+            println!(
+                "{}  max_qp_wr {}  max_sge {}  max_mr_size {}",
+                d.name, d.device.max_qp_wr, d.device.max_sge, d.device.max_mr_size
+            );
+            for p in &d.ports {
+                println!(
+                    "  port {}  {:?}  active_mtu {}  max_mtu {}",
+                    p.port,
+                    p.state,
+                    p.active_mtu.bytes(),
+                    p.max_mtu.bytes()
+                );
+                for g in &p.gids {
+                    let kind = match g.gid_type {
+                        rctb_core::transport::GidType::RoceV1 => "RoCE v1",
+                        rctb_core::transport::GidType::RoceV2 => "RoCE v2",
+                    };
+                    let ip = g.gid.to_ipv4().map(|ip| format!("  ({ip})")).unwrap_or_default();
+                    println!("    gid[{}] {}  {kind}{ip}", g.index, g.gid);
+                }
+            }
+        }
+        ExitCode::SUCCESS
+    }
+}
+
+/// Without the `verbs` feature, the verbs front ends explain how to get it.
 #[cfg(not(feature = "verbs"))]
 mod verbs {
     use std::process::ExitCode;
