@@ -20,7 +20,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=lib.sh
 . "$HERE/lib.sh"
 : "${HWV_BENCH_REPS:=3}" "${HWV_N_4K:=30000}" "${HWV_N_1M:=120}" "${HWV_FIO_RUNTIME:=5}"
-: "${HWV_BENCH_DIR:=$HERE/bench.d}" "${HWV_T_CHECK:=120}"
+: "${HWV_BENCH_DIR:=$HERE/bench.d}" "${HWV_T_CHECK:=90}"
 : "${RCTB:=$(command -v rctb || true)}"
 BENCH=$HWV_OUT/bench.txt
 RAW=$HWV_OUT/bench-raw

@@ -17,7 +17,7 @@ PEER=$2
 HERE=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=lib.sh
 . "$HERE/lib.sh"
-: "${HWV_T_CONFORMANCE:=240}" "${HWV_T_CHECK:=120}" "${HWV_CAPTURE:=1}"
+: "${HWV_T_CONFORMANCE:=150}" "${HWV_T_CHECK:=90}" "${HWV_CAPTURE:=1}"
 : "${HWV_CHECKS_DIR:=$HERE/checks.d}"
 : "${RCTB:=$(command -v rctb || true)}"
 export RCTB DEV PEER HWV_OUT HWV_RESULTS HWV_MODE
@@ -53,8 +53,9 @@ fi
 # Everything from here to the end of the hook checks is captured on DEV's
 # netdev; the host decodes it with tshark and checks every ICRC.
 TD=""
+CAP=${TMPDIR:-/tmp}/hwv-capture.$$.pcap
 if [ "$HWV_CAPTURE" = 1 ] && [ -n "$DEV_NETDEV" ] && command -v tcpdump >/dev/null; then
-    tcpdump -Z root -U -i "$DEV_NETDEV" -s 0 -w /tmp/hwv-capture.pcap \
+    tcpdump -Z root -U -i "$DEV_NETDEV" -s 0 -w "$CAP" \
         'udp port 4791 or arp' >"$HWV_OUT/tcpdump.log" 2>&1 &
     TD=$!
     i=0
@@ -169,7 +170,7 @@ if [ -n "$TD" ]; then
     sleep 0.5
     kill -INT "$TD"
     wait "$TD"
-    cp /tmp/hwv-capture.pcap "$HWV_OUT/capture.pcap"
-    rm -f /tmp/hwv-capture.pcap
+    cp "$CAP" "$HWV_OUT/capture.pcap"
+    rm -f "$CAP"
 fi
 say "checks done"

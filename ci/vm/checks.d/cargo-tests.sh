@@ -21,7 +21,7 @@ for t in $HWV_TESTS; do
         continue
     fi
     RCTB_RDMA_DEVICE=$DEV RCTB_RDMA_PEER_DEVICE=$PEER RUST_BACKTRACE=0 \
-        "$TIMEOUT" 100 "$bin" --include-ignored --test-threads=1 >"$log" 2>&1
+        "$TIMEOUT" 80 "$bin" --include-ignored --test-threads=1 >"$log" 2>&1
     rc=$?
     n=0
     # `test <case> ... ok|FAILED`; a failure's reason is the line after its
@@ -41,7 +41,7 @@ for t in $HWV_TESTS; do
         fails=1
     done
     if [ "$rc" = 124 ]; then
-        echo "FAIL $name timed out after 100s (ci/out/cargo-test-$name.log)"
+        echo "FAIL $name timed out after 80s (ci/out/cargo-test-$name.log)"
         fails=1
     elif [ "$rc" != 0 ] && [ $fails = 0 ]; then
         echo "FAIL $name exit $rc: $(grep -v '^[[:space:]]*$' "$log" | tail -n 1 | cut -c1-200)"
