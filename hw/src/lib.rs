@@ -75,8 +75,17 @@
 //! - A connect to a port nobody listens on is `Unreachable { NoListener }`
 //!   when the peer's CM rejects with reason 8 (invalid service ID); every
 //!   other REJ, including reason 28 (consumer defined), is `Rejected`.
-//! - `query_qp` on the QP of a `cm_connect` before the route is resolved
-//!   (the QP does not exist yet) returns `InvalidState`.
+//! - `cm_connect` resolves the address and route itself (local work on
+//!   RoCE) for up to [`CONNECT_SETTLE`], so its REQ is normally sent when it
+//!   returns; if resolution takes longer, the rest happens in `cm_poll` and
+//!   `wait`, and until then the QP it returned does not exist yet: verbs on
+//!   it return `InvalidState`.
+//! - `cm_disconnect` reports `Disconnected` for its own side at once (the
+//!   QP is in ERR); the peer sees `Disconnected` when its transport reads
+//!   the DREQ, and only then answers it (so drive the peer too).
+//! - A receive buffer too small for a SEND completes with `LOC_QP_OP_ERR` on
+//!   rxe (Linux 6.1) where ConnectX reports `LOC_LEN_ERR`: the provider's
+//!   status is passed through unchanged.
 
 mod cm;
 mod cq;
@@ -95,4 +104,4 @@ mod testutil;
 pub use cm::{REJ_CONSUMER_DEFINED, REJ_INVALID_SERVICE_ID};
 pub use device::{DeviceSummary, NO_DEVICE_HINT, UNKNOWN_DEVICE_HINT};
 pub use gid::{GidDetectError, SeenGid, detect_gid_index, parse_gid, parse_gid_type, read_gid_type};
-pub use transport::{VerbsTransport, list_devices};
+pub use transport::{CONNECT_SETTLE, VerbsTransport, list_devices};

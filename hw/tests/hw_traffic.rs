@@ -167,7 +167,7 @@ fn manual_rc_send_write_read_and_errors() {
     let c = a.completions(1);
     assert_eq!((c[0].wr_id, c[0].status, c[0].opcode), (4, WcStatus::Success, WcOpcode::RdmaWrite));
     assert_eq!(b.read(16384, 5000), pattern);
-    assert_eq!(b.read(30000, 10), b"hello, rxe");
+    assert_eq!(b.read(30000, 10), a.read(0, 10));
 
     // RDMA WRITE with immediate consumes a receive.
     a.t.post_send(qa.id, &SendWr::new(5, SendOp::WriteWithImm { remote: b.mr.remote(40000), imm: 7 }, &sges[..1]))
@@ -379,4 +379,143 @@ fn cm_reject_and_no_listener() {
     }
     a.t.cm_destroy(conn_a).unwrap();
     a.t.destroy_qp(qp_a).unwrap();
+}
+
+/// A connected pair of RC QPs, brought up by hand; `rnr_retry` for a's side.
+fn manual_pair(a: &mut Player, b: &mut Player, rnr_retry: u8) -> (QpId, QpId) {
+    let qa = a.t.create_qp(&a.qp_init()).unwrap();
+    let qb = b.t.create_qp(&b.qp_init()).unwrap();
+    to_init(a, qa.id);
+    to_init(b, qb.id);
+    to_rts(a, qa.id, b, qb.qpn, 100, 200);
+    to_rts(b, qb.id, a, qa.qpn, 200, 100);
+    if rnr_retry != 7 {
+        // Bring a's side up again from RESET with the requested rnr_retry
+        // and the shortest RNR timer.
+        a.t.modify_qp(qa.id, &QpTransition::Reset).unwrap();
+        to_init(a, qa.id);
+        let mtu = a.t.port(1).unwrap().active_mtu.min(b.t.port(1).unwrap().active_mtu);
+        let av = AddressVector::new(Gid::from_ipv4(b.ip()), gid_index(a, b));
+        let rtr = RtrAttr {
+            path_mtu: mtu,
+            dest_qpn: qb.qpn,
+            rq_psn: Psn::new(200).unwrap(),
+            max_dest_rd_atomic: 16,
+            min_rnr_timer: RnrTimer::from_code(1).unwrap(),
+            av,
+        };
+        a.t.modify_qp(qa.id, &QpTransition::Rtr(rtr)).unwrap();
+        let rts = RtsAttr { sq_psn: Psn::new(100).unwrap(), timeout: 14, retry_cnt: 7, rnr_retry, max_rd_atomic: 16 };
+        a.t.modify_qp(qa.id, &QpTransition::Rts(rts)).unwrap();
+    }
+    (qa.id, qb.id)
+}
+
+#[test]
+#[cfg_attr(not(rctb_rdma_hw), ignore = "needs RCTB_RDMA_DEVICE and RCTB_RDMA_PEER_DEVICE at build time")]
+fn rnr_retry_exhaustion_and_mr_view() {
+    let Some((dev_a, dev_b)) = devices() else { return };
+    let mut a = Player::new(&dev_a);
+    let mut b = Player::new(&dev_b);
+    let (qa, _qb) = manual_pair(&mut a, &mut b, 0);
+    a.t.mr_write(a.mr.id, 0, b"no receive posted").unwrap();
+    let mut seen = Vec::new();
+    a.t.mr_view(a.mr.id, 0, 17, &mut |bytes: &[u8]| seen.extend_from_slice(bytes)).unwrap();
+    assert_eq!(seen, b"no receive posted");
+    assert!(matches!(
+        a.t.mr_view(a.mr.id, 1 << 16, 1, &mut |_: &[u8]| {}),
+        Err(TransportError::InvalidArgument { .. })
+    ));
+    a.t.post_send(qa, &SendWr::new(9, SendOp::Send, &[Sge::new(a.mr.id, 0, 17)])).unwrap();
+    let c = a.completions(1);
+    assert_eq!((c[0].wr_id, c[0].status, c[0].opcode), (9, WcStatus::RnrRetryExcErr, WcOpcode::Send));
+}
+
+#[test]
+#[cfg_attr(not(rctb_rdma_hw), ignore = "needs RCTB_RDMA_DEVICE and RCTB_RDMA_PEER_DEVICE at build time")]
+fn transports_move_to_threads_and_wait_blocks_until_traffic() {
+    let Some((dev_a, dev_b)) = devices() else { return };
+    let mut a = Player::new(&dev_a);
+    let mut b = Player::new(&dev_b);
+    let (qa, qb) = manual_pair(&mut a, &mut b, 7);
+    const N: u64 = 200;
+    for i in 0..32 {
+        b.t.post_recv(qb, &RecvWr::new(i, &[Sge::new(b.mr.id, 64 * i, 64)])).unwrap();
+    }
+    // b moves to its own thread and blocks in `wait` (no spinning) until
+    // each message lands, re-posting receives as they complete.
+    let receiver = std::thread::spawn(move || {
+        let mut got = Vec::new();
+        let mut posted = 32;
+        while (got.len() as u64) < N {
+            let deadline = b.t.now() + TIMEOUT;
+            assert_eq!(b.t.wait(&[b.cq], deadline).unwrap(), Readiness::Ready);
+            let mut out = Vec::new();
+            b.t.poll_cq(b.cq, 16, &mut out).unwrap();
+            for c in out {
+                assert_eq!(c.status, WcStatus::Success, "{c:?}");
+                got.push(c.imm.unwrap());
+                if posted < N {
+                    let slot = c.wr_id;
+                    b.t.post_recv(qb, &RecvWr::new(slot, &[Sge::new(b.mr.id, 64 * slot, 64)])).unwrap();
+                    posted += 1;
+                }
+            }
+        }
+        got
+    });
+    for i in 0..N {
+        let signaled = i % 16 == 15 || i == N - 1;
+        let mut wr = SendWr::new(i, SendOp::SendWithImm { imm: i as u32 }, &[]);
+        wr.signaled = signaled;
+        a.t.post_send(qa, &wr).unwrap();
+        if signaled {
+            // rnr_retry 7 (forever): the sender just waits for the receiver.
+            assert_eq!(a.completions(1)[0].status, WcStatus::Success);
+        }
+    }
+    let got = receiver.join().unwrap();
+    assert_eq!(got, (0..N as u32).collect::<Vec<_>>());
+}
+
+/// The next CM event of `t` alone (nothing else is driven meanwhile).
+fn own_event(p: &mut Player) -> CmEvent {
+    let deadline = p.t.now() + TIMEOUT;
+    loop {
+        if let Some(e) = p.t.cm_poll() {
+            return e;
+        }
+        if p.t.wait(&[], deadline).unwrap() == Readiness::TimedOut {
+            panic!("no CM event within {TIMEOUT:?}; error: {:?}", p.t.take_cm_error());
+        }
+    }
+}
+
+/// What a single-threaded harness does: wait on one side at a time. The
+/// REQ must leave during `cm_connect`, and the initiator of a disconnect
+/// must not depend on the peer being driven.
+#[test]
+#[cfg_attr(not(rctb_rdma_hw), ignore = "needs RCTB_RDMA_DEVICE and RCTB_RDMA_PEER_DEVICE at build time")]
+fn cm_one_side_at_a_time() {
+    let Some((dev_a, dev_b)) = devices() else { return };
+    let mut a = Player::new(&dev_a);
+    let mut b = Player::new(&dev_b);
+    let listener = b.t.cm_listen(0).unwrap();
+    let remote = SocketAddrV4::new(b.ip(), b.t.listen_port(listener).unwrap());
+    let (conn_a, qp_a) = a.t.cm_connect(&ConnectParams::new(remote, a.qp_init(), b"one".to_vec())).unwrap();
+    assert_eq!(a.t.query_qp(qp_a).unwrap().state, QpState::Init, "the REQ should be out, its QP made");
+    let CmEvent::ConnectRequest { conn: conn_b, .. } = own_event(&mut b) else { panic!("expected a request") };
+    let qp_b = b.t.cm_accept(conn_b, &AcceptParams::new(b.qp_init(), Vec::new())).unwrap();
+    assert!(matches!(own_event(&mut a), CmEvent::Established { conn, qp, .. } if conn == conn_a && qp == qp_a));
+    assert!(matches!(own_event(&mut b), CmEvent::Established { conn, qp, .. } if conn == conn_b && qp == qp_b));
+    a.t.cm_disconnect(conn_a).unwrap();
+    assert_eq!(own_event(&mut a), CmEvent::Disconnected { conn: conn_a });
+    assert_eq!(a.t.query_qp(qp_a).unwrap().state, QpState::Err);
+    assert_eq!(own_event(&mut b), CmEvent::Disconnected { conn: conn_b });
+    assert_eq!(b.t.query_qp(qp_b).unwrap().state, QpState::Err);
+    // The late DISCONNECTED of a's own id (after b's DREP) is not reported twice.
+    let soon = a.t.now() + Duration::from_millis(200);
+    a.t.wait(&[], soon).unwrap();
+    assert_eq!(a.t.cm_poll(), None);
+    assert!(a.t.take_cm_error().is_none() && b.t.take_cm_error().is_none());
 }

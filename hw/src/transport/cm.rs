@@ -8,6 +8,19 @@
 //! Passive side: CONNECT_REQUEST -> `ConnectRequest` with a new connection
 //! id; `cm_accept` creates the QP on it and `rdma_accept` brings it to RTS;
 //! the RTU gives ESTABLISHED.
+//!
+//! Two places do not wait for the application to drive this transport,
+//! because the other side may be waiting on *its* transport only (one
+//! thread driving several actors, as the conformance harness does):
+//! - `cm_connect` drives address and route resolution itself, for at most
+//!   [`CONNECT_SETTLE`]: both are local on RoCE (routing table, ARP), so
+//!   the REQ is normally on the wire when it returns. Whatever is left
+//!   (an ARP that goes unanswered) continues from `cm_poll`/`wait`.
+//! - `cm_disconnect` reports `Disconnected` for the local side at once (its
+//!   QP is in ERR then), as the simulator does, instead of waiting for the
+//!   peer's DREP, which the peer's CM sends only when that peer's
+//!   transport is driven. The peer answers our DREQ when it processes its
+//!   own DISCONNECTED.
 
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::ptr::NonNull;
@@ -22,13 +35,16 @@ use rdma_sys::{
 use super::{PendingQp, QpSlot, VerbsTransport};
 use crate::cm::{CmId, EventChannel, Failure, RawEvent, rejection, unreachable_reason};
 use crate::qp::{QueuePair, init_attr};
-use crate::sys::{errno, last_os_error, os_error, sockaddr_in};
+use crate::sys::{errno, last_os_error, monotonic_nanos, os_error, sockaddr_in};
 
 /// Address and route resolution timeout (what librdmacm's own
 /// `rdma_create_ep` uses).
 const RESOLVE_TIMEOUT_MS: i32 = 2000;
 /// Pending connect requests a listener queues in the kernel.
 const LISTEN_BACKLOG: i32 = 128;
+/// How long `cm_connect` drives address and route resolution itself
+/// before leaving the rest to `cm_poll`/`wait` (see the module docs).
+pub const CONNECT_SETTLE: std::time::Duration = std::time::Duration::from_millis(500);
 
 /// Who owns an `rdma_cm_id`.
 #[derive(Clone, Copy, Debug)]
@@ -78,8 +94,6 @@ enum ConnState {
     /// REP sent.
     Accepting,
     Established,
-    /// `rdma_disconnect` called; DISCONNECTED not seen yet.
-    Disconnecting,
     Closed,
 }
 
@@ -220,7 +234,34 @@ impl VerbsTransport {
         self.qps.insert(qp, QpSlot::Pending(PendingQp { conn: Some(conn), init: params.qp, parents }));
         self.cm_owner.insert(id.key(), CmOwner::Conn(conn));
         self.conns.insert(conn, Conn { id, side: Side::Active(active), state: ConnState::ResolvingAddr, qp: Some(qp) });
+        self.settle_connect(conn, &ch);
         Ok((conn, qp))
+    }
+
+    /// Drives the CM until `conn` is past route resolution (its REQ sent,
+    /// or failed) or [`CONNECT_SETTLE`] passed. Events of other ids met on
+    /// the way are handled and queued as usual.
+    fn settle_connect(&mut self, conn: ConnId, ch: &EventChannel) {
+        let until = monotonic_nanos().saturating_add(CONNECT_SETTLE.as_nanos() as u64);
+        loop {
+            self.pump_cm();
+            let resolving = self
+                .conns
+                .get(&conn)
+                .is_some_and(|c| matches!(c.state, ConnState::ResolvingAddr | ConnState::ResolvingRoute));
+            let left = until.saturating_sub(monotonic_nanos());
+            if !resolving || left == 0 {
+                return;
+            }
+            let mut fd = libc::pollfd { fd: ch.fd(), events: libc::POLLIN, revents: 0 };
+            let ts = libc::timespec {
+                tv_sec: (left / 1_000_000_000) as libc::time_t,
+                tv_nsec: (left % 1_000_000_000) as libc::c_long,
+            };
+            // SAFETY: one valid pollfd, a live timespec, no signal mask.
+            // Errors (EINTR) just mean another round.
+            unsafe { libc::ppoll(&mut fd, 1, &ts, std::ptr::null()) };
+        }
     }
 
     pub(super) fn accept(&mut self, conn: ConnId, params: &AcceptParams) -> Result<QpId> {
@@ -313,11 +354,12 @@ impl VerbsTransport {
         if unsafe { rdma_disconnect(c.id.as_ptr()) } != 0 {
             return Err(last_os_error(verb, "rdma_disconnect"));
         }
-        // rdma_disconnect moved the QP to ERR (RoCE/IB transports).
-        if let Some(QpSlot::Ready(q)) = c.qp.and_then(|qp| self.qps.get_mut(&qp)) {
-            q.state = QpState::Err;
-        }
-        self.conns.get_mut(&conn).expect("looked up above").state = ConnState::Disconnecting;
+        // rdma_disconnect moved the QP to ERR (RoCE/IB transports). Report
+        // at once (see the module docs); librdmacm's own DISCONNECTED for
+        // this id comes after the peer's DREP and is ignored then.
+        self.set_qp_state(conn, QpState::Err);
+        self.conns.get_mut(&conn).expect("looked up above").state = ConnState::Closed;
+        self.cm_events.push_back(CmEvent::Disconnected { conn });
         Ok(())
     }
 
@@ -400,7 +442,8 @@ impl VerbsTransport {
                 // while the REQ was out.
                 self.fail(conn, os_error(Verb::CmConnect, "rdma_connect (QP destroyed before the REP)", libc::ENOENT));
             }
-            ev::RDMA_CM_EVENT_DISCONNECTED | ev::RDMA_CM_EVENT_DEVICE_REMOVAL => self.on_disconnected(conn),
+            ev::RDMA_CM_EVENT_DISCONNECTED => self.on_disconnected(conn, true),
+            ev::RDMA_CM_EVENT_DEVICE_REMOVAL => self.on_disconnected(conn, false),
             _ => {} // TIMEWAIT_EXIT, ADDR_CHANGE, multicast: nothing to report.
         }
     }
@@ -512,20 +555,33 @@ impl VerbsTransport {
         self.cm_events.push_back(CmEvent::Established { conn, qp, private_data });
     }
 
-    fn on_disconnected(&mut self, conn: ConnId) {
+    /// DISCONNECTED (`answer_peer`: the peer sent a DREQ) or
+    /// DEVICE_REMOVAL for `conn`.
+    fn on_disconnected(&mut self, conn: ConnId, answer_peer: bool) {
         let Some(c) = self.conns.get_mut(&conn) else { return };
         if c.state == ConnState::Closed {
             return;
         }
         c.state = ConnState::Closed;
-        // librdmacm moves the QP to ERR only on the side that calls
-        // rdma_disconnect; the trait promises it on both.
-        if let Some(QpSlot::Ready(q)) = c.qp.and_then(|qp| self.qps.get_mut(&qp))
-            && q.state != QpState::Err
+        let qp = c.qp;
+        // The peer disconnected (we would be Closed had we started it):
+        // answer its DREQ. The IB CM sends the DREP only when this side
+        // calls rdma_disconnect too; without it the peer's CM retries its
+        // DREQ until it times out. This also moves our QP to ERR.
+        // SAFETY: the id is live; `id->qp` is ours or null (forget_qp).
+        if answer_peer && unsafe { rdma_disconnect(c.id.as_ptr()) } != 0 {
+            let e = last_os_error(Verb::CmDisconnect, "rdma_disconnect (answering the peer's DREQ)");
+            self.record_error(e);
+        }
+        // The trait promises a QP in ERR on both sides, whatever happened
+        // above (a device removal, a failed rdma_disconnect).
+        if let Some(QpSlot::Ready(q)) = qp.and_then(|qp| self.qps.get_mut(&qp))
+            && q.device_state(Verb::CmDisconnect).ok() != Some(QpState::Err)
             && let Err(e) = q.modify(&QpTransition::Err)
         {
             self.record_error(e);
         }
+        self.set_qp_state(conn, QpState::Err);
         self.cm_events.push_back(CmEvent::Disconnected { conn });
     }
 

@@ -27,6 +27,7 @@ use crate::qp::{QpParents, QueuePair, modify_attr};
 use crate::sys::monotonic_nanos;
 use crate::wc::completion;
 
+pub use self::cm::CONNECT_SETTLE;
 use self::cm::{CmOwner, Conn};
 
 /// Completions fetched per `ibv_poll_cq` call.
