@@ -277,8 +277,10 @@ impl QueuePair {
         }
     }
 
-    fn check_post(&self, verb: Verb, n_sge: usize, send: bool) -> Result<()> {
-        if !can_post(self.state, send) {
+    fn check_post(&mut self, verb: Verb, n_sge: usize, send: bool) -> Result<()> {
+        // The cache can only lag behind transitions the CM or the device
+        // made; ask the device before refusing.
+        if !can_post(self.state, send) && !can_post(self.query_state(verb)?, send) {
             return Err(TransportError::InvalidState { verb, state: self.state, what: "posting work requests" });
         }
         let max = if send { self.caps.max_send_sge } else { self.caps.max_recv_sge };

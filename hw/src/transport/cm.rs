@@ -605,6 +605,10 @@ impl VerbsTransport {
             return;
         }
         c.state = ConnState::Closed;
+        // librdmacm may have moved the QP (to ERR) on the way: re-read it.
+        if let Some(QpSlot::Ready(q)) = c.qp.and_then(|qp| self.qps.get_mut(&qp)) {
+            let _ = q.query_state(Verb::CmConnect);
+        }
         self.cm_events.push_back(match failure {
             Failure::Rejected => CmEvent::Rejected { conn, private_data },
             Failure::Unreachable(reason) => CmEvent::Unreachable { conn, reason },

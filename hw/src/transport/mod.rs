@@ -61,6 +61,28 @@ struct PendingQp {
 
 /// The verbs backend of [`Transport`], driving one RDMA device through
 /// libibverbs and librdmacm. See the [crate docs](crate) for the contract.
+///
+/// | trait method | verbs / librdmacm |
+/// | --- | --- |
+/// | `device` | `ibv_query_device` (once, at `open`) |
+/// | `port` | `ibv_query_port`, `ibv_query_gid` per index, GID type from sysfs |
+/// | `alloc_pd` / `dealloc_pd` | `ibv_alloc_pd` / `ibv_dealloc_pd` |
+/// | `reg_mr` / `dereg_mr` | page-aligned zeroed buffer + `ibv_reg_mr` / `ibv_dereg_mr`, then free |
+/// | `mr_read` / `mr_write` / `mr_view` | bounds-checked copies / a borrowed slice |
+/// | `create_cq` / `destroy_cq` | `ibv_create_comp_channel` (O_NONBLOCK) + `ibv_create_cq` / both destroyed |
+/// | `create_qp` | `ibv_create_qp` (RC) |
+/// | `modify_qp` | `ibv_query_qp` (state check), `ibv_modify_qp` with the IBA-required mask |
+/// | `query_qp` / `destroy_qp` | `ibv_query_qp` / `ibv_destroy_qp` |
+/// | `post_send` / `post_recv` | `ibv_post_send` / `ibv_post_recv` (provider ops table) |
+/// | `poll_cq` | `ibv_poll_cq` (provider ops table) |
+/// | `wait` | `ibv_poll_cq`, `ibv_req_notify_cq`, `ppoll`, `ibv_get_cq_event` + `ibv_ack_cq_events`, `rdma_get_cm_event` |
+/// | `cm_listen` | `rdma_create_id` (TCP), `rdma_bind_addr` (device IPv4), `rdma_listen` |
+/// | `cm_connect` | `rdma_create_id`, `rdma_resolve_addr`, then `rdma_resolve_route`, `rdma_create_qp`, `rdma_connect` |
+/// | `cm_accept` / `cm_reject` | `rdma_create_qp` + `rdma_accept` / `rdma_reject` |
+/// | `cm_disconnect` | `rdma_disconnect` |
+/// | `cm_destroy` / `cm_close_listener` | `rdma_destroy_id` |
+/// | `cm_poll` | `rdma_get_cm_event` (non-blocking) + `rdma_ack_cm_event` |
+/// | `now` | `clock_gettime(CLOCK_MONOTONIC)` |
 #[derive(Debug)]
 pub struct VerbsTransport {
     // Fields drop top to bottom. CM ids go first (rdma_cm stops touching

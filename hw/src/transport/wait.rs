@@ -31,17 +31,25 @@ impl VerbsTransport {
             if self.ready_now(cqs)? {
                 return Ok(Readiness::Ready);
             }
-            self.block(cqs, deadline)?;
+            if self.block(cqs, deadline)? {
+                return Ok(Readiness::TimedOut);
+            }
         }
     }
 
     /// Sleeps in `ppoll` until a watched channel fd is readable or the
-    /// deadline passes, then drains the channels that fired.
-    fn block(&mut self, cqs: &[CqId], deadline: Instant) -> Result<()> {
+    /// deadline passes, then drains the channels that fired. Returns true
+    /// when there is nothing to wait for at all.
+    fn block(&mut self, cqs: &[CqId], deadline: Instant) -> Result<bool> {
         let mut fds: Vec<libc::pollfd> =
             cqs.iter().map(|cq| libc::pollfd { fd: self.cqs[cq].cq.fd(), events: libc::POLLIN, revents: 0 }).collect();
         if let Some(ch) = &self.channel {
             fds.push(libc::pollfd { fd: ch.fd(), events: libc::POLLIN, revents: 0 });
+        }
+        if fds.is_empty() && deadline == Instant::FAR_FUTURE {
+            // Nothing watched could ever wake us: give up now rather than
+            // sleep forever (what the simulator does too).
+            return Ok(true);
         }
         let timeout = (deadline != Instant::FAR_FUTURE).then(|| {
             let left = deadline.saturating_duration_since(self.now());
@@ -56,7 +64,7 @@ impl VerbsTransport {
         let rc = unsafe { libc::ppoll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, ts, std::ptr::null()) };
         if rc < 0 {
             return match errno() {
-                libc::EINTR => Ok(()),
+                libc::EINTR => Ok(false),
                 e => Err(os_error(Verb::Wait, "ppoll", e)),
             };
         }
@@ -66,6 +74,6 @@ impl VerbsTransport {
             }
         }
         // CM events are read by the next round's `ready_now`.
-        Ok(())
+        Ok(false)
     }
 }
