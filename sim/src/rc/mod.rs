@@ -13,8 +13,9 @@
 //! the last packet of a message (and every 64 packets) with coalesced ACKs;
 //! RDMA READ responses; PSN sequence error NAK (once per gap) and go-back-N;
 //! the local ACK timeout with `retry_cnt`; RNR NAK with the responder's min
-//! RNR timer and `rnr_retry` (7 = forever); remote access checks; LOC_LEN_ERR
-//! on a receive too small; flush on ERR. Packets whose PSN is far from the
+//! RNR timer and `rnr_retry` (7 = forever); remote access checks; a receive
+//! too small failing as rxe fails it (LOC_QP_OP_ERR there, REM_OP_ERR here);
+//! flush on ERR. Packets whose PSN is far from the
 //! expected one are dropped or re-ACKed exactly as the spec's duplicate and
 //! out-of-sequence rules say, which is why a wrong RTR PSN looks like silence.
 

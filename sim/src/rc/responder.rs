@@ -108,6 +108,18 @@ fn invalid_request(qp: &mut RcQp, psn: Psn, failed_recv: Option<WcStatus>, out: 
     fatal(qp, failed_recv, out);
 }
 
+/// The posted receive cannot take the message (too small, or a bad local
+/// key). IBA (and mlx5) complete it with LOC_LEN_ERR and NAK an invalid
+/// request; rxe treats it as a malformed WQE (class A): the receive completes
+/// with LOC_QP_OP_ERR and the NAK is a remote operational error, so the
+/// requester sees REM_OP_ERR. The simulator follows rxe, the reference the
+/// conformance suite runs against (case `receive_too_small`).
+fn malformed_wqe(qp: &mut RcQp, psn: Psn, out: &mut Vec<RoutedCompletion>) {
+    let msn = qp.resp.msn;
+    qp.resp.queue_nak(psn, Aeth::nak(NakCode::RemoteOperationalError, msn));
+    fatal(qp, Some(WcStatus::LocQpOpErr), out);
+}
+
 /// Moves the QP to ERR but keeps the NAK queued so it still goes out.
 fn fatal(qp: &mut RcQp, failed_recv: Option<WcStatus>, out: &mut Vec<RoutedCompletion>) {
     let replies = std::mem::take(&mut qp.resp.replies);
@@ -212,7 +224,7 @@ fn handle_send(qp: &mut RcQp, pkt: &Packet, mem: &mut Memory, out: &mut Vec<Rout
         return;
     };
     if wqe.bad {
-        fatal(qp, Some(WcStatus::LocProtErr), out);
+        malformed_wqe(qp, psn, out);
         return;
     }
     // First and Middle packets carry exactly one PMTU; Last and Only at most one.
@@ -230,8 +242,7 @@ fn handle_send(qp: &mut RcQp, pkt: &Packet, mem: &mut Memory, out: &mut Vec<Rout
     let placed = mem.scatter(&sges, offset, &pkt.payload);
     qp.resp.rq[0].sges = sges;
     if placed.is_err() {
-        // The receive is too small: LOC_LEN_ERR here, invalid request NAK there.
-        invalid_request(qp, psn, Some(WcStatus::LocLenErr), out);
+        malformed_wqe(qp, psn, out);
         return;
     }
     let received = offset + pkt.payload.len() as u64;

@@ -107,7 +107,7 @@ pub fn all<T: Transport>() -> Vec<(String, CaseFn<T>)> {
     v.push(("rem_access_err/bad_rkey".into(), rem_access_bad_rkey));
     v.push(("rem_access_err/write_without_remote_write".into(), rem_access_no_remote_write));
     v.push(("rem_access_err/read_without_remote_read".into(), rem_access_no_remote_read));
-    v.push(("loc_len_err/receive_too_small".into(), loc_len_err));
+    v.push(("receive_too_small".into(), receive_too_small));
     v.push(("rnr/receive_posted_late".into(), rnr_then_success));
     v.push(("rnr/retry_exhausted".into(), rnr_retry_exhausted));
     v.push(("flush/err_flushes_receives".into(), flush_after_err));
@@ -211,7 +211,10 @@ fn rem_access_no_remote_read<T: Transport>(x: &mut Endpoints<'_, T>) -> Result<(
     expect_access_error(x, qps)
 }
 
-fn loc_len_err<T: Transport>(x: &mut Endpoints<'_, T>) -> Result<(), String> {
+/// A SEND larger than the posted receive. IBA (and mlx5) say LOC_LEN_ERR on
+/// the receive and REM_INV_REQ_ERR on the send; rxe (Linux 6.1) handles it as
+/// a malformed WQE: LOC_QP_OP_ERR and REM_OP_ERR. rxe is the reference here.
+fn receive_too_small<T: Transport>(x: &mut Endpoints<'_, T>) -> Result<(), String> {
     let ma = x.mr(true, 4096, ALL_ACCESS)?;
     let mb = x.mr(false, 4096, ALL_ACCESS)?;
     let qps = x.connect(Link::default())?;
@@ -220,9 +223,9 @@ fn loc_len_err<T: Transport>(x: &mut Endpoints<'_, T>) -> Result<(), String> {
     let sge = [Sge::new(ma.id, 0, 64)];
     x.a.post_send(qps.a.id, &SendWr::new(1, SendOp::Send, &sge)).map_err(|e| format!("post_send: {e}"))?;
     let rc = completions(x.b, &x.sb, 1)?;
-    expect_wc(rc.first(), "responder", WcStatus::LocLenErr, None, None, None)?;
+    expect_wc(rc.first(), "responder", WcStatus::LocQpOpErr, None, None, None)?;
     let sc = completions(x.a, &x.sa, 1)?;
-    expect_wc(sc.first(), "requester", WcStatus::RemInvReqErr, None, None, None)
+    expect_wc(sc.first(), "requester", WcStatus::RemOpErr, None, None, None)
 }
 
 fn rnr_then_success<T: Transport>(x: &mut Endpoints<'_, T>) -> Result<(), String> {
