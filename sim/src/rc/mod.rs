@@ -43,7 +43,8 @@ pub(crate) type SgeList = smallvec::SmallVec<[rctb_core::transport::Sge; 2]>;
 
 /// Most unacknowledged packets a requester keeps in flight.
 pub const MAX_WINDOW_PACKETS: u32 = 1024;
-/// rxe requests an ACK at least this often within a long message.
+/// rxe's RXE_MAX_PKT_PER_ACK: within a long message the requester asks for
+/// an ACK once more than this many packets went without one.
 pub const ACK_REQ_EVERY: u32 = 64;
 
 /// Where a completion goes.

@@ -62,6 +62,7 @@ pub(crate) struct Requester {
     rnr_left: u8,
     ack_deadline: Option<Instant>,
     rnr_until: Option<Instant>,
+    /// rxe's `noack_pkts`: packets sent since the last AckReq.
     pkts_since_ack_req: u32,
     /// READ requests transmitted whose data has not all arrived.
     reads_in_flight: u32,
@@ -506,8 +507,14 @@ pub(super) fn poll_transmit(
         qp.counters.retransmitted += 1;
     }
     let solicited = ends && w.solicited;
-    req.pkts_since_ack_req += 1;
-    let ack_req = ends || req.pkts_since_ack_req >= ACK_REQ_EVERY;
+    // rxe: `(END) || (noack_pkts++ > RXE_MAX_PKT_PER_ACK)`: the count is
+    // compared before it grows and not counted on a message's last packet,
+    // so a long message asks for an ACK at its packets 65, 131, 197, ...
+    let ack_req = ends || {
+        let before = req.pkts_since_ack_req;
+        req.pkts_since_ack_req += 1;
+        before > ACK_REQ_EVERY
+    };
     if ack_req {
         req.pkts_since_ack_req = 0;
     }

@@ -154,6 +154,9 @@ pub(super) fn handle_request(qp: &mut RcQp, pkt: &Packet, mem: &mut Memory, out:
         handle_duplicate(qp, pkt, mem);
         return;
     }
+    // The expected PSN arrived: a later gap may be NAKed again, even if this
+    // packet is itself refused (RNR), as rxe's check_psn does.
+    qp.resp.nak_sent = false;
     // In sequence: the opcode must continue (or start) a message correctly.
     let continuing = qp.resp.cur;
     let ok = match continuing {
@@ -194,11 +197,10 @@ fn handle_duplicate(qp: &mut RcQp, pkt: &Packet, mem: &Memory) {
         }
         return;
     }
-    if pkt.bth.ack_req {
-        // Re-acknowledge what we have: the requester lost our ACK.
-        let (epsn, msn) = (qp.resp.epsn, qp.resp.msn);
-        qp.resp.queue_ack(epsn.add(MAX_PSN_BACK), Aeth::ack(msn));
-    }
+    // Every duplicate SEND or WRITE packet is acknowledged again, AckReq or
+    // not (C9-105, and rxe's duplicate_request): the requester lost our ACK.
+    let (epsn, msn) = (qp.resp.epsn, qp.resp.msn);
+    qp.resp.queue_ack(epsn.add(MAX_PSN_BACK), Aeth::ack(msn));
 }
 
 /// `epsn - 1` as an addition in the 24-bit space.
@@ -206,7 +208,6 @@ const MAX_PSN_BACK: u32 = rctb_core::transport::MAX_24BIT;
 
 fn finish_packet(qp: &mut RcQp, pkt: &Packet) {
     qp.resp.epsn = qp.resp.epsn.add(1);
-    qp.resp.nak_sent = false;
     if pkt.bth.ack_req {
         let msn = qp.resp.msn;
         qp.resp.queue_ack(pkt.bth.psn, Aeth::ack(msn));
@@ -345,7 +346,6 @@ fn handle_read_request(qp: &mut RcQp, pkt: &Packet, mem: &mut Memory, out: &mut 
     qp.resp.replies.push_back(Reply::Read { psn, target, sent: 0, total: dma_len as u64, msn });
     qp.resp.coalescible = false;
     qp.resp.epsn = qp.resp.epsn.add(npkts);
-    qp.resp.nak_sent = false;
 }
 
 /// Builds the next ACK, NAK or READ response packet.
