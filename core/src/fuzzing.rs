@@ -2,7 +2,42 @@
 //! every committed corpus file through exactly the same code
 //! (`core/tests/fuzz_corpus.rs`), as rustls does. Not a stable API.
 
+use std::path::{Path, PathBuf};
+
 use crate::wire::roce::RoceFrame;
+
+/// Every input a replay test feeds `target`'s check: the committed corpus
+/// (`fuzz/corpus/<target>/`) and crash reproductions
+/// (`fuzz/regressions/<target>/`), sorted. `repo` is the repository root.
+pub fn corpus_files(repo: &Path, target: &str) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for dir in ["corpus", "regressions"] {
+        if let Ok(entries) = std::fs::read_dir(repo.join("fuzz").join(dir).join(target)) {
+            let mut files: Vec<PathBuf> =
+                entries.filter_map(|e| Some(e.ok()?.path())).filter(|p| p.is_file()).collect();
+            files.sort();
+            out.extend(files);
+        }
+    }
+    out
+}
+
+/// Runs `check` on every input of `target` (see [`corpus_files`]); the
+/// error lists each failing file. Fails when the corpus is missing.
+pub fn replay(repo: &Path, target: &str, check: impl Fn(&[u8]) -> Result<(), String>) -> Result<usize, String> {
+    let files = corpus_files(repo, target);
+    if files.is_empty() {
+        return Err(format!("fuzz/corpus/{target} is empty or missing"));
+    }
+    let failures: Vec<String> = files
+        .iter()
+        .filter_map(|path| match std::fs::read(path) {
+            Ok(bytes) => check(&bytes).err().map(|why| format!("{}: {why}", path.display())),
+            Err(e) => Some(format!("{}: {e}", path.display())),
+        })
+        .collect();
+    if failures.is_empty() { Ok(files.len()) } else { Err(failures.join("\n")) }
+}
 
 /// Any bytes: decoding never panics; a frame that decodes re-encodes to the
 /// same bytes, agrees with itself on its ICRC, and decodes the same from its

@@ -3,29 +3,13 @@
 //! `fuzz/regressions/roce_frame/` when any exist) through the same check the
 //! target runs, so the corpus guards every `cargo test`.
 
-use std::path::PathBuf;
-
-fn files(dir: &str) -> Vec<PathBuf> {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../fuzz").join(dir).join("roce_frame");
-    let mut out: Vec<PathBuf> = match std::fs::read_dir(&dir) {
-        Ok(entries) => entries.filter_map(|e| Some(e.ok()?.path())).filter(|p| p.is_file()).collect(),
-        Err(_) => Vec::new(),
-    };
-    out.sort();
-    out
-}
+use std::path::Path;
 
 #[test]
 fn every_corpus_file_passes_the_roce_frame_check() {
-    let corpus = files("corpus");
-    assert!(!corpus.is_empty(), "fuzz/corpus/roce_frame is empty or missing");
-    let mut failures = Vec::new();
-    for path in corpus.iter().chain(&files("regressions")) {
-        let bytes = std::fs::read(path).expect("readable corpus file");
-        let result: Result<(), String> = rctb_core::fuzzing::roce_frame(&bytes);
-        if let Err(why) = result {
-            failures.push(format!("{}: {why}", path.display()));
-        }
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    match rctb_core::fuzzing::replay(&repo, "roce_frame", rctb_core::fuzzing::roce_frame) {
+        Ok(n) => assert!(n > 0),
+        Err(failures) => panic!("corpus failures:\n{failures}"),
     }
-    assert!(failures.is_empty(), "corpus failures:\n{}", failures.join("\n"));
 }

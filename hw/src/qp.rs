@@ -86,16 +86,6 @@ pub(crate) fn state_from_raw(raw: u32) -> QpState {
     }
 }
 
-pub(crate) fn transition_name(t: &QpTransition) -> &'static str {
-    match t {
-        QpTransition::Init(_) => "RESET->INIT",
-        QpTransition::Rtr(_) => "INIT->RTR",
-        QpTransition::Rts(_) => "RTR->RTS",
-        QpTransition::Err => "->ERR",
-        QpTransition::Reset => "->RESET",
-    }
-}
-
 /// Whether verbs lets a QP in `state` post sends / receives.
 pub(crate) fn can_post(state: QpState, send: bool) -> bool {
     if send {
@@ -242,11 +232,7 @@ impl QueuePair {
     pub(crate) fn modify(&mut self, t: &QpTransition) -> Result<()> {
         let current = self.query_state(Verb::ModifyQp)?;
         if !t.allowed_from(current) {
-            return Err(TransportError::InvalidState {
-                verb: Verb::ModifyQp,
-                state: current,
-                what: transition_name(t),
-            });
+            return Err(TransportError::InvalidState { verb: Verb::ModifyQp, state: current, what: t.name() });
         }
         let (mut attr, mask) = modify_attr(t)?;
         // SAFETY: the QP is live; `attr` holds every attribute `mask` names.

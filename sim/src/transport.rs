@@ -281,8 +281,8 @@ impl Transport for SimTransport {
             q.modify(transition, ip, out).map_err(|rule| (state, rule))
         })?;
         r.map_err(|(state, rule)| match transition.allowed_from(state) {
-            false => TransportError::InvalidState { verb: Verb::ModifyQp, state, what: transition_name(transition) },
-            true => TransportError::invalid(Verb::ModifyQp, transition_name(transition), 0, rule),
+            false => TransportError::InvalidState { verb: Verb::ModifyQp, state, what: transition.name() },
+            true => TransportError::invalid(Verb::ModifyQp, transition.name(), 0, rule),
         })
     }
 
@@ -592,16 +592,6 @@ fn check_qp_init(n: &crate::node::Node, init: &QpInit) -> Result<()> {
         }
     }
     Ok(())
-}
-
-fn transition_name(t: &QpTransition) -> &'static str {
-    match t {
-        QpTransition::Init(_) => "RESET->INIT",
-        QpTransition::Rtr(_) => "INIT->RTR",
-        QpTransition::Rts(_) => "RTR->RTS",
-        QpTransition::Err => "->ERR",
-        QpTransition::Reset => "->RESET",
-    }
 }
 
 fn rewrap(e: TransportError, verb: Verb) -> TransportError {

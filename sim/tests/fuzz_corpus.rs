@@ -3,32 +3,20 @@
 //! `fuzz/regressions/sim_rc/` when any exist) through the same check the
 //! target runs, so the corpus guards every `cargo test`.
 
-use std::path::PathBuf;
+use std::path::Path;
 
-fn files(dir: &str) -> Vec<PathBuf> {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../fuzz").join(dir).join("sim_rc");
-    let mut out: Vec<PathBuf> = match std::fs::read_dir(&dir) {
-        Ok(entries) => entries.filter_map(|e| Some(e.ok()?.path())).filter(|p| p.is_file()).collect(),
-        Err(_) => Vec::new(),
-    };
-    out.sort();
-    out
+fn sim_rc(bytes: &[u8]) -> Result<(), String> {
+    match rctb_sim::fuzzing::Case::from_bytes(bytes) {
+        Some(case) => rctb_sim::fuzzing::run(&case),
+        None => Ok(()),
+    }
 }
 
 #[test]
 fn every_corpus_file_passes_the_sim_rc_check() {
-    let corpus = files("corpus");
-    assert!(!corpus.is_empty(), "fuzz/corpus/sim_rc is empty or missing");
-    let mut failures = Vec::new();
-    for path in corpus.iter().chain(&files("regressions")) {
-        let bytes = std::fs::read(path).expect("readable corpus file");
-        let result: Result<(), String> = match rctb_sim::fuzzing::Case::from_bytes(&bytes) {
-            Some(c) => rctb_sim::fuzzing::run(&c),
-            None => Ok(()),
-        };
-        if let Err(why) = result {
-            failures.push(format!("{}: {why}", path.display()));
-        }
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    match rctb_core::fuzzing::replay(&repo, "sim_rc", sim_rc) {
+        Ok(n) => assert!(n > 0),
+        Err(failures) => panic!("corpus failures:\n{failures}"),
     }
-    assert!(failures.is_empty(), "corpus failures:\n{}", failures.join("\n"));
 }

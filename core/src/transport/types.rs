@@ -518,6 +518,17 @@ impl QpTransition {
         }
     }
 
+    /// The transition as people write it, e.g. "INIT->RTR".
+    pub fn name(&self) -> &'static str {
+        match self {
+            QpTransition::Init(_) => "RESET->INIT",
+            QpTransition::Rtr(_) => "INIT->RTR",
+            QpTransition::Rts(_) => "RTR->RTS",
+            QpTransition::Err => "->ERR",
+            QpTransition::Reset => "->RESET",
+        }
+    }
+
     /// Whether verbs allows this transition from `from` (IBA QP state diagram,
     /// restricted to what RC applications use).
     pub fn allowed_from(&self, from: QpState) -> bool {
