@@ -9,11 +9,13 @@
 //! - [`sweep`]: many seeds in parallel, with replay commands.
 //! - [`conformance`]: RC semantics cases, written once for every backend.
 //! - [`wiretrace`]: captures reduced to per-connection header sequences.
+//! - [`decode`]: a pcap's frames decoded one by one (`rctb decode`).
 //!
 //! The binary (`src/main.rs`) is a thin CLI over these.
 
 pub mod conformance;
 pub mod counters;
+pub mod decode;
 pub mod expect;
 #[doc(hidden)]
 pub mod fuzzing;

@@ -68,6 +68,14 @@ enum Command {
     },
     /// List RDMA devices, their ports and GID tables.
     Devices,
+    /// Decode the RoCEv2 frames of a pcap (BTH, RETH, AETH, ImmDt, ICRC).
+    Decode {
+        /// The capture (classic pcap: tcpdump, tshark -F pcap, or `rctb run --pcap`).
+        pcap: String,
+        /// One JSON object per frame per line.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -85,6 +93,7 @@ fn main() -> ExitCode {
             Backend::Verbs => verbs::conformance(device.as_deref(), peer.as_deref(), &filter),
         },
         Command::Devices => verbs::devices(),
+        Command::Decode { pcap, json } => decode(&pcap, json),
     }
 }
 
@@ -168,6 +177,31 @@ fn sweep(path: &str, count: u64, shard: Shard, start: u64, jobs: Option<usize>) 
         failures.len()
     );
     if failures.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(1) }
+}
+
+fn decode(path: &str, json: bool) -> ExitCode {
+    let bytes = match std::fs::read(path) {
+        Ok(b) => b,
+        Err(e) => {
+            eprintln!("rctb: {path}: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let frames = match rctb::decode::pcap(&bytes) {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("rctb: {path}: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let mut out = std::io::stdout().lock();
+    for f in &frames {
+        let line = if json { serde_json::to_string(f).unwrap_or_default() } else { f.line() };
+        if writeln!(out, "{line}").is_err() {
+            return ExitCode::from(2);
+        }
+    }
+    ExitCode::SUCCESS
 }
 
 /// Runs the suite and prints a line per case and the closing count.
