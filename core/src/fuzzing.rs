@@ -63,3 +63,28 @@ pub fn roce_frame(bytes: &[u8]) -> Result<(), String> {
         Err(e) => Err(format!("the frame decodes but its IP packet does not: {e}")),
     }
 }
+
+/// Any bytes as metadata-bus registers: decoding never panics, and what
+/// decodes encodes back to a word that decodes the same.
+pub fn surf_metadata(bytes: &[u8]) -> Result<(), String> {
+    use crate::wire::surf::{RX_REGS, Rx, TX_REGS, Tx};
+    let word = |n: usize| -> Vec<u32> {
+        (0..n)
+            .map(|i| bytes.get(i * 4..i * 4 + 4).map_or(0, |b| u32::from_le_bytes([b[0], b[1], b[2], b[3]])))
+            .collect()
+    };
+    let rx: [u32; RX_REGS] = word(RX_REGS).try_into().map_err(|_| "register count")?;
+    if let Ok(decoded) = Rx::decode(&rx)
+        && Rx::decode(&decoded.encode()) != Ok(decoded)
+    {
+        return Err(format!("RX {decoded:?} does not survive encode/decode"));
+    }
+    let tx: [u32; TX_REGS] = word(TX_REGS).try_into().map_err(|_| "register count")?;
+    if let Ok(decoded) = Tx::decode(&tx) {
+        let again = decoded.encode().map_err(|e| format!("a decoded TX word does not encode: {e}"))?;
+        if Tx::decode(&again) != Ok(decoded) {
+            return Err(format!("TX {decoded:?} does not survive encode/decode"));
+        }
+    }
+    Ok(())
+}

@@ -2,3 +2,4 @@
 //! errors naming the field and the rule; encoders append to a caller's buffer.
 
 pub mod roce;
+pub mod surf;

@@ -1,0 +1,394 @@
+//! The surf `RoCEv2Engine` metadata bus (a frozen register format): the
+//! MetaDataTx word the host writes (303 bits at 0xF04) and the MetaDataRx
+//! word the engine answers with (276 bits at 0xF2C), as PROTOCOLS.md §1
+//! describes them.
+//!
+//! Fields are packed most-significant first and right-aligned at bit 0; the
+//! bus type (PD 0, MR 1, QP 2) sits in the word's top two bits. A word is
+//! carried in consecutive 32-bit registers, register `i` holding bits
+//! `32i+31 .. 32i`. Encoders check every field's width and say which field
+//! broke which rule; decoders read only the fields the format defines.
+
+use thiserror::Error;
+
+/// Bits of the TX and RX words.
+pub const TX_BITS: u32 = 303;
+pub const RX_BITS: u32 = 276;
+/// 32-bit registers each word spans.
+pub const TX_REGS: usize = TX_BITS.div_ceil(32) as usize;
+pub const RX_REGS: usize = RX_BITS.div_ceil(32) as usize;
+/// Register addresses.
+pub const REG_CONTROL: u32 = 0xF00;
+pub const REG_TX: u32 = 0xF04;
+pub const REG_RX: u32 = 0xF2C;
+pub const REG_SOFT_RESET: u32 = 0xF50;
+/// Bits of the control register: send the TX word, a RX word is ready.
+pub const CONTROL_SEND: u32 = 1 << 0;
+pub const CONTROL_RECV: u32 = 1 << 1;
+
+/// A value too wide for its field.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Error)]
+#[error("{field} = {value:#x}: must fit {bits} bits")]
+pub struct FieldTooWide {
+    pub field: &'static str,
+    pub value: u64,
+    pub bits: u32,
+}
+
+/// A word that is not a valid answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Error)]
+pub enum RxError {
+    #[error("bus type {0} is not PD (0), MR (1) or QP (2)")]
+    BusType(u8),
+    #[error("register {index} has bits above the {RX_BITS}-bit word: {value:#x}")]
+    StrayBits { index: usize, value: u32 },
+}
+
+/// A wide little-endian bit field builder over 32-bit registers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Word<const N: usize>([u32; N]);
+
+impl<const N: usize> Word<N> {
+    fn get(&self, lo: u32, bits: u32) -> u64 {
+        (0..bits).fold(0u64, |acc, i| {
+            let b = lo + i;
+            acc | ((((self.0[(b / 32) as usize] >> (b % 32)) & 1) as u64) << i)
+        })
+    }
+
+    fn set(&mut self, lo: u32, bits: u32, value: u64) {
+        for i in 0..bits {
+            let b = lo + i;
+            if (value >> i) & 1 == 1 {
+                self.0[(b / 32) as usize] |= 1 << (b % 32);
+            }
+        }
+    }
+}
+
+/// Packs fields most-significant first, right-aligned at bit 0.
+struct Packer<const N: usize> {
+    fields: Vec<(&'static str, u32, u64)>,
+    word: Word<N>,
+}
+
+impl<const N: usize> Packer<N> {
+    fn new() -> Self {
+        Packer { fields: Vec::new(), word: Word([0; N]) }
+    }
+
+    fn field(&mut self, name: &'static str, bits: u32, value: u64) -> Result<&mut Self, FieldTooWide> {
+        if bits < 64 && value >> bits != 0 {
+            return Err(FieldTooWide { field: name, value, bits });
+        }
+        self.fields.push((name, bits, value));
+        Ok(self)
+    }
+
+    fn finish(&mut self, bus_type: u64, total_bits: u32) -> [u32; N] {
+        let mut lo = 0;
+        for &(_, bits, value) in self.fields.iter().rev() {
+            self.word.set(lo, bits, value);
+            lo += bits;
+        }
+        self.word.set(total_bits - 2, 2, bus_type);
+        self.word.0
+    }
+}
+
+/// Bus types.
+pub const BUS_PD: u8 = 0;
+pub const BUS_MR: u8 = 1;
+pub const BUS_QP: u8 = 2;
+
+/// QP requests.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum QpRequest {
+    Create = 0,
+    Destroy = 1,
+    Modify = 2,
+}
+
+/// A PD request: allocate (`alloc`) or free the PD with `key` / `handler`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PdTx {
+    pub alloc: bool,
+    pub key: u32,
+    pub handler: u32,
+}
+
+/// An MR request. `access` is 0x0F and the key parts 31 bits in the setup
+/// sequence.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MrTx {
+    pub alloc: bool,
+    pub laddr: u64,
+    pub len: u32,
+    pub access: u8,
+    pub pd_handler: u32,
+    pub lkey_part: u32,
+    pub rkey_part: u32,
+    pub lkey_or_not: bool,
+    pub lkey: u32,
+    pub rkey: u32,
+}
+
+/// A QP request with its attributes (verbs-style mask in `attr_mask`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct QpTx {
+    pub request: QpRequest,
+    pub pd_handler: u32,
+    pub qpn: u32,
+    pub attr_mask: u32,
+    pub state: u8,
+    pub current_state: u8,
+    pub pmtu: u8,
+    pub qkey: u32,
+    pub rq_psn: u32,
+    pub sq_psn: u32,
+    pub dest_qpn: u32,
+    pub access: u8,
+    pub cap: u64,
+    pub pkey: u16,
+    pub sq_draining: bool,
+    pub max_rd_atomic: u8,
+    pub max_dest_rd_atomic: u8,
+    pub min_rnr_timer: u8,
+    pub timeout: u8,
+    pub retry_cnt: u8,
+    pub rnr_retry: u8,
+    pub qp_type: u8,
+    pub sq_sig_all: bool,
+}
+
+impl QpTx {
+    /// The fixed values the engine's setup sequence uses: access 0x0E, cap
+    /// 0x2020010100, pkey 0xFFFF, max read atomics 16, timeout 14, RC.
+    pub fn rc(request: QpRequest, pd_handler: u32, qpn: u32) -> Self {
+        QpTx {
+            request,
+            pd_handler,
+            qpn,
+            attr_mask: 0,
+            state: 0,
+            current_state: 0,
+            pmtu: 0,
+            qkey: 0,
+            rq_psn: 0,
+            sq_psn: 0,
+            dest_qpn: 0,
+            access: 0x0E,
+            cap: 0x20_2001_0100,
+            pkey: 0xFFFF,
+            sq_draining: false,
+            max_rd_atomic: 16,
+            max_dest_rd_atomic: 16,
+            min_rnr_timer: 0,
+            timeout: 14,
+            retry_cnt: 0,
+            rnr_retry: 0,
+            qp_type: 2,
+            sq_sig_all: false,
+        }
+    }
+}
+
+/// A MetaDataTx word.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Tx {
+    Pd(PdTx),
+    Mr(MrTx),
+    Qp(QpTx),
+}
+
+impl Tx {
+    /// The word as the registers at [`REG_TX`] take it.
+    pub fn encode(&self) -> Result<[u32; TX_REGS], FieldTooWide> {
+        let mut p = Packer::<TX_REGS>::new();
+        let bus = match *self {
+            Tx::Pd(pd) => {
+                p.field("alloc", 1, pd.alloc as u64)?.field("key", 32, pd.key as u64)?.field(
+                    "handler",
+                    32,
+                    pd.handler as u64,
+                )?;
+                BUS_PD
+            }
+            Tx::Mr(m) => {
+                p.field("alloc", 1, m.alloc as u64)?
+                    .field("laddr", 64, m.laddr)?
+                    .field("len", 32, m.len as u64)?
+                    .field("access", 8, m.access as u64)?
+                    .field("pd_handler", 32, m.pd_handler as u64)?
+                    .field("lkey_part", 31, m.lkey_part as u64)?
+                    .field("rkey_part", 31, m.rkey_part as u64)?
+                    .field("lkey_or_not", 1, m.lkey_or_not as u64)?
+                    .field("lkey", 32, m.lkey as u64)?
+                    .field("rkey", 32, m.rkey as u64)?;
+                BUS_MR
+            }
+            Tx::Qp(q) => {
+                p.field("request", 2, q.request as u64)?
+                    .field("pd_handler", 32, q.pd_handler as u64)?
+                    .field("qpn", 24, q.qpn as u64)?
+                    .field("attr_mask", 26, q.attr_mask as u64)?
+                    .field("state", 4, q.state as u64)?
+                    .field("current_state", 4, q.current_state as u64)?
+                    .field("pmtu", 3, q.pmtu as u64)?
+                    .field("qkey", 32, q.qkey as u64)?
+                    .field("rq_psn", 24, q.rq_psn as u64)?
+                    .field("sq_psn", 24, q.sq_psn as u64)?
+                    .field("dest_qpn", 24, q.dest_qpn as u64)?
+                    .field("access", 8, q.access as u64)?
+                    .field("cap", 40, q.cap)?
+                    .field("pkey", 16, q.pkey as u64)?
+                    .field("sq_draining", 1, q.sq_draining as u64)?
+                    .field("max_rd_atomic", 8, q.max_rd_atomic as u64)?
+                    .field("max_dest_rd_atomic", 8, q.max_dest_rd_atomic as u64)?
+                    .field("min_rnr_timer", 5, q.min_rnr_timer as u64)?
+                    .field("timeout", 5, q.timeout as u64)?
+                    .field("retry_cnt", 3, q.retry_cnt as u64)?
+                    .field("rnr_retry", 3, q.rnr_retry as u64)?
+                    .field("qp_type", 4, q.qp_type as u64)?
+                    .field("sq_sig_all", 1, q.sq_sig_all as u64)?;
+                BUS_QP
+            }
+        };
+        Ok(p.finish(bus as u64, TX_BITS))
+    }
+
+    /// Reads a TX word back (the engine model's side of the bus).
+    pub fn decode(regs: &[u32; TX_REGS]) -> Result<Tx, RxError> {
+        let w = Word(*regs);
+        match w.get(TX_BITS - 2, 2) as u8 {
+            BUS_PD => {
+                let mut r = Unpacker { w, hi: 65 };
+                Ok(Tx::Pd(PdTx { alloc: r.flag(), key: r.u32(32), handler: r.u32(32) }))
+            }
+            BUS_MR => {
+                let mut r = Unpacker { w, hi: 264 };
+                Ok(Tx::Mr(MrTx {
+                    alloc: r.flag(),
+                    laddr: r.take(64),
+                    len: r.u32(32),
+                    access: r.u32(8) as u8,
+                    pd_handler: r.u32(32),
+                    lkey_part: r.u32(31),
+                    rkey_part: r.u32(31),
+                    lkey_or_not: r.flag(),
+                    lkey: r.u32(32),
+                    rkey: r.u32(32),
+                }))
+            }
+            BUS_QP => {
+                let mut r = Unpacker { w, hi: 301 };
+                let request = match r.take(2) {
+                    0 => QpRequest::Create,
+                    1 => QpRequest::Destroy,
+                    _ => QpRequest::Modify,
+                };
+                Ok(Tx::Qp(QpTx {
+                    request,
+                    pd_handler: r.u32(32),
+                    qpn: r.u32(24),
+                    attr_mask: r.u32(26),
+                    state: r.u32(4) as u8,
+                    current_state: r.u32(4) as u8,
+                    pmtu: r.u32(3) as u8,
+                    qkey: r.u32(32),
+                    rq_psn: r.u32(24),
+                    sq_psn: r.u32(24),
+                    dest_qpn: r.u32(24),
+                    access: r.u32(8) as u8,
+                    cap: r.take(40),
+                    pkey: r.u32(16) as u16,
+                    sq_draining: r.flag(),
+                    max_rd_atomic: r.u32(8) as u8,
+                    max_dest_rd_atomic: r.u32(8) as u8,
+                    min_rnr_timer: r.u32(5) as u8,
+                    timeout: r.u32(5) as u8,
+                    retry_cnt: r.u32(3) as u8,
+                    rnr_retry: r.u32(3) as u8,
+                    qp_type: r.u32(4) as u8,
+                    sq_sig_all: r.flag(),
+                }))
+            }
+            other => Err(RxError::BusType(other)),
+        }
+    }
+}
+
+/// Reads a right-aligned message from its top field down: a message of
+/// `hi` bits occupies bits `hi-1 .. 0`.
+struct Unpacker<const N: usize> {
+    w: Word<N>,
+    hi: u32,
+}
+
+impl<const N: usize> Unpacker<N> {
+    fn take(&mut self, bits: u32) -> u64 {
+        self.hi -= bits;
+        self.w.get(self.hi, bits)
+    }
+
+    fn u32(&mut self, bits: u32) -> u32 {
+        self.take(bits) as u32
+    }
+
+    fn flag(&mut self) -> bool {
+        self.take(1) == 1
+    }
+}
+
+/// The fields of a MetaDataRx word that the format defines.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Rx {
+    Pd { success: bool, handler: u32 },
+    Mr { success: bool, lkey: u32, rkey: u32 },
+    Qp { success: bool, qpn: u32, state: u8 },
+}
+
+impl Rx {
+    pub fn decode(regs: &[u32; RX_REGS]) -> Result<Rx, RxError> {
+        let top = RX_BITS % 32;
+        if regs[RX_REGS - 1] >> top != 0 {
+            return Err(RxError::StrayBits { index: RX_REGS - 1, value: regs[RX_REGS - 1] });
+        }
+        let w = Word(*regs);
+        match w.get(RX_BITS - 2, 2) as u8 {
+            BUS_PD => Ok(Rx::Pd { success: w.get(64, 1) == 1, handler: w.get(32, 32) as u32 }),
+            BUS_MR => Ok(Rx::Mr { success: w.get(262, 1) == 1, lkey: w.get(32, 32) as u32, rkey: w.get(0, 32) as u32 }),
+            BUS_QP => {
+                Ok(Rx::Qp { success: w.get(273, 1) == 1, qpn: w.get(249, 24) as u32, state: w.get(213, 4) as u8 })
+            }
+            other => Err(RxError::BusType(other)),
+        }
+    }
+
+    /// The engine model's answer word.
+    pub fn encode(&self) -> [u32; RX_REGS] {
+        let mut w = Word([0; RX_REGS]);
+        let bus = match *self {
+            Rx::Pd { success, handler } => {
+                w.set(64, 1, success as u64);
+                w.set(32, 32, handler as u64);
+                BUS_PD
+            }
+            Rx::Mr { success, lkey, rkey } => {
+                w.set(262, 1, success as u64);
+                w.set(32, 32, lkey as u64);
+                w.set(0, 32, rkey as u64);
+                BUS_MR
+            }
+            Rx::Qp { success, qpn, state } => {
+                w.set(273, 1, success as u64);
+                w.set(249, 24, (qpn & 0xFF_FFFF) as u64);
+                w.set(213, 4, (state & 0xF) as u64);
+                BUS_QP
+            }
+        };
+        w.set(RX_BITS - 2, 2, bus as u64);
+        w.0
+    }
+}
