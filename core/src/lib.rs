@@ -8,6 +8,7 @@
 
 #[doc(hidden)]
 pub mod fuzzing;
+pub mod roce;
 pub mod time;
 pub mod transport;
 pub mod wire;

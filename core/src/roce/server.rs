@@ -1,0 +1,684 @@
+//! The receive server itself: resources, connection hand-off, receive path
+//! and teardown (PROTOCOLS.md §1).
+
+use std::fmt;
+use std::net::Ipv4Addr;
+
+use thiserror::Error;
+
+use super::config::{GidIndex, ServerConfig, TransportConfig};
+use crate::time::Instant;
+use crate::transport::{
+    Access, AddressVector, Completion, CqId, Gid, GidType, InitAttr, InvalidValue, MAX_24BIT, MrInfo, MrVisitor, PdId,
+    PortInfo, Psn, QpCaps, QpInfo, QpInit, QpTransition, Qpn, Readiness, RecvWr, RtrAttr, RtsAttr, Sge, Transport,
+    TransportError, WcOpcode, WcStatus,
+};
+
+/// Completions taken from the CQ per `poll_cq` call (rogue's batch size).
+const POLL_BATCH: usize = 16;
+
+/// Host QP values §1 fixes (they do not come from `TransportConfig`).
+const MAX_DEST_RD_ATOMIC: u8 = 16;
+const MAX_RD_ATOMIC: u8 = 16;
+const HOST_TIMEOUT: u8 = 14;
+const HOST_RETRY: u8 = 3;
+const HOST_RNR_RETRY: u8 = 7;
+const HOP_LIMIT: u8 = 64;
+
+/// Errors of the receive server.
+#[derive(Clone, Debug, PartialEq, Eq, Error)]
+pub enum RoceError {
+    #[error("invalid configuration: {0}")]
+    Config(#[from] InvalidValue),
+    #[error(transparent)]
+    Transport(#[from] TransportError),
+    #[error("the transport drives device {actual:?}, the configuration names {configured:?}")]
+    DeviceMismatch { configured: String, actual: String },
+    #[error("no RoCE v2 IPv4 GID on the /24 of {fpga_ip} in the GID table of port {port}")]
+    NoGid { fpga_ip: Ipv4Addr, port: u8 },
+    #[error("GID index {index} of port {port} is all zeros (unused slot)")]
+    ZeroGid { index: u32, port: u8 },
+    #[error("complete_connection was already called")]
+    AlreadyConnected,
+    #[error("the connection is not complete yet")]
+    NotConnected,
+    #[error("the server is stopped")]
+    Stopped,
+    #[error("channel {0} is out of range: channels are 0..=255")]
+    ChannelOutOfRange(u32),
+    #[error("frame (slot {slot}) does not belong to this server or was already released")]
+    ForeignFrame { slot: u32 },
+}
+
+/// What the FPGA engine needs from the host (rogue `getHostParams`), plus the
+/// rkey for engines that write rather than send.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HostParams {
+    pub qpn: Qpn,
+    /// The FPGA's RTR `rq_psn`.
+    pub rq_psn: Psn,
+    /// The FPGA's RTS `sq_psn` (and what the host expects first).
+    pub sq_psn: Psn,
+    pub mr_addr: u64,
+    pub mr_len: u64,
+    pub rkey: u32,
+}
+
+/// A received frame: a zero-copy handle on one slot of the receive slab.
+///
+/// Read its bytes with [`RoceServer::with_frame_data`] or
+/// [`RoceServer::frame_data`]; give it back with [`RoceServer::release`],
+/// which re-posts the slot. It is neither `Clone` nor `Copy`, so a slot cannot
+/// be released twice. A frame that is dropped instead of released keeps its
+/// slot out of the receive queue for the server's lifetime (the FPGA then
+/// sees one slot fewer of credit), hence `#[must_use]`.
+#[must_use = "a frame's slot is re-posted only by RoceServer::release"]
+#[derive(Debug, PartialEq, Eq)]
+pub struct Frame {
+    slot: u32,
+    channel: u8,
+    ring_position: u32,
+    len: u32,
+    /// The slab's MR: tells frames of different servers apart.
+    mr: u32,
+}
+
+impl Frame {
+    /// The receive slot (the WR id) holding the data.
+    pub fn slot(&self) -> u32 {
+        self.slot
+    }
+    /// The channel: immediate bits 7:0.
+    pub fn channel(&self) -> u8 {
+        self.channel
+    }
+    /// The FPGA's ring position: immediate bits 31:8 (informational).
+    pub fn ring_position(&self) -> u32 {
+        self.ring_position
+    }
+    pub fn len(&self) -> u32 {
+        self.len
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+/// A channel id checked to be 0..=255 (rogue `getChannel`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Channel(u8);
+
+impl Channel {
+    pub fn new(channel: u32) -> Result<Self, RoceError> {
+        u8::try_from(channel).map(Channel).map_err(|_| RoceError::ChannelOutOfRange(channel))
+    }
+    pub fn get(self) -> u8 {
+        self.0
+    }
+}
+
+/// Counters of the receive path. Every completion lands in exactly one.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RxCounters {
+    /// Good frames delivered downstream, and their bytes.
+    pub frames: u64,
+    pub bytes: u64,
+    /// wr_id not a slot: dropped (warned in rogue).
+    pub bad_wr_id: u64,
+    /// Completions with an error status other than WR_FLUSH_ERR (re-posted).
+    pub errors: u64,
+    /// WR_FLUSH_ERR completions (the QP is shutting down).
+    pub flushed: u64,
+    /// Completions that were not RECV with immediate (re-posted).
+    pub wrong_opcode: u64,
+    /// Length 0 or above max payload (re-posted).
+    pub bad_length: u64,
+    /// Frames released by a channel view because they were on another channel.
+    pub filtered_out: u64,
+}
+
+/// The 15 status fields of rogue's `RoCEv2Server`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Status {
+    pub fpga_ip: Ipv4Addr,
+    pub fpga_gid: Gid,
+    pub host_qpn: Qpn,
+    pub host_gid: Gid,
+    pub host_ip: Option<Ipv4Addr>,
+    pub mr_addr: u64,
+    pub mr_rkey: u32,
+    pub rx_frame_count: u64,
+    pub rx_byte_count: u64,
+    pub max_payload: u32,
+    pub rx_queue_depth: u32,
+    pub host_rq_psn: Psn,
+    pub host_sq_psn: Psn,
+    /// `None` until `complete_connection`.
+    pub fpga_qpn: Option<Qpn>,
+    pub fpga_lkey: Option<u32>,
+}
+
+impl fmt::Display for Status {
+    /// The connection summary (rogue `printConnInfo`): one `Name : value` line
+    /// per field, GIDs as 8 groups of 4 lowercase hex digits.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fn opt<T: fmt::Display>(v: Option<T>) -> String {
+            v.map_or_else(|| "-".to_string(), |v| v.to_string())
+        }
+        writeln!(f, "FpgaIp       : {}", self.fpga_ip)?;
+        writeln!(f, "FpgaGid      : {}", self.fpga_gid)?;
+        writeln!(f, "HostQpn      : {:#08x}", self.host_qpn)?;
+        writeln!(f, "HostGid      : {}", self.host_gid)?;
+        writeln!(f, "HostIp       : {}", opt(self.host_ip))?;
+        writeln!(f, "MrAddr       : {:#018x}", self.mr_addr)?;
+        writeln!(f, "MrRkey       : {:#010x}", self.mr_rkey)?;
+        writeln!(f, "RxFrameCount : {}", self.rx_frame_count)?;
+        writeln!(f, "RxByteCount  : {}", self.rx_byte_count)?;
+        writeln!(f, "MaxPayload   : {}", self.max_payload)?;
+        writeln!(f, "RxQueueDepth : {}", self.rx_queue_depth)?;
+        writeln!(f, "HostRqPsn    : {:#08x}", self.host_rq_psn.get())?;
+        writeln!(f, "HostSqPsn    : {:#08x}", self.host_sq_psn.get())?;
+        writeln!(f, "FpgaQpn      : {}", opt(self.fpga_qpn.map(|q| format!("{q:#08x}"))))?;
+        writeln!(f, "FpgaLkey     : {}", opt(self.fpga_lkey.map(|k| format!("{k:#010x}"))))
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    /// Created, QP in INIT, waiting for the FPGA's parameters.
+    Created,
+    /// `complete_connection` was called (successfully or not: it is once only).
+    Connected,
+    /// `stop` ran: QP and CQ are gone; the slab lives while frames are held.
+    Stopped,
+}
+
+/// The RoCEv2 RC receive server (rogue `RoCEv2Server`), generic over the
+/// transport.
+///
+/// # Lifecycle
+/// [`create`](Self::create) -> [`host_params`](Self::host_params) (to the FPGA
+/// engine) -> [`complete_connection`](Self::complete_connection) once ->
+/// [`poll`](Self::poll) / [`wait_frames`](Self::wait_frames), reading and
+/// [`release`](Self::release)-ing frames -> [`stop`](Self::stop).
+///
+/// # Frame ownership
+/// The server owns the transport (`T` is a cheap handle in every backend), so
+/// frames cannot borrow it: they are plain handles, their data is read
+/// through the server with `mr_view` (no copy), and their slot goes back to the
+/// receive queue only in `release`. Until then the slot stays out of the queue;
+/// once every slot is held the NIC answers RNR NAK and the FPGA backs off.
+/// After `stop` held frames stay readable; the slab and PD are freed when the
+/// last one is released (or when the server is dropped, after which a frame
+/// handle can no longer be read at all: there is nothing to dangle).
+pub struct RoceServer<T: Transport> {
+    t: T,
+    cfg: ServerConfig,
+    pd: PdId,
+    mr: MrInfo,
+    /// `None` once stopped.
+    cq: Option<CqId>,
+    qp: Option<QpInfo>,
+    gid_index: u32,
+    host_gid: Gid,
+    rq_psn: Psn,
+    sq_psn: Psn,
+    fpga: Option<(Qpn, u32)>,
+    phase: Phase,
+    /// Per slot: held by the consumer.
+    held: Vec<bool>,
+    held_count: u32,
+    /// Slab and PD are freed.
+    freed: bool,
+    counters: RxCounters,
+    scratch: Vec<Completion>,
+}
+
+impl<T: Transport> fmt::Debug for RoceServer<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RoceServer")
+            .field("phase", &self.phase)
+            .field("qp", &self.qp)
+            .field("held", &self.held_count)
+            .field("counters", &self.counters)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The GID index §1's detection picks: the first entry, in index order, of
+/// type RoCE v2 whose GID is IPv4-mapped on the FPGA's /24.
+pub fn detect_gid_index(port: &PortInfo, fpga_ip: Ipv4Addr) -> Option<u32> {
+    let net = |ip: Ipv4Addr| u32::from(ip) >> 8;
+    let mut gids = port.gids.clone();
+    gids.sort_by_key(|g| g.index);
+    gids.into_iter()
+        .find(|g| g.gid_type == GidType::RoceV2 && g.gid.to_ipv4().is_some_and(|ip| net(ip) == net(fpga_ip)))
+        .map(|g| g.index)
+}
+
+/// Resources made so far by `create`, released in reverse if a later step fails.
+#[derive(Default)]
+struct Partial {
+    pd: Option<PdId>,
+    mr: Option<MrInfo>,
+    cq: Option<CqId>,
+    qp: Option<QpInfo>,
+}
+
+impl Partial {
+    /// Best effort: the first error is the one reported, so cleanup errors
+    /// are ignored (each release is still attempted).
+    fn release<T: Transport>(self, t: &mut T) {
+        if let Some(qp) = self.qp {
+            let _ = t.destroy_qp(qp.id);
+        }
+        if let Some(cq) = self.cq {
+            let _ = t.destroy_cq(cq);
+        }
+        if let Some(mr) = self.mr {
+            let _ = t.dereg_mr(mr.id);
+        }
+        if let Some(pd) = self.pd {
+            let _ = t.dealloc_pd(pd);
+        }
+    }
+}
+
+impl<T: Transport> RoceServer<T> {
+    /// Allocates the slab MR, the CQ and the RC QP and brings the QP to INIT.
+    /// The host RQ and SQ PSNs are the low 24 bits of two draws of `psn_rng`.
+    /// On error every resource made so far is released.
+    pub fn create(mut t: T, cfg: ServerConfig, psn_rng: &mut impl FnMut() -> u32) -> Result<Self, RoceError> {
+        let dev = t.device()?;
+        if dev.name != cfg.device() {
+            return Err(RoceError::DeviceMismatch { configured: cfg.device().into(), actual: dev.name });
+        }
+        let depth = cfg.rx_queue_depth();
+        if depth > dev.max_qp_wr || depth > dev.max_cqe {
+            return Err(InvalidValue::new(
+                "rx_queue_depth",
+                depth as u64,
+                "must not exceed the device's max_qp_wr and max_cqe",
+            )
+            .into());
+        }
+        let port = t.port(cfg.ib_port())?;
+        let gid_index = match cfg.gid_index() {
+            GidIndex::Index(i) => i,
+            GidIndex::Auto => detect_gid_index(&port, cfg.fpga_ip())
+                .ok_or(RoceError::NoGid { fpga_ip: cfg.fpga_ip(), port: cfg.ib_port() })?,
+        };
+        // rxe reports unused slots as zero GIDs; an absent index is as unusable.
+        let host_gid = port.gids.iter().find(|g| g.index == gid_index).map(|g| g.gid).unwrap_or_default();
+        if host_gid.is_zero() {
+            return Err(RoceError::ZeroGid { index: gid_index, port: cfg.ib_port() });
+        }
+        let rq_psn = Psn::wrapping(psn_rng());
+        let sq_psn = Psn::wrapping(psn_rng());
+
+        let mut made = Partial::default();
+        match Self::make_resources(&mut t, &cfg, &mut made) {
+            Ok(()) => {}
+            Err(e) => {
+                made.release(&mut t);
+                return Err(e);
+            }
+        }
+        let (Some(pd), Some(mr), Some(cq), Some(qp)) = (made.pd, made.mr, made.cq, made.qp) else {
+            unreachable!("make_resources fills every resource when it succeeds")
+        };
+        Ok(RoceServer {
+            t,
+            cfg,
+            pd,
+            mr,
+            cq: Some(cq),
+            qp: Some(qp),
+            gid_index,
+            host_gid,
+            rq_psn,
+            sq_psn,
+            fpga: None,
+            phase: Phase::Created,
+            held: vec![false; depth as usize],
+            held_count: 0,
+            freed: false,
+            counters: RxCounters::default(),
+            scratch: Vec::with_capacity(POLL_BATCH),
+        })
+    }
+
+    fn make_resources(t: &mut T, cfg: &ServerConfig, made: &mut Partial) -> Result<(), RoceError> {
+        let depth = cfg.rx_queue_depth();
+        let pd = t.alloc_pd()?;
+        made.pd = Some(pd);
+        made.mr = Some(t.reg_mr(pd, cfg.slab_len(), Access::LOCAL_WRITE | Access::REMOTE_WRITE)?);
+        let cq = t.create_cq(depth)?;
+        made.cq = Some(cq);
+        let caps = QpCaps { max_send_wr: 1, max_recv_wr: depth, max_send_sge: 1, max_recv_sge: 1, max_inline_data: 0 };
+        let qp = t.create_qp(&QpInit { pd, send_cq: cq, recv_cq: cq, caps, sq_sig_all: false })?;
+        made.qp = Some(qp);
+        let access = Access::REMOTE_WRITE | Access::REMOTE_READ | Access::LOCAL_WRITE;
+        t.modify_qp(qp.id, &QpTransition::Init(InitAttr { pkey_index: 0, port: cfg.ib_port(), access }))?;
+        Ok(())
+    }
+
+    /// The values the FPGA engine's setup takes.
+    pub fn host_params(&self) -> HostParams {
+        HostParams {
+            qpn: self.qp.map_or(0, |q| q.qpn),
+            rq_psn: self.rq_psn,
+            sq_psn: self.sq_psn,
+            mr_addr: self.mr.addr,
+            mr_len: self.mr.len,
+            rkey: self.mr.rkey,
+        }
+    }
+
+    /// Finishes the host QP with the FPGA's QPN and lkey: pre-posts every slot
+    /// (wr_id = slot), then RTR and RTS as §1 fixes them. Callable once; a
+    /// failed call is not retried (the QP may hold posted receives), so a
+    /// second call is [`RoceError::AlreadyConnected`] either way.
+    pub fn complete_connection(
+        &mut self,
+        fpga_qpn: Qpn,
+        tc: &TransportConfig,
+        fpga_lkey: u32,
+    ) -> Result<(), RoceError> {
+        match self.phase {
+            Phase::Created => {}
+            Phase::Connected => return Err(RoceError::AlreadyConnected),
+            Phase::Stopped => return Err(RoceError::Stopped),
+        }
+        if fpga_qpn > MAX_24BIT {
+            return Err(InvalidValue::new("fpga_qpn", fpga_qpn as u64, "must fit 24 bits (0..=0xFFFFFF)").into());
+        }
+        self.phase = Phase::Connected;
+        self.fpga = Some((fpga_qpn, fpga_lkey));
+        let qp = self.qp.expect("a created server has a QP").id;
+        for slot in 0..self.cfg.rx_queue_depth() {
+            self.post_slot(slot)?;
+        }
+        let av = AddressVector {
+            port: self.cfg.ib_port(),
+            hop_limit: HOP_LIMIT,
+            sl: 0,
+            ..AddressVector::new(Gid::from_ipv4(self.cfg.fpga_ip()), self.gid_index)
+        };
+        self.t.modify_qp(
+            qp,
+            &QpTransition::Rtr(RtrAttr {
+                path_mtu: tc.pmtu(),
+                dest_qpn: fpga_qpn,
+                // The first PSN the FPGA sends is its RTS sq_psn = host SQ PSN.
+                rq_psn: self.sq_psn,
+                max_dest_rd_atomic: MAX_DEST_RD_ATOMIC,
+                min_rnr_timer: tc.min_rnr_timer(),
+                av,
+            }),
+        )?;
+        self.t.modify_qp(
+            qp,
+            &QpTransition::Rts(RtsAttr {
+                sq_psn: self.sq_psn,
+                timeout: HOST_TIMEOUT,
+                retry_cnt: HOST_RETRY,
+                rnr_retry: HOST_RNR_RETRY,
+                max_rd_atomic: MAX_RD_ATOMIC,
+            }),
+        )?;
+        Ok(())
+    }
+
+    fn post_slot(&mut self, slot: u32) -> Result<(), RoceError> {
+        let qp = self.qp.ok_or(RoceError::Stopped)?.id;
+        let max = self.cfg.max_payload();
+        let sge = [Sge::new(self.mr.id, slot as u64 * max as u64, max)];
+        self.t.post_recv(qp, &RecvWr::new(slot as u64, &sge))?;
+        Ok(())
+    }
+
+    /// Takes every completion ready now (never blocks) and appends the good
+    /// frames to `out`; returns how many were appended.
+    pub fn poll(&mut self, out: &mut Vec<Frame>) -> Result<usize, RoceError> {
+        let cq = match self.phase {
+            Phase::Created => return Err(RoceError::NotConnected),
+            Phase::Stopped => return Err(RoceError::Stopped),
+            Phase::Connected => self.cq.expect("a connected server has a CQ"),
+        };
+        let before = out.len();
+        loop {
+            let mut batch = std::mem::take(&mut self.scratch);
+            batch.clear();
+            let n = self.t.poll_cq(cq, POLL_BATCH, &mut batch);
+            let result = n.map_err(RoceError::from).and_then(|_| {
+                for c in &batch {
+                    self.on_completion(c, out)?;
+                }
+                Ok(())
+            });
+            let got = batch.len();
+            self.scratch = batch;
+            result?;
+            if got < POLL_BATCH {
+                return Ok(out.len() - before);
+            }
+        }
+    }
+
+    /// The receive path of §1 for one completion.
+    fn on_completion(&mut self, c: &Completion, out: &mut Vec<Frame>) -> Result<(), RoceError> {
+        let depth = self.cfg.rx_queue_depth() as u64;
+        if c.wr_id >= depth {
+            self.counters.bad_wr_id += 1;
+            return Ok(());
+        }
+        let slot = c.wr_id as u32;
+        if c.status != WcStatus::Success {
+            if c.status == WcStatus::WrFlushErr {
+                // The QP is going down: the slot is not re-posted.
+                self.counters.flushed += 1;
+                return Ok(());
+            }
+            self.counters.errors += 1;
+            return self.post_slot(slot);
+        }
+        // SEND with immediate completes as RECV carrying the immediate; a
+        // WRITE with immediate (RECV_RDMA_WITH_IMM) or a plain SEND is not a frame.
+        let imm = match (c.opcode, c.imm) {
+            (WcOpcode::Recv, Some(imm)) => imm,
+            _ => {
+                self.counters.wrong_opcode += 1;
+                return self.post_slot(slot);
+            }
+        };
+        if c.byte_len == 0 || c.byte_len > self.cfg.max_payload() {
+            self.counters.bad_length += 1;
+            return self.post_slot(slot);
+        }
+        self.held[slot as usize] = true;
+        self.held_count += 1;
+        self.counters.frames += 1;
+        self.counters.bytes += c.byte_len as u64;
+        out.push(Frame {
+            slot,
+            channel: (imm & 0xFF) as u8,
+            ring_position: imm >> 8,
+            len: c.byte_len,
+            mr: self.mr.id.0,
+        });
+        Ok(())
+    }
+
+    /// Like [`poll`](Self::poll) but keeps only frames of `channel`: frames
+    /// of other channels are released at once (counted in `filtered_out`).
+    pub fn poll_channel(&mut self, channel: Channel, out: &mut Vec<Frame>) -> Result<usize, RoceError> {
+        let mut all = Vec::new();
+        self.poll(&mut all)?;
+        let before = out.len();
+        for f in all {
+            if f.channel == channel.get() {
+                out.push(f);
+            } else {
+                self.counters.filtered_out += 1;
+                self.release(f)?;
+            }
+        }
+        Ok(out.len() - before)
+    }
+
+    /// Polls; when nothing is ready, waits (in the transport's time) for the
+    /// CQ until `deadline`, then polls once more. Returns the frames appended.
+    pub fn wait_frames(&mut self, out: &mut Vec<Frame>, deadline: Instant) -> Result<usize, RoceError> {
+        loop {
+            let n = self.poll(out)?;
+            if n > 0 {
+                return Ok(n);
+            }
+            let cq = self.cq.ok_or(RoceError::Stopped)?;
+            if self.t.wait(&[cq], deadline)? == Readiness::TimedOut {
+                return self.poll(out);
+            }
+        }
+    }
+
+    fn check_frame(&self, frame: &Frame) -> Result<(), RoceError> {
+        let owned = frame.mr == self.mr.id.0 && !self.freed && self.held.get(frame.slot as usize) == Some(&true);
+        if owned { Ok(()) } else { Err(RoceError::ForeignFrame { slot: frame.slot }) }
+    }
+
+    /// Calls `f` with the frame's bytes in the slab, without copying.
+    pub fn with_frame_data(&self, frame: &Frame, f: &mut dyn MrVisitor) -> Result<(), RoceError> {
+        self.check_frame(frame)?;
+        let offset = frame.slot as u64 * self.cfg.max_payload() as u64;
+        self.t.mr_view(self.mr.id, offset, frame.len as u64, f)?;
+        Ok(())
+    }
+
+    /// A copy of the frame's bytes (convenience for tests and tools).
+    pub fn frame_data(&self, frame: &Frame) -> Result<Vec<u8>, RoceError> {
+        let mut data = Vec::new();
+        self.with_frame_data(frame, &mut |b: &[u8]| data.extend_from_slice(b))?;
+        Ok(data)
+    }
+
+    /// Gives a frame back: its slot is re-posted while connected; after `stop`
+    /// the slab is freed with the last held frame.
+    pub fn release(&mut self, frame: Frame) -> Result<(), RoceError> {
+        self.check_frame(&frame)?;
+        self.held[frame.slot as usize] = false;
+        self.held_count -= 1;
+        match self.phase {
+            Phase::Connected => self.post_slot(frame.slot),
+            Phase::Stopped => {
+                if self.held_count == 0 {
+                    self.free_slab()?;
+                }
+                Ok(())
+            }
+            Phase::Created => unreachable!("no frame exists before the connection"),
+        }
+    }
+
+    /// Frames currently held by the consumer.
+    pub fn held_frames(&self) -> u32 {
+        self.held_count
+    }
+
+    /// Moves the QP to ERR, then destroys QP and CQ. The slab stays while
+    /// frames are held. Idempotent.
+    pub fn stop(&mut self) -> Result<(), RoceError> {
+        if self.phase == Phase::Stopped {
+            return Ok(());
+        }
+        self.phase = Phase::Stopped;
+        let mut first: Option<RoceError> = None;
+        let mut note = |r: Result<(), TransportError>| {
+            if let Err(e) = r {
+                first.get_or_insert(e.into());
+            }
+        };
+        if let Some(qp) = self.qp.take() {
+            note(self.t.modify_qp(qp.id, &QpTransition::Err));
+            note(self.t.destroy_qp(qp.id));
+        }
+        if let Some(cq) = self.cq.take() {
+            note(self.t.destroy_cq(cq));
+        }
+        if self.held_count == 0 {
+            if let Err(e) = self.free_slab() {
+                first.get_or_insert(e);
+            }
+        }
+        first.map_or(Ok(()), Err)
+    }
+
+    fn free_slab(&mut self) -> Result<(), RoceError> {
+        if self.freed {
+            return Ok(());
+        }
+        self.freed = true;
+        let mr = self.t.dereg_mr(self.mr.id);
+        let pd = self.t.dealloc_pd(self.pd);
+        mr?;
+        pd?;
+        Ok(())
+    }
+
+    pub fn is_stopped(&self) -> bool {
+        self.phase == Phase::Stopped
+    }
+
+    pub fn counters(&self) -> RxCounters {
+        self.counters
+    }
+
+    pub fn config(&self) -> &ServerConfig {
+        &self.cfg
+    }
+
+    /// The GID index in use (detected when the config said `Auto`).
+    pub fn gid_index(&self) -> u32 {
+        self.gid_index
+    }
+
+    /// The 15 status fields.
+    pub fn status(&self) -> Status {
+        let p = self.host_params();
+        Status {
+            fpga_ip: self.cfg.fpga_ip(),
+            fpga_gid: Gid::from_ipv4(self.cfg.fpga_ip()),
+            host_qpn: p.qpn,
+            host_gid: self.host_gid,
+            host_ip: self.host_gid.to_ipv4(),
+            mr_addr: p.mr_addr,
+            mr_rkey: p.rkey,
+            rx_frame_count: self.counters.frames,
+            rx_byte_count: self.counters.bytes,
+            max_payload: self.cfg.max_payload(),
+            rx_queue_depth: self.cfg.rx_queue_depth(),
+            host_rq_psn: self.rq_psn,
+            host_sq_psn: self.sq_psn,
+            fpga_qpn: self.fpga.map(|f| f.0),
+            fpga_lkey: self.fpga.map(|f| f.1),
+        }
+    }
+
+    pub fn transport(&self) -> &T {
+        &self.t
+    }
+
+    /// The transport, e.g. to wait on other queues in the same loop.
+    pub fn transport_mut(&mut self) -> &mut T {
+        &mut self.t
+    }
+}
+
+impl<T: Transport> Drop for RoceServer<T> {
+    /// Stops and frees everything: frame handles still around become inert
+    /// (they can only be read through a server).
+    fn drop(&mut self) {
+        let _ = self.stop();
+        let _ = self.free_slab();
+    }
+}
