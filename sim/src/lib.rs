@@ -28,6 +28,7 @@ mod config;
 pub mod fuzzing;
 mod idmap;
 mod memory;
+pub mod models;
 mod node;
 mod packet;
 mod pcap;
