@@ -30,10 +30,13 @@ struct Rig {
 }
 
 fn rig(seed: u64) -> Rig {
+    rig_mtu(seed, Mtu::Mtu4096)
+}
+
+fn rig_mtu(seed: u64, mtu: Mtu) -> Rig {
     let sim = Sim::new(seed);
-    let node = |name: &str, ip: &str| {
-        sim.add_node(NodeConfig { mtu: Mtu::Mtu4096, ..NodeConfig::new(name, ip.parse().unwrap()) }).unwrap()
-    };
+    let node =
+        |name: &str, ip: &str| sim.add_node(NodeConfig { mtu, ..NodeConfig::new(name, ip.parse().unwrap()) }).unwrap();
     let host = node("host", HOST_IP);
     let fpga = node("fpga", FPGA_IP);
     let engine = FpgaEngine::new(sim.transport(fpga), HOST_IP.parse().unwrap(), 1);
@@ -309,6 +312,21 @@ fn engine_registers_reject_unknown_addresses() {
     assert_eq!(e.write(0x10, 1), Err(EngineError::BadRegister(0x10)));
     assert_eq!(e.read(0xF01), Err(EngineError::BadRegister(0xF01)));
     assert_eq!(e.read(rctb_core::wire::surf::REG_CONTROL), Ok(0));
+}
+
+/// rxe's active MTU follows the netdev (1500 gives 1024): a configured 4096
+/// is clamped to the port's, and frames larger than one packet still arrive.
+#[test]
+fn path_mtu_is_clamped_to_the_ports_active_mtu() {
+    let mut r = rig_mtu(9, Mtu::Mtu1024);
+    let mut psn = rng(37);
+    let mut server = RoceServer::create(r.sim.transport(r.host), server_cfg(16, 4096), &mut psn).unwrap();
+    assert_eq!(server.path_mtu(&tc()), Mtu::Mtu1024);
+    let fpga_tc = TransportConfig::new(server.path_mtu(&tc()), RnrTimer::default(), 7, 7).unwrap();
+    let p = setup_connection(&mut r.engine, &server.host_params(), &fpga_tc, 1 << 20, &mut psn).unwrap();
+    server.complete_connection(p.qpn, &tc(), p.lkey).unwrap();
+    let c = Consumer { hold: 1, delay: Duration::ZERO };
+    assert_eq!(run(&mut r, &mut server, &stream(40), c, Duration::from_secs(2)), (0..40).collect::<Vec<u32>>());
 }
 
 #[test]

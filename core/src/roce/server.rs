@@ -9,9 +9,9 @@ use thiserror::Error;
 use super::config::{GidIndex, ServerConfig, TransportConfig};
 use crate::time::Instant;
 use crate::transport::{
-    Access, AddressVector, Completion, CqId, Gid, GidType, InitAttr, InvalidValue, MAX_24BIT, MrInfo, MrVisitor, PdId,
-    PortInfo, Psn, QpCaps, QpInfo, QpInit, QpTransition, Qpn, Readiness, RecvWr, RtrAttr, RtsAttr, Sge, Transport,
-    TransportError, WcOpcode, WcStatus,
+    Access, AddressVector, Completion, CqId, Gid, GidType, InitAttr, InvalidValue, MAX_24BIT, MrInfo, MrVisitor, Mtu,
+    PdId, PortInfo, Psn, QpCaps, QpInfo, QpInit, QpTransition, Qpn, Readiness, RecvWr, RtrAttr, RtsAttr, Sge,
+    Transport, TransportError, WcOpcode, WcStatus,
 };
 
 /// Completions taken from the CQ per `poll_cq` call (rogue's batch size).
@@ -79,8 +79,9 @@ pub struct Frame {
     channel: u8,
     ring_position: u32,
     len: u32,
-    /// The slab's MR: tells frames of different servers apart.
-    mr: u32,
+    /// The slab's MR id and rkey and the host QPN: tell frames of different
+    /// servers apart (best effort: handles are not globally unique).
+    owner: (u32, u32, u32),
 }
 
 impl Frame {
@@ -221,6 +222,10 @@ pub struct RoceServer<T: Transport> {
     qp: Option<QpInfo>,
     gid_index: u32,
     host_gid: Gid,
+    /// Kept after the QP is destroyed, for the status and frame ownership.
+    host_qpn: Qpn,
+    /// The port's active MTU: rxe's follows the netdev (1500 gives 1024).
+    active_mtu: Mtu,
     rq_psn: Psn,
     sq_psn: Psn,
     fpga: Option<(Qpn, u32)>,
@@ -336,6 +341,8 @@ impl<T: Transport> RoceServer<T> {
             qp: Some(qp),
             gid_index,
             host_gid,
+            host_qpn: qp.qpn,
+            active_mtu: port.active_mtu,
             rq_psn,
             sq_psn,
             fpga: None,
@@ -366,7 +373,7 @@ impl<T: Transport> RoceServer<T> {
     /// The values the FPGA engine's setup takes.
     pub fn host_params(&self) -> HostParams {
         HostParams {
-            qpn: self.qp.map_or(0, |q| q.qpn),
+            qpn: self.host_qpn,
             rq_psn: self.rq_psn,
             sq_psn: self.sq_psn,
             mr_addr: self.mr.addr,
@@ -376,7 +383,9 @@ impl<T: Transport> RoceServer<T> {
     }
 
     /// Finishes the host QP with the FPGA's QPN and lkey: pre-posts every slot
-    /// (wr_id = slot), then RTR and RTS as §1 fixes them. Callable once; a
+    /// (wr_id = slot), then RTR and RTS as §1 fixes them. The path MTU is the
+    /// smaller of `tc.pmtu()` and the port's active MTU (give the FPGA the
+    /// same, see [`path_mtu`](Self::path_mtu)). Callable once; a
     /// failed call is not retried (the QP may hold posted receives), so a
     /// second call is [`RoceError::AlreadyConnected`] either way.
     pub fn complete_connection(
@@ -408,7 +417,8 @@ impl<T: Transport> RoceServer<T> {
         self.t.modify_qp(
             qp,
             &QpTransition::Rtr(RtrAttr {
-                path_mtu: tc.pmtu(),
+                // A path MTU above the port's active MTU fails on rxe.
+                path_mtu: tc.pmtu().min(self.active_mtu),
                 dest_qpn: fpga_qpn,
                 // The first PSN the FPGA sends is its RTS sq_psn = host SQ PSN.
                 rq_psn: self.sq_psn,
@@ -451,11 +461,18 @@ impl<T: Transport> RoceServer<T> {
             let mut batch = std::mem::take(&mut self.scratch);
             batch.clear();
             let n = self.t.poll_cq(cq, POLL_BATCH, &mut batch);
+            // Every completion of the batch is handled even if one re-post
+            // fails, so no slot is lost; the first error is reported.
             let result = n.map_err(RoceError::from).and_then(|_| {
+                let mut first = Ok(());
                 for c in &batch {
-                    self.on_completion(c, out)?;
+                    if let Err(e) = self.on_completion(c, out) {
+                        if first.is_ok() {
+                            first = Err(e);
+                        }
+                    }
                 }
-                Ok(())
+                first
             });
             let got = batch.len();
             self.scratch = batch;
@@ -505,7 +522,7 @@ impl<T: Transport> RoceServer<T> {
             channel: (imm & 0xFF) as u8,
             ring_position: imm >> 8,
             len: c.byte_len,
-            mr: self.mr.id.0,
+            owner: self.owner(),
         });
         Ok(())
     }
@@ -542,8 +559,12 @@ impl<T: Transport> RoceServer<T> {
         }
     }
 
+    fn owner(&self) -> (u32, u32, u32) {
+        (self.mr.id.0, self.mr.rkey, self.host_qpn)
+    }
+
     fn check_frame(&self, frame: &Frame) -> Result<(), RoceError> {
-        let owned = frame.mr == self.mr.id.0 && !self.freed && self.held.get(frame.slot as usize) == Some(&true);
+        let owned = frame.owner == self.owner() && !self.freed && self.held.get(frame.slot as usize) == Some(&true);
         if owned { Ok(()) } else { Err(RoceError::ForeignFrame { slot: frame.slot }) }
     }
 
@@ -635,6 +656,11 @@ impl<T: Transport> RoceServer<T> {
 
     pub fn config(&self) -> &ServerConfig {
         &self.cfg
+    }
+
+    /// The path MTU `complete_connection` uses for `tc`.
+    pub fn path_mtu(&self, tc: &TransportConfig) -> Mtu {
+        tc.pmtu().min(self.active_mtu)
     }
 
     /// The GID index in use (detected when the config said `Auto`).
