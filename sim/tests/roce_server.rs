@@ -305,6 +305,45 @@ fn engine_setup_rolls_back_in_reverse_on_failure() {
     assert_eq!(r.sim.live_resources(), before);
 }
 
+/// Bad input is refused before the first register write: no soft reset, no
+/// TX word, no object.
+#[test]
+fn engine_setup_validates_before_writing() {
+    let mut r = rig(10);
+    let mut psn = rng(41);
+    let server = RoceServer::create(r.sim.transport(r.host), server_cfg(8, 1024), &mut psn).unwrap();
+    let before = r.sim.live_resources();
+    for bad in
+        [HostParams { qpn: 1 << 24, ..server.host_params() }, HostParams { mr_len: 1 << 32, ..server.host_params() }]
+    {
+        assert!(matches!(setup_connection(&mut r.engine, &bad, &tc(), 4096, &mut psn), Err(SetupError::Invalid(_))));
+    }
+    assert!(matches!(
+        setup_connection(&mut r.engine, &server.host_params(), &tc(), 0, &mut psn),
+        Err(SetupError::Invalid(_))
+    ));
+    for i in 0..rctb_core::wire::surf::TX_REGS as u32 {
+        assert_eq!(r.engine.read(rctb_core::wire::surf::REG_TX + 4 * i), Ok(0));
+    }
+    assert_eq!(r.sim.live_resources(), before);
+}
+
+/// The fix of rogue PR #1268: setup starts with a soft reset, so setting up
+/// again without a teardown (a reloaded host) replaces the old session.
+#[test]
+fn setup_without_teardown_soft_resets_the_previous_session() {
+    let mut r = rig(11);
+    let (mut first, _) = connect(&mut r, server_cfg(8, 4096), 43);
+    let c = Consumer { hold: 1, delay: Duration::ZERO };
+    assert_eq!(run(&mut r, &mut first, &stream(10), c, Duration::from_secs(2)).len(), 10);
+    drop(first);
+    let with_engine = r.sim.live_resources();
+    let (mut second, _) = connect(&mut r, server_cfg(8, 4096), 47);
+    assert_eq!(run(&mut r, &mut second, &stream(10), c, Duration::from_secs(2)).len(), 10);
+    drop(second);
+    assert_eq!(r.sim.live_resources(), with_engine, "the old engine objects are gone");
+}
+
 #[test]
 fn engine_registers_reject_unknown_addresses() {
     let r = rig(8);
