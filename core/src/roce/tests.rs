@@ -40,20 +40,23 @@ enum FailAt {
     Never,
 }
 
+/// The device the mock transport reports.
+fn device_info() -> DeviceInfo {
+    DeviceInfo {
+        name: "mock0".into(),
+        max_qp_wr: 1024,
+        max_sge: 4,
+        max_cqe: 1024,
+        max_mr_size: 1 << 40,
+        max_qp_rd_atom: 16,
+        max_qp_init_rd_atom: 16,
+    }
+}
+
 fn mock(fail: FailAt) -> MockTransport {
     let err = || TransportError::Exhausted { verb: Verb::AllocPd, what: "injected" };
     let mut t = MockTransport::new();
-    t.expect_device().returning(|| {
-        Ok(DeviceInfo {
-            name: "mock0".into(),
-            max_qp_wr: 1024,
-            max_sge: 4,
-            max_cqe: 1024,
-            max_mr_size: 1 << 40,
-            max_qp_rd_atom: 16,
-            max_qp_init_rd_atom: 16,
-        })
-    });
+    t.expect_device().returning(|| Ok(device_info()));
     t.expect_port().returning(|_| Ok(port_info()));
     let on = move |at: FailAt| fail == at;
     t.expect_alloc_pd().times(1).returning(move || if on(FailAt::Pd) { Err(err()) } else { Ok(PdId(1)) });
@@ -139,17 +142,7 @@ fn create_detects_gid_and_draws_24_bit_psns() {
 fn zero_gid_and_missing_gid_are_refused_before_any_allocation() {
     for (gid, want) in [(GidIndex::Index(3), 3), (GidIndex::Index(300), 300)] {
         let mut t = MockTransport::new();
-        t.expect_device().returning(|| {
-            Ok(DeviceInfo {
-                name: "mock0".into(),
-                max_qp_wr: 1024,
-                max_sge: 4,
-                max_cqe: 1024,
-                max_mr_size: 1 << 40,
-                max_qp_rd_atom: 16,
-                max_qp_init_rd_atom: 16,
-            })
-        });
+        t.expect_device().returning(|| Ok(device_info()));
         t.expect_port().returning(|_| Ok(port_info()));
         let err = RoceServer::create(t, cfg(gid), &mut psns()).unwrap_err();
         assert_eq!(err, RoceError::ZeroGid { index: want, port: 1 });
