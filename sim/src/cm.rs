@@ -182,24 +182,10 @@ pub(crate) fn handle(w: &mut World, from: NodeIdx, to: NodeIdx, msg: CmMsg) {
             let (qp, ip, mtu, local_psn, retry, rnr) =
                 (c.qp, c.remote_ip, c.mtu, c.local_psn, c.retry_count, c.rnr_retry_count);
             let Some(qp) = qp else { return };
-            let mut comps = std::mem::take(w.comps());
             // Our outstanding reads are bounded by what the peer will take.
-            let ok = connect_qp(
-                &mut w.nodes[to],
-                qp,
-                ip,
-                mtu,
-                qpn,
-                psn,
-                local_psn,
-                responder_resources,
-                initiator_depth,
-                retry,
-                rnr,
-                &mut comps,
-            );
-            *w.comps() = comps;
-            w.route_completions(to);
+            let ok = w.on_node(to, |n, comps| {
+                connect_qp(n, qp, ip, mtu, qpn, psn, local_psn, responder_resources, initiator_depth, retry, rnr, comps)
+            });
             let c = w.nodes[to].conns.get_mut(&dst_conn).expect("checked above");
             if ok.is_ok() {
                 c.state = ConnState::Established;
@@ -252,13 +238,12 @@ pub(crate) fn disconnect_local(w: &mut World, node: NodeIdx, conn: ConnId, notif
     c.state = ConnState::Closed;
     let (qp, peer) = (c.qp, c.peer);
     if let Some(qp) = qp {
-        let ip = n.cfg.ip;
-        let mut comps = std::mem::take(w.comps());
-        if let Some(q) = w.nodes[node].qps.get_mut(qp.0) {
-            let _ = q.modify(&QpTransition::Err, ip, &mut comps);
-        }
-        *w.comps() = comps;
-        w.route_completions(node);
+        w.on_node(node, |n, comps| {
+            let ip = n.cfg.ip;
+            if let Some(q) = n.qps.get_mut(qp.0) {
+                let _ = q.modify(&QpTransition::Err, ip, comps);
+            }
+        });
         w.after_qp_change(node, qp);
     }
     w.push_cm_event(node, CmEvent::Disconnected { conn });

@@ -4,7 +4,6 @@
 //! share one world on one thread.
 
 use std::cell::RefCell;
-use std::net::SocketAddrV4;
 use std::rc::Rc;
 
 use rctb_core::time::Instant;
@@ -61,14 +60,11 @@ impl SimTransport {
         f: impl FnOnce(&mut RcQp, &crate::memory::Memory, std::net::Ipv4Addr, &mut Vec<crate::rc::RoutedCompletion>) -> R,
     ) -> Result<R> {
         let mut w = self.world.borrow_mut();
-        let w = &mut *w;
-        let mut comps = std::mem::take(w.comps());
-        let n = &mut w.nodes[self.node];
-        let ip = n.cfg.ip;
-        let q = n.qps.get_mut(qp.0).ok_or_else(|| TransportError::handle(verb, qp))?;
-        let r = f(q, &n.mem, ip, &mut comps);
-        *w.comps() = comps;
-        w.route_completions(self.node);
+        let r = w.on_node(self.node, |n, comps| {
+            let ip = n.cfg.ip;
+            let q = n.qps.get_mut(qp.0).ok_or_else(|| TransportError::handle(verb, qp))?;
+            Ok(f(q, &n.mem, ip, comps))
+        })?;
         w.after_qp_change(self.node, qp);
         Ok(r)
     }
@@ -365,14 +361,11 @@ impl Transport for SimTransport {
         let mut w = self.world.borrow_mut();
         let w = &mut *w;
         let now = w.now;
-        let mut comps = std::mem::take(w.comps());
-        cm::init_qp(&mut w.nodes[self.node], info.id, &mut comps);
-        *w.comps() = comps;
+        w.on_node(self.node, |n, comps| cm::init_qp(n, info.id, comps));
         let n = &mut w.nodes[self.node];
         let conn = ConnId(n.alloc_id());
         let local_psn = n.random_psn();
         let mtu = n.cfg.mtu;
-        let SocketAddrV4 { .. } = params.remote;
         n.conns.insert(
             conn,
             Conn {
@@ -432,30 +425,17 @@ impl Transport for SimTransport {
         let info = self.create_qp(&params.qp).map_err(|e| rewrap(e, Verb::CmAccept))?;
         let mut w = self.world.borrow_mut();
         let w = &mut *w;
-        let mut comps = std::mem::take(w.comps());
-        let n = &mut w.nodes[self.node];
-        cm::init_qp(n, info.id, &mut comps);
-        let c = n.conns.get(&conn).expect("checked above");
+        let c = w.nodes[self.node].conns.get(&conn).expect("checked above");
         let (ip, mtu, rqpn, rpsn, lpsn, retry, peer) =
             (c.remote_ip, c.mtu, c.remote_qpn, c.remote_psn, c.local_psn, c.retry_count, c.peer);
         // The initiator depth we may use is bounded by what the peer offered.
         let initiator_depth = params.initiator_depth.min(c.responder_resources);
-        let res = cm::connect_qp(
-            n,
-            info.id,
-            ip,
-            mtu,
-            rqpn,
-            rpsn,
-            lpsn,
-            params.responder_resources,
-            initiator_depth,
-            retry,
-            params.rnr_retry_count,
-            &mut comps,
-        );
-        *w.comps() = comps;
-        w.route_completions(self.node);
+        let (responder_resources, rnr_retry) = (params.responder_resources, params.rnr_retry_count);
+        let res = w.on_node(self.node, |n, comps| {
+            cm::init_qp(n, info.id, comps);
+            let (qp, rd, ird) = (info.id, responder_resources, initiator_depth);
+            cm::connect_qp(n, qp, ip, mtu, rqpn, rpsn, lpsn, rd, ird, retry, rnr_retry, comps)
+        });
         if let Err(rule) = res {
             return Err(TransportError::invalid(Verb::CmAccept, "qp", info.qpn as u64, rule));
         }

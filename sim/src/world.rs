@@ -330,8 +330,19 @@ impl World {
         self.comps = comps;
     }
 
-    pub fn comps(&mut self) -> &mut Vec<RoutedCompletion> {
-        &mut self.comps
+    /// Runs `f` on node `node` with the completion buffer, then delivers what
+    /// it completed to the node's CQs. Every change a verb or CM message
+    /// makes to a node's QPs goes through here.
+    pub fn on_node<R>(
+        &mut self,
+        node: NodeIdx,
+        f: impl FnOnce(&mut crate::node::Node, &mut Vec<RoutedCompletion>) -> R,
+    ) -> R {
+        let mut comps = std::mem::take(&mut self.comps);
+        let r = f(&mut self.nodes[node], &mut comps);
+        self.comps = comps;
+        self.route_completions(node);
+        r
     }
 
     fn qp_timer(&mut self, node: NodeIdx, qp: QpId) {

@@ -12,7 +12,7 @@
 use std::net::Ipv4Addr;
 
 use pcap_file::pcap::PcapReader;
-use rctb_core::wire::roce::{AckKind, RoceError, RoceFrame};
+use rctb_core::wire::roce::{RoceError, RoceFrame};
 use serde::Serialize;
 
 /// One frame of a capture.
@@ -135,15 +135,6 @@ impl Frame {
     }
 }
 
-fn aeth_kind(kind: AckKind) -> String {
-    match kind {
-        AckKind::Ack { .. } => "ACK".into(),
-        AckKind::RnrNak { timer } => format!("RNR NAK timer {timer}"),
-        AckKind::Nak(code) => format!("NAK {}", code.name()),
-        AckKind::Reserved => "reserved".into(),
-    }
-}
-
 /// Decodes one captured frame; `orig_len` is its length on the wire.
 pub fn frame(number: u64, data: &[u8], orig_len: u32) -> Frame {
     match RoceFrame::decode(data) {
@@ -162,7 +153,7 @@ pub fn frame(number: u64, data: &[u8], orig_len: u32) -> Frame {
             reth_len: f.ext.reth.map(|r| r.dma_len),
             aeth_syndrome: f.ext.aeth.map(|a| a.syndrome),
             aeth_msn: f.ext.aeth.map(|a| a.msn),
-            aeth_kind: f.ext.aeth.map(|a| aeth_kind(a.kind())),
+            aeth_kind: f.ext.aeth.map(|a| a.kind().to_string()),
             imm: f.ext.imm,
             payload_len: Some(f.payload.len()),
             icrc_ok: Some(f.icrc_ok()),

@@ -15,7 +15,7 @@ use std::net::Ipv4Addr;
 
 use pcap_file::pcap::PcapReader;
 use rctb_core::transport::Psn;
-use rctb_core::wire::roce::{AckKind, RoceFrame};
+use rctb_core::wire::roce::RoceFrame;
 
 /// One frame of a connection, normalized.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -80,15 +80,6 @@ pub enum TraceError {
     Pcap(#[from] pcap_file::PcapError),
 }
 
-fn aeth_kind(kind: AckKind) -> String {
-    match kind {
-        AckKind::Ack { .. } => "ACK".into(),
-        AckKind::RnrNak { timer } => format!("RNR-NAK timer {timer}"),
-        AckKind::Nak(code) => format!("NAK {}", code.name()),
-        AckKind::Reserved => "reserved".into(),
-    }
-}
-
 /// The RC connections of a pcap, in order of first appearance. Frames that
 /// are not RoCEv2 RC (ARP, CM MADs on QP1) are skipped.
 pub fn connections(pcap: &[u8]) -> Result<Vec<Connection>, TraceError> {
@@ -122,7 +113,7 @@ pub fn connections(pcap: &[u8]) -> Result<Vec<Connection>, TraceError> {
             payload: frame.payload.len(),
             reth_len: frame.ext.reth.map(|r| r.dma_len),
             imm: frame.ext.imm.is_some(),
-            aeth: frame.ext.aeth.map(|a| (aeth_kind(a.kind()), a.msn)),
+            aeth: frame.ext.aeth.map(|a| (a.kind().to_string(), a.msn)),
         });
     }
     Ok(conns.into_iter().map(|(c, _)| c).collect())

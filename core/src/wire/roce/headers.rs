@@ -321,6 +321,18 @@ pub enum AckKind {
     Nak(NakCode),
 }
 
+impl fmt::Display for AckKind {
+    /// "ACK", "RNR NAK timer N" or "NAK <code>".
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            AckKind::Ack { .. } => f.write_str("ACK"),
+            AckKind::RnrNak { timer } => write!(f, "RNR NAK timer {timer}"),
+            AckKind::Nak(code) => write!(f, "NAK {}", code.name()),
+            AckKind::Reserved => f.write_str("reserved"),
+        }
+    }
+}
+
 impl Aeth {
     pub fn ack(msn: u32) -> Self {
         // rxe sends credit code 0x1F ("invalid": credits not used).
