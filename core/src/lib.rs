@@ -8,6 +8,7 @@
 
 #[doc(hidden)]
 pub mod fuzzing;
+pub mod nvmeof;
 pub mod roce;
 pub mod time;
 pub mod transport;

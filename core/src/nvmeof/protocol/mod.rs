@@ -1,0 +1,96 @@
+//! NVMe, NVMe-oF and NVMe/RDMA wire layouts (PROTOCOLS.md §2; Linux
+//! `nvme.h`/`nvme-rdma.h`, SPDK `nvmf_spec.h`).
+//!
+//! Every structure is a plain value with `decode(&[u8]) -> Result<Self, _>`
+//! and `encode` (to a fixed-size array or a caller's buffer), so fuzz targets
+//! and the packet decoder can call them directly. Decoders never panic; bad
+//! input is a [`ProtocolError`] naming the structure, the field and the rule.
+//! This module owns no queue and no transport: see `nvmeof::queue` for that.
+
+mod cm;
+mod command;
+mod completion;
+mod connect;
+mod discovery;
+mod error;
+mod identify;
+mod registers;
+mod sgl;
+
+pub use cm::*;
+pub use command::*;
+pub use completion::*;
+pub use connect::*;
+pub use discovery::*;
+pub use error::*;
+pub use identify::*;
+pub use registers::*;
+pub use sgl::*;
+
+#[cfg(test)]
+mod tests;
+
+/// IANA service port of NVMe over Fabrics on RDMA.
+pub const NVME_RDMA_PORT: u16 = 4420;
+/// Depth of the admin queue the initiator asks for.
+pub const ADMIN_QUEUE_DEPTH: u16 = 32;
+/// Smallest and largest queue depth (command ids are 0..depth-2).
+pub const MIN_QUEUE_DEPTH: u16 = 2;
+pub const MAX_QUEUE_DEPTH: u16 = 256;
+/// Size of a command capsule without in-capsule data, and of a response.
+pub const COMMAND_LEN: usize = 64;
+pub const COMPLETION_LEN: usize = 16;
+/// Size of the Identify data structures and of Fabrics Connect data.
+pub const IDENTIFY_LEN: usize = 4096;
+pub const CONNECT_DATA_LEN: usize = 1024;
+/// The well-known NQN of a discovery subsystem.
+pub const DISCOVERY_NQN: &str = "nqn.2014-08.org.nvmexpress.discovery";
+
+/// Largest transfer of one command: `min(2^24 - 1, page_size << mdts)`;
+/// MDTS 0 means no limit beyond the keyed SGL's 24-bit length.
+pub fn max_transfer(page_size: u64, mdts: u8) -> u64 {
+    let sgl = MAX_KEYED_SGL_LENGTH as u64;
+    if mdts == 0 {
+        return sgl;
+    }
+    page_size.checked_shl(mdts as u32).filter(|v| *v >> mdts == page_size).map_or(sgl, |v| v.min(sgl))
+}
+
+pub(crate) fn u16_at(b: &[u8], at: usize) -> u16 {
+    u16::from_le_bytes([b[at], b[at + 1]])
+}
+pub(crate) fn u32_at(b: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes(b[at..at + 4].try_into().expect("4 bytes"))
+}
+pub(crate) fn u64_at(b: &[u8], at: usize) -> u64 {
+    u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"))
+}
+pub(crate) fn put_u16(b: &mut [u8], at: usize, v: u16) {
+    b[at..at + 2].copy_from_slice(&v.to_le_bytes());
+}
+pub(crate) fn put_u32(b: &mut [u8], at: usize, v: u32) {
+    b[at..at + 4].copy_from_slice(&v.to_le_bytes());
+}
+pub(crate) fn put_u64(b: &mut [u8], at: usize, v: u64) {
+    b[at..at + 8].copy_from_slice(&v.to_le_bytes());
+}
+
+/// A fixed-width ASCII field (space- or NUL-padded), trimmed.
+pub(crate) fn text_at(b: &[u8], range: std::ops::Range<usize>) -> String {
+    let raw = &b[range];
+    let end = raw.iter().position(|&c| c == 0).unwrap_or(raw.len());
+    String::from_utf8_lossy(&raw[..end]).trim_end().to_string()
+}
+
+/// Writes `s` into a fixed-width field padded with `pad`, truncating.
+pub(crate) fn put_text(b: &mut [u8], range: std::ops::Range<usize>, s: &str, pad: u8) {
+    let field = &mut b[range];
+    field.fill(pad);
+    let n = s.len().min(field.len());
+    field[..n].copy_from_slice(&s.as_bytes()[..n]);
+}
+
+/// Checks that `bytes` holds at least `need` bytes of `what`.
+pub(crate) fn need(what: &'static str, bytes: &[u8], need: usize) -> Result<(), ProtocolError> {
+    if bytes.len() < need { Err(ProtocolError::Short { what, len: bytes.len(), need }) } else { Ok(()) }
+}

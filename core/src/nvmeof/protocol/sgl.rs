@@ -1,0 +1,111 @@
+//! SGL descriptors of a command's data pointer (NVMe base spec §4.1.8;
+//! NVMe/RDMA uses keyed data blocks, and offset data blocks for in-capsule
+//! data).
+
+use super::{ProtocolError, put_u32, put_u64, u32_at, u64_at};
+use crate::transport::MrInfo;
+
+/// Largest length of one keyed SGL data block (24 bits).
+pub const MAX_KEYED_SGL_LENGTH: u32 = 0x00FF_FFFF;
+/// Descriptor type byte: keyed data block, address subtype.
+pub const SGL_KEYED_DATA_BLOCK: u8 = 0x40;
+/// Keyed data block whose key the target invalidates with its response.
+pub const SGL_KEYED_INVALIDATE: u8 = 0x4F;
+/// Data block, offset subtype: data inside the command capsule.
+pub const SGL_IN_CAPSULE: u8 = 0x01;
+/// Length of an SGL descriptor.
+pub const SGL_LEN: usize = 16;
+
+/// The first SGL descriptor of a command.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Sgl {
+    /// No data (all zero).
+    #[default]
+    None,
+    /// Remote memory of the host: `len` bytes at `addr` under `key`.
+    Keyed { addr: u64, len: u32, key: u32, invalidate: bool },
+    /// `len` bytes of in-capsule data at `offset` past the 64-byte command.
+    InCapsule { offset: u64, len: u32 },
+}
+
+impl Sgl {
+    /// A keyed data block; `len` must fit 24 bits.
+    pub fn keyed(addr: u64, len: u64, key: u32) -> Result<Self, ProtocolError> {
+        if len > MAX_KEYED_SGL_LENGTH as u64 {
+            return Err(ProtocolError::field("Sgl", "length", len, "a keyed SGL carries at most 2^24-1 bytes"));
+        }
+        Ok(Sgl::Keyed { addr, len: len as u32, key, invalidate: false })
+    }
+
+    /// A keyed data block over `len` bytes at `offset` of a registered
+    /// region, checked against the region's bounds.
+    pub fn for_region(mr: &MrInfo, offset: u64, len: u64) -> Result<Self, ProtocolError> {
+        match offset.checked_add(len) {
+            Some(end) if end <= mr.len => {}
+            _ => {
+                return Err(ProtocolError::field(
+                    "Sgl",
+                    "offset+length",
+                    offset.saturating_add(len),
+                    "exceeds the registered region",
+                ));
+            }
+        }
+        Sgl::keyed(mr.addr.wrapping_add(offset), len, mr.rkey)
+    }
+
+    /// Bytes of data the descriptor names.
+    pub fn len(&self) -> u32 {
+        match *self {
+            Sgl::None => 0,
+            Sgl::Keyed { len, .. } | Sgl::InCapsule { len, .. } => len,
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub fn encode(&self) -> [u8; SGL_LEN] {
+        let mut b = [0u8; SGL_LEN];
+        match *self {
+            Sgl::None => {}
+            Sgl::Keyed { addr, len, key, invalidate } => {
+                put_u64(&mut b, 0, addr);
+                b[8..11].copy_from_slice(&len.to_le_bytes()[..3]);
+                put_u32(&mut b, 11, key);
+                b[15] = if invalidate { SGL_KEYED_INVALIDATE } else { SGL_KEYED_DATA_BLOCK };
+            }
+            Sgl::InCapsule { offset, len } => {
+                put_u64(&mut b, 0, offset);
+                put_u32(&mut b, 8, len);
+                b[15] = SGL_IN_CAPSULE;
+            }
+        }
+        b
+    }
+
+    /// Decodes a descriptor: keyed data blocks (address subtype, with or
+    /// without invalidate), offset data blocks, or all-zero for none.
+    pub fn decode(b: &[u8]) -> Result<Self, ProtocolError> {
+        super::need("Sgl", b, SGL_LEN)?;
+        let kind = b[15];
+        match kind {
+            SGL_KEYED_DATA_BLOCK | SGL_KEYED_INVALIDATE => Ok(Sgl::Keyed {
+                addr: u64_at(b, 0),
+                len: u32::from_le_bytes([b[8], b[9], b[10], 0]),
+                key: u32_at(b, 11),
+                invalidate: kind == SGL_KEYED_INVALIDATE,
+            }),
+            SGL_IN_CAPSULE => Ok(Sgl::InCapsule { offset: u64_at(b, 0), len: u32_at(b, 8) }),
+            0 if b[..SGL_LEN].iter().all(|&x| x == 0) => Ok(Sgl::None),
+            // A zero-length keyed block is how Linux sends "no data" too.
+            _ => Err(ProtocolError::field(
+                "Sgl",
+                "type",
+                kind.into(),
+                "only keyed (0x40, 0x4F) and in-capsule (0x01) descriptors",
+            )),
+        }
+    }
+}
