@@ -6,12 +6,14 @@
 //! such, never as a fatal error. The JSON form has one object per frame,
 //! with absent headers omitted and numbers as JSON integers.
 //!
-//! Not decoded yet: RDMA CM MADs and the NVMe/RDMA capsules they and the
-//! SENDs carry (they arrive with the NVMe-oF initiator's wire parsers).
+//! CM MADs (UD SENDs to QP 1) are decoded too: message, communication ids,
+//! service id and port, QPN and starting PSN, reject reason. The decoder
+//! remembers which QPs connected to port 4420 (NVMe/RDMA).
 
 use std::net::Ipv4Addr;
 
 use pcap_file::pcap::PcapReader;
+use rctb_core::wire::cm::{CmMad, CmMessage, IpServiceId};
 use rctb_core::wire::roce::{RoceError, RoceFrame};
 use serde::Serialize;
 
@@ -59,9 +61,91 @@ pub struct Frame {
     pub payload_len: Option<usize>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub icrc_ok: Option<bool>,
+    /// A CM MAD this frame carries.
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub cm: Option<CmInfo>,
     /// Why a frame is not (fully) decoded.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
+}
+
+/// The fields of a CM MAD `rctb decode` reports.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct CmInfo {
+    /// "REQ", "REP", "RTU", "REJ", "MRA", "DREQ" or "DREP".
+    pub cm_message: &'static str,
+    pub cm_local_comm_id: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cm_remote_comm_id: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cm_service_id: Option<u64>,
+    /// The destination port of an IP-based service id (REQ).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cm_port: Option<u16>,
+    /// The sender's QPN (REQ, REP) or the peer's (DREQ).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cm_qpn: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cm_psn: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cm_reject_reason: Option<u16>,
+}
+
+impl CmInfo {
+    fn new(mad: &CmMad) -> CmInfo {
+        let mut info = CmInfo {
+            cm_message: mad.message.name(),
+            cm_local_comm_id: mad.message.local_comm_id(),
+            ..CmInfo::default()
+        };
+        match &mad.message {
+            CmMessage::Req(m) => {
+                info.cm_service_id = Some(m.service_id);
+                info.cm_port = IpServiceId::from_service_id(m.service_id).map(|id| id.port);
+                info.cm_qpn = Some(m.local_qpn);
+                info.cm_psn = Some(m.starting_psn);
+            }
+            CmMessage::Rep(m) => {
+                info.cm_remote_comm_id = Some(m.remote_comm_id);
+                info.cm_qpn = Some(m.local_qpn);
+                info.cm_psn = Some(m.starting_psn);
+            }
+            CmMessage::Rej(m) => {
+                info.cm_remote_comm_id = Some(m.remote_comm_id);
+                info.cm_reject_reason = Some(m.reason);
+            }
+            CmMessage::Mra(m) => info.cm_remote_comm_id = Some(m.remote_comm_id),
+            CmMessage::Rtu(m) | CmMessage::Drep(m) => info.cm_remote_comm_id = Some(m.remote_comm_id),
+            CmMessage::Dreq(m) => {
+                info.cm_remote_comm_id = Some(m.remote_comm_id);
+                info.cm_qpn = Some(m.remote_qpn);
+            }
+        }
+        info
+    }
+
+    fn line(&self) -> String {
+        let mut s = format!(" CM {} lcid={:#010x}", self.cm_message, self.cm_local_comm_id);
+        if let Some(r) = self.cm_remote_comm_id {
+            s.push_str(&format!(" rcid={r:#010x}"));
+        }
+        if let Some(id) = self.cm_service_id {
+            s.push_str(&format!(" sid={id:#018x}"));
+        }
+        if let Some(port) = self.cm_port {
+            s.push_str(&format!(" port={port}"));
+        }
+        if let Some(qpn) = self.cm_qpn {
+            s.push_str(&format!(" qpn={qpn:#08x}"));
+        }
+        if let Some(psn) = self.cm_psn {
+            s.push_str(&format!(" psn={psn:#08x}"));
+        }
+        if let Some(reason) = self.cm_reject_reason {
+            s.push_str(&format!(" reason={reason}"));
+        }
+        s
+    }
 }
 
 impl Frame {
@@ -87,6 +171,7 @@ impl Frame {
             imm: None,
             payload_len: None,
             icrc_ok: None,
+            cm: None,
             note,
         }
     }
@@ -130,6 +215,9 @@ impl Frame {
         if let Some(len) = self.payload_len {
             s.push_str(&format!(" payload={len}"));
         }
+        if let Some(cm) = &self.cm {
+            s.push_str(&cm.line());
+        }
         s.push_str(if self.icrc_ok == Some(true) { " ICRC ok" } else { " ICRC BAD" });
         s
     }
@@ -157,6 +245,10 @@ pub fn frame(number: u64, data: &[u8], orig_len: u32) -> Frame {
             imm: f.ext.imm,
             payload_len: Some(f.payload.len()),
             icrc_ok: Some(f.icrc_ok()),
+            cm: (f.bth.dest_qp == 1 && f.ext.deth.is_some())
+                .then(|| CmMad::decode(f.payload).ok())
+                .flatten()
+                .map(|mad| CmInfo::new(&mad)),
             ..Frame::bare(number, "rocev2", None)
         },
         Err(e) if (data.len() as u64) < orig_len as u64 => Frame::bare(

@@ -94,6 +94,64 @@ fn every_rocev2_frame_agrees_with_tshark() {
     }
 }
 
+/// Every CM MAD of the NVMe/RDMA capture: tshark's CM fields, per message
+/// type (tshark names each message's fields apart), against ours.
+#[test]
+fn every_cm_mad_agrees_with_tshark() {
+    let have = Command::new("tshark").arg("--version").output().is_ok_and(|o| o.status.success());
+    if !have {
+        assert!(std::env::var_os("CI").is_none(), "CI is set but tshark is not installed (.ci/run installs it)");
+        eprintln!("SKIP every_cm_mad_agrees_with_tshark: tshark is not installed");
+        return;
+    }
+    let path = format!("{}/../testdata/captures/nvme-rdma.pcap", env!("CARGO_MANIFEST_DIR"));
+    // (message, local comm id, remote comm id, qpn, psn, port) per frame.
+    let fields = [
+        "frame.number",
+        "infiniband.cm.req",
+        "infiniband.cm.rep",
+        "infiniband.cm.rtu.localcommid",
+        "infiniband.cm.dreq.localcommid",
+        "infiniband.cm.drsp.localcommid",
+        "infiniband.cm.rep.remotecommid",
+        "infiniband.cm.rtu.remotecommid",
+        "infiniband.cm.dreq.remotecommid",
+        "infiniband.cm.drsp.remotecommid",
+        "infiniband.cm.req.localqpn",
+        "infiniband.cm.rep.localqpn",
+        "infiniband.cm.req.startpsn",
+        "infiniband.cm.rep.startpsn",
+        "infiniband.cm.req.serviceid.dport",
+    ];
+    let mut cmd = Command::new("tshark");
+    cmd.args(["-r", &path, "-Y", "infiniband.mad", "-T", "fields", "-E", "occurrence=f"]);
+    for f in fields {
+        cmd.args(["-e", f]);
+    }
+    let out = cmd.output().expect("tshark runs");
+    assert!(out.status.success(), "tshark: {}", String::from_utf8_lossy(&out.stderr));
+    let ours = decode::pcap(&capture("nvme-rdma.pcap")).expect("decodes");
+    let first = |t: &[&str], range: std::ops::Range<usize>| range.filter_map(|i| number(t[i])).next();
+    let mut compared = 0;
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        let t: Vec<&str> = line.split('\t').collect();
+        let n = number(t[0]).expect("frame number") as usize;
+        let cm = ours[n - 1].cm.as_ref().unwrap_or_else(|| panic!("frame {n}: tshark sees a CM MAD, we do not"));
+        let message = ["REQ", "REP", "RTU", "DREQ", "DREP"][(1..6).find(|&i| !t[i].is_empty()).expect("a message") - 1];
+        assert_eq!(cm.cm_message, message, "frame {n}");
+        assert_eq!(Some(u64::from(cm.cm_local_comm_id)), first(&t, 1..6), "frame {n}: local comm id");
+        assert_eq!(cm.cm_remote_comm_id.map(u64::from), first(&t, 6..10), "frame {n}: remote comm id");
+        if message != "DREQ" {
+            assert_eq!(cm.cm_qpn.map(u64::from), first(&t, 10..12), "frame {n}: qpn");
+        }
+        assert_eq!(cm.cm_psn.map(u64::from), first(&t, 12..14), "frame {n}: starting psn");
+        assert_eq!(cm.cm_port.map(u64::from), number(t[14]), "frame {n}: service id port");
+        compared += 1;
+    }
+    let mads = ours.iter().filter(|f| f.cm.is_some()).count();
+    assert_eq!((compared, mads), (14, 14), "tshark and rctb agree on which frames are CM MADs");
+}
+
 #[test]
 fn decoded_rxe_capture_snapshot() {
     let frames = decode::pcap(&capture("rxe-send-write.pcap")).unwrap();
