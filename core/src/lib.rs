@@ -9,6 +9,7 @@
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod nvmeof;
+pub mod rcsession;
 pub mod roce;
 pub mod time;
 pub mod transport;

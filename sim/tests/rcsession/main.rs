@@ -1,0 +1,8 @@
+//! The RC session server (`rctb_core::rcsession`) on the simulator: the
+//! data phase end to end, every status code, the security rules, and a
+//! proptest state-machine test of the session state chart.
+
+mod basic;
+mod model;
+mod rig;
+mod security;
