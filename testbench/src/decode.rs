@@ -8,13 +8,20 @@
 //!
 //! CM MADs (UD SENDs to QP 1) are decoded too: message, communication ids,
 //! service id and port, QPN and starting PSN, reject reason. The decoder
-//! remembers which QPs connected to port 4420 (NVMe/RDMA).
+//! remembers which QPs connected to port 4420 (NVMe/RDMA): their CM private
+//! data is decoded as NVMe/RDMA's, the SENDs to the target's QP as command
+//! capsules and the SENDs to the host's QP as completions, with the parsers
+//! of `rctb_core::nvmeof::protocol`.
 
+use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
 
 use pcap_file::pcap::PcapReader;
-use rctb_core::wire::cm::{CmMad, CmMessage, IpServiceId};
-use rctb_core::wire::roce::{RoceError, RoceFrame};
+use rctb_core::nvmeof::protocol::{
+    CmAccept, CmReject, CmRequest, Command, Completion, OPC_FABRICS, OPC_READ, OPC_WRITE,
+};
+use rctb_core::wire::cm::{CmMad, CmMessage, IpCmHeader, IpServiceId};
+use rctb_core::wire::roce::{Opcode, RoceError, RoceFrame};
 use serde::Serialize;
 
 /// One frame of a capture.
@@ -64,6 +71,9 @@ pub struct Frame {
     /// A CM MAD this frame carries.
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
     pub cm: Option<CmInfo>,
+    /// NVMe/RDMA: CM private data, a command capsule or a completion.
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub nvme: Option<NvmeInfo>,
     /// Why a frame is not (fully) decoded.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
@@ -172,6 +182,7 @@ impl Frame {
             payload_len: None,
             icrc_ok: None,
             cm: None,
+            nvme: None,
             note,
         }
     }
@@ -218,12 +229,260 @@ impl Frame {
         if let Some(cm) = &self.cm {
             s.push_str(&cm.line());
         }
+        if let Some(nvme) = &self.nvme {
+            s.push_str(&nvme.line());
+        }
         s.push_str(if self.icrc_ok == Some(true) { " ICRC ok" } else { " ICRC BAD" });
         s
     }
 }
 
-/// Decodes one captured frame; `orig_len` is its length on the wire.
+/// NVMe/RDMA fields `rctb decode` reports: connect private data, command
+/// capsule or completion (numbers as on the wire; NLB is 0's based).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct NvmeInfo {
+    /// The queue this frame belongs to (from the CM request's private data).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nvme_qid: Option<u16>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nvme_pd_hrqsize: Option<u16>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nvme_pd_hsqsize: Option<u16>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nvme_pd_cntlid: Option<u16>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nvme_pd_crqsize: Option<u16>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nvme_pd_reject: Option<u16>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nvme_opcode: Option<u8>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nvme_cid: Option<u16>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nvme_nsid: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nvme_fctype: Option<u8>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nvme_slba: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nvme_nlb: Option<u16>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sgl_type: Option<u8>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sgl_subtype: Option<u8>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sgl_addr: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sgl_len: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sgl_key: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cqe_cid: Option<u16>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cqe_sqhd: Option<u16>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cqe_sqid: Option<u16>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cqe_sc: Option<u8>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cqe_sct: Option<u8>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cqe_dnr: Option<bool>,
+    /// Why NVMe bytes did not parse.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nvme_error: Option<String>,
+}
+
+impl NvmeInfo {
+    fn capsule(qid: u16, payload: &[u8]) -> NvmeInfo {
+        let mut info = NvmeInfo { nvme_qid: Some(qid), ..NvmeInfo::default() };
+        let c = match Command::decode(payload) {
+            Ok(c) => c,
+            Err(e) => return NvmeInfo { nvme_error: Some(e.to_string()), ..info },
+        };
+        info.nvme_opcode = Some(c.opcode);
+        info.nvme_cid = Some(c.cid);
+        if c.opcode == OPC_FABRICS {
+            info.nvme_fctype = Some(c.fctype());
+        } else {
+            info.nvme_nsid = Some(c.nsid);
+        }
+        if qid != 0 && matches!(c.opcode, OPC_READ | OPC_WRITE) {
+            info.nvme_slba = Some(u64::from(c.cdw[0]) | (u64::from(c.cdw[1]) << 32));
+            info.nvme_nlb = Some(c.cdw[2] as u16);
+        }
+        // The descriptor as the wire has it (the typed SGL re-encodes to
+        // exactly these bytes): type in the high nibble of byte 15.
+        let raw = c.sgl.encode();
+        info.sgl_type = Some(raw[15] >> 4);
+        info.sgl_subtype = Some(raw[15] & 0x0F);
+        info.sgl_addr = Some(u64::from_le_bytes(raw[..8].try_into().unwrap_or_default()));
+        if raw[15] >> 4 == 0x4 {
+            info.sgl_len = Some(u32::from_le_bytes([raw[8], raw[9], raw[10], 0]));
+            info.sgl_key = Some(u32::from_le_bytes([raw[11], raw[12], raw[13], raw[14]]));
+        } else {
+            info.sgl_len = Some(u32::from_le_bytes([raw[8], raw[9], raw[10], raw[11]]));
+        }
+        info
+    }
+
+    fn completion(qid: u16, payload: &[u8]) -> NvmeInfo {
+        let info = NvmeInfo { nvme_qid: Some(qid), ..NvmeInfo::default() };
+        match Completion::decode(payload) {
+            Ok(c) => {
+                let status = c.status();
+                NvmeInfo {
+                    cqe_cid: Some(c.cid),
+                    cqe_sqhd: Some(c.sq_head),
+                    cqe_sqid: Some(c.sq_id),
+                    cqe_sc: Some(status.sc),
+                    cqe_sct: Some(status.sct),
+                    cqe_dnr: Some(status.dnr),
+                    ..info
+                }
+            }
+            Err(e) => NvmeInfo { nvme_error: Some(e.to_string()), ..info },
+        }
+    }
+
+    fn line(&self) -> String {
+        let mut s = String::new();
+        let mut put = |name: &str, v: Option<String>| {
+            if let Some(v) = v {
+                s.push_str(&format!(" {name}={v}"));
+            }
+        };
+        put("qid", self.nvme_qid.map(|v| v.to_string()));
+        put("hrqsize", self.nvme_pd_hrqsize.map(|v| v.to_string()));
+        put("hsqsize", self.nvme_pd_hsqsize.map(|v| v.to_string()));
+        put("cntlid", self.nvme_pd_cntlid.map(|v| format!("{v:#06x}")));
+        put("crqsize", self.nvme_pd_crqsize.map(|v| v.to_string()));
+        put("reject", self.nvme_pd_reject.map(|v| v.to_string()));
+        put("opc", self.nvme_opcode.map(|v| format!("{v:#04x}")));
+        put("fctype", self.nvme_fctype.map(|v| format!("{v:#04x}")));
+        put("cid", self.nvme_cid.map(|v| format!("{v:#06x}")));
+        put("nsid", self.nvme_nsid.map(|v| v.to_string()));
+        put("slba", self.nvme_slba.map(|v| v.to_string()));
+        put("nlb", self.nvme_nlb.map(|v| v.to_string()));
+        put("sgl", self.sgl_type.zip(self.sgl_subtype).map(|(t, st)| format!("{t:x}/{st:x}")));
+        put("addr", self.sgl_addr.map(|v| format!("{v:#x}")));
+        put("len", self.sgl_len.map(|v| v.to_string()));
+        put("key", self.sgl_key.map(|v| format!("{v:#x}")));
+        put("cqe.cid", self.cqe_cid.map(|v| format!("{v:#06x}")));
+        put("sqhd", self.cqe_sqhd.map(|v| v.to_string()));
+        put("sqid", self.cqe_sqid.map(|v| v.to_string()));
+        put("sct", self.cqe_sct.map(|v| v.to_string()));
+        put("sc", self.cqe_sc.map(|v| format!("{v:#04x}")));
+        put("error", self.nvme_error.clone());
+        let dnr = self.cqe_dnr == Some(true);
+        if dnr {
+            s.push_str(" DNR");
+        }
+        if s.is_empty() { s } else { format!(" NVMe{s}") }
+    }
+}
+
+/// Which side of an NVMe/RDMA queue a QP is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Side {
+    /// SENDs to it are completions.
+    Host,
+    /// SENDs to it are command capsules.
+    Target,
+}
+
+/// The connection state `rctb decode` keeps across frames: which QPs (by
+/// address and QPN) belong to NVMe/RDMA queues, learnt from their CM
+/// REQ and REP.
+#[derive(Debug, Default)]
+pub struct Decoder {
+    /// REQs to port 4420 waiting for their REP, by the host's comm id.
+    pending: BTreeMap<u32, u16>,
+    queues: BTreeMap<(Ipv4Addr, u32), (Side, u16)>,
+}
+
+/// The NVMe/RDMA service port.
+pub const NVME_RDMA_PORT: u16 = 4420;
+
+impl Decoder {
+    pub fn new() -> Decoder {
+        Decoder::default()
+    }
+
+    /// Decodes the next frame of a capture.
+    pub fn frame(&mut self, number: u64, data: &[u8], orig_len: u32) -> Frame {
+        let mut out = frame(number, data, orig_len);
+        let Ok(f) = RoceFrame::decode(data) else { return out };
+        if let Some(cm) = f.ext.deth.and_then(|_| CmMad::decode(f.payload).ok()) {
+            out.nvme = self.cm(&cm, f.ip.src);
+        } else if matches!(
+            f.bth.opcode,
+            Opcode::SEND_ONLY | Opcode::SEND_FIRST | Opcode::SEND_ONLY_IMM | Opcode::SEND_ONLY_INV
+        ) && let Some(&(side, qid)) = self.queues.get(&(f.ip.dst, f.bth.dest_qp))
+        {
+            out.nvme = Some(match side {
+                Side::Target => NvmeInfo::capsule(qid, f.payload),
+                Side::Host => NvmeInfo::completion(qid, f.payload),
+            });
+        }
+        out
+    }
+
+    fn cm(&mut self, mad: &CmMad, src: Ipv4Addr) -> Option<NvmeInfo> {
+        let error =
+            |e: &dyn std::fmt::Display| Some(NvmeInfo { nvme_error: Some(e.to_string()), ..NvmeInfo::default() });
+        match &mad.message {
+            CmMessage::Req(req) => {
+                if IpServiceId::from_service_id(req.service_id).map(|id| id.port) != Some(NVME_RDMA_PORT) {
+                    return None;
+                }
+                let consumer = match IpCmHeader::split(&req.private_data) {
+                    Ok((_, consumer)) => consumer,
+                    Err(e) => return error(&e),
+                };
+                match CmRequest::decode(consumer) {
+                    Ok(pd) => {
+                        self.pending.insert(req.local_comm_id, pd.qid);
+                        self.queues.insert((src, req.local_qpn), (Side::Host, pd.qid));
+                        Some(NvmeInfo {
+                            nvme_qid: Some(pd.qid),
+                            nvme_pd_hrqsize: Some(pd.hrqsize),
+                            nvme_pd_hsqsize: Some(pd.hsqsize),
+                            nvme_pd_cntlid: Some(pd.cntlid),
+                            ..NvmeInfo::default()
+                        })
+                    }
+                    Err(e) => error(&e),
+                }
+            }
+            CmMessage::Rep(rep) => {
+                let qid = self.pending.remove(&rep.remote_comm_id)?;
+                self.queues.insert((src, rep.local_qpn), (Side::Target, qid));
+                match CmAccept::decode(&rep.private_data) {
+                    Ok(pd) => {
+                        Some(NvmeInfo { nvme_qid: Some(qid), nvme_pd_crqsize: Some(pd.crqsize), ..NvmeInfo::default() })
+                    }
+                    Err(e) => error(&e),
+                }
+            }
+            CmMessage::Rej(rej) => {
+                let qid = self.pending.remove(&rej.remote_comm_id)?;
+                match CmReject::decode(&rej.private_data) {
+                    Ok(pd) => Some(NvmeInfo {
+                        nvme_qid: Some(qid),
+                        nvme_pd_reject: Some(pd.status.code()),
+                        ..NvmeInfo::default()
+                    }),
+                    Err(e) => error(&e),
+                }
+            }
+            _ => None,
+        }
+    }
+}
+
+/// Decodes one captured frame on its own (no connection state: CM MADs
+/// decode, NVMe capsules need [`Decoder`]); `orig_len` is its length on the wire.
 pub fn frame(number: u64, data: &[u8], orig_len: u32) -> Frame {
     match RoceFrame::decode(data) {
         Ok(f) => Frame {
@@ -271,11 +530,12 @@ pub struct DecodeError(#[from] pcap_file::PcapError);
 pub fn pcap(bytes: &[u8]) -> Result<Vec<Frame>, DecodeError> {
     let mut reader = PcapReader::new(bytes)?;
     let mut out = Vec::new();
+    let mut decoder = Decoder::new();
     let mut number = 0;
     while let Some(packet) = reader.next_packet() {
         let packet = packet?;
         number += 1;
-        out.push(frame(number, &packet.data, packet.orig_len));
+        out.push(decoder.frame(number, &packet.data, packet.orig_len));
     }
     Ok(out)
 }
