@@ -145,6 +145,7 @@ fn stream(count: u64) -> StreamConfig {
         count,
         gap: Duration::ZERO,
         window: 16,
+        payload: Payload::Prbs,
     }
 }
 
@@ -396,7 +397,7 @@ proptest! {
     ) {
         let mut r = rig(seed);
         let (mut server, _) = connect(&mut r, server_cfg(depth, 2048), seed as u32);
-        let s = StreamConfig { channels, sizes, count, gap: Duration::from_micros(gap_us), window };
+        let s = StreamConfig { channels, sizes, count, gap: Duration::from_micros(gap_us), window, payload: Payload::Prbs };
         let consumer = Consumer { hold, delay: Duration::from_micros(delay_us) };
         let seen = run(&mut r, &mut server, &s, consumer, Duration::from_secs(120));
         prop_assert_eq!(&seen, &(0..count as u32).collect::<Vec<u32>>());

@@ -10,6 +10,8 @@
 //! - [`conformance`]: RC semantics cases, written once for every backend.
 //! - [`wiretrace`]: captures reduced to per-connection header sequences.
 //! - [`decode`]: a pcap's frames decoded one by one (`rctb decode`).
+//! - [`roce`]: `rctb roce-rx` / `rctb fpga-emu`, the hand-off between them,
+//!   and the server + FPGA model pair scenario streams run.
 //!
 //! The binary (`src/main.rs`) is a thin CLI over these.
 
@@ -21,6 +23,7 @@ pub mod expect;
 pub mod fuzzing;
 pub mod pattern;
 pub mod report;
+pub mod roce;
 pub mod runner;
 pub mod scenario;
 pub mod sweep;

@@ -68,6 +68,10 @@ enum Command {
     },
     /// List RDMA devices, their ports and GID tables.
     Devices,
+    /// The RoCEv2 receive server on a device: counters, rates, per-channel files.
+    RoceRx(rctb::roce::cli::RoceRxArgs),
+    /// A software FPGA engine streaming SEND_WITH_IMM frames (PRBS payload) to roce-rx.
+    FpgaEmu(rctb::roce::cli::FpgaEmuArgs),
     /// Decode the RoCEv2 frames of a pcap (BTH, RETH, AETH, ImmDt, ICRC).
     Decode {
         /// The capture (classic pcap: tcpdump, tshark -F pcap, or `rctb run --pcap`).
@@ -94,6 +98,8 @@ fn main() -> ExitCode {
         },
         Command::Devices => verbs::devices(),
         Command::Decode { pcap, json } => decode(&pcap, json),
+        Command::RoceRx(args) => rctb::roce::roce_rx(&args),
+        Command::FpgaEmu(args) => rctb::roce::fpga_emu(&args),
     }
 }
 

@@ -11,9 +11,11 @@
 //! [`detect_gid_index`] applies the same rule to a transport's port facts.
 
 mod config;
+pub mod prbs;
 mod server;
 
 pub use config::{GidIndex, MAX_RX_QUEUE_DEPTH, ServerConfig, ServerConfigBuilder, TransportConfig};
+pub use prbs::{prbs, prbs_check, prbs_fill};
 pub use server::{Channel, Frame, HostParams, RoceError, RoceServer, RxCounters, Status, detect_gid_index};
 
 #[cfg(test)]

@@ -42,21 +42,9 @@ pub const MASK_INIT: u32 = 25;
 pub const MASK_RTR: u32 = 0x12_9300;
 pub const MASK_RTS: u32 = 0x1_E601;
 
-/// The payload byte stream of frame `seq` on `channel`: a 32-bit LFSR
-/// (x^32 + x^22 + x^2 + x + 1) seeded from channel and sequence, so any byte
-/// of any frame can be checked without state.
-pub fn prbs(channel: u8, seq: u32, len: usize) -> Vec<u8> {
-    let mut s: u32 = (seq.wrapping_mul(0x9E37_79B9) ^ ((channel as u32) << 24) ^ 0xA5A5_5A5A) | 1;
-    let mut out = Vec::with_capacity(len);
-    while out.len() < len {
-        for _ in 0..8 {
-            let bit = (s >> 31) ^ (s >> 21) ^ (s >> 1) ^ s;
-            s = (s << 1) | (bit & 1);
-        }
-        out.push(s as u8);
-    }
-    out
-}
+/// The payload of frame `seq` on `channel` (PROTOCOLS-level contract kept in
+/// [`rctb_core::roce::prbs`], so receivers check it without the simulator).
+pub use rctb_core::roce::prbs;
 
 fn state_code(s: QpState) -> u8 {
     match s {
@@ -99,6 +87,18 @@ pub struct StreamConfig {
     pub count: u64,
     pub gap: Duration,
     pub window: u32,
+    pub payload: Payload,
+}
+
+/// What a frame carries.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Payload {
+    /// [`prbs`] of (channel, ring position): every byte can be checked.
+    #[default]
+    Prbs,
+    /// Whatever the staging region holds (zeros): no generation cost, for
+    /// throughput measurements where the receiver does not check data.
+    Unchecked,
 }
 
 impl StreamConfig {
@@ -151,6 +151,7 @@ pub struct FpgaEngine<T: Transport> {
     qps: BTreeMap<u32, EngineQp>,
     stream: Option<Stream>,
     scratch: Vec<Completion>,
+    frame: Vec<u8>,
 }
 
 impl<T: Transport> std::fmt::Debug for FpgaEngine<T> {
@@ -181,6 +182,7 @@ impl<T: Transport> FpgaEngine<T> {
             qps: BTreeMap::new(),
             stream: None,
             scratch: Vec::new(),
+            frame: Vec::new(),
         }
     }
 
@@ -429,7 +431,11 @@ impl<T: Transport> FpgaEngine<T> {
             let len = s.cfg.sizes[(i % s.cfg.sizes.len() as u64) as usize];
             let ring = (i as u32) & MAX_24BIT;
             let offset = (i % s.cfg.window as u64) * slot_len;
-            self.t.mr_write(mr.id, offset, &prbs(channel, ring, len as usize))?;
+            if s.cfg.payload == Payload::Prbs {
+                self.frame.resize(len as usize, 0);
+                rctb_core::roce::prbs_fill(channel, ring, &mut self.frame);
+                self.t.mr_write(mr.id, offset, &self.frame)?;
+            }
             let sge = [Sge::new(mr.id, offset, len)];
             let imm = (ring << 8) | channel as u32;
             self.t.post_send(q.qp.id, &SendWr::new(i, SendOp::SendWithImm { imm }, &sge))?;

@@ -1,0 +1,603 @@
+//! The connection hand-off between `rctb roce-rx` (the host) and
+//! `rctb fpga-emu` (the FPGA engine), in place of the register writes a host
+//! driver makes to a real FPGA.
+//!
+//! One message per line, `KIND key=value ...`, in this order:
+//!
+//! ```text
+//! host  qpn=0x000011 rq_psn=0x3a1b2c sq_psn=0x0c0ffe mr_addr=0x7f2a00000000 mr_len=1048576 rkey=0x00001234 gid=0000:0000:0000:0000:0000:ffff:0a0a:0001 pmtu=1024 max_payload=4096
+//! fpga  qpn=0x000012 lkey=0x00005678 gid=0000:0000:0000:0000:0000:ffff:0a0a:0002
+//! ready
+//! done  frames=100000 bytes=25600000 errors=0
+//! ```
+//!
+//! `host` and `ready` go from the host to the FPGA (`--host-params`), `fpga`
+//! and `done` back (`--fpga-params`). `ready` says the host QP is in RTS
+//! with every receive posted (a real FPGA's stream is enabled by a register
+//! write after that point); `done` gives the FPGA's totals so the host can
+//! check its counters exactly. Numbers are decimal or `0x` hex. A channel is
+//! a file (the writer truncates it when it starts, then appends one line per
+//! message; the reader waits for it to appear and follows it like `tail -f`)
+//! or `-` for stdin/stdout. Blank lines and `#` comments are skipped.
+//!
+//! Every malformed line is a [`HandoffError`] naming the message, the field
+//! and the rule.
+
+use std::fmt;
+use std::fs::File;
+use std::io::{self, BufRead, BufReader, Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use rctb_core::roce::HostParams;
+use rctb_core::transport::{Gid, MAX_24BIT, Mtu, Psn, Qpn};
+use thiserror::Error;
+
+/// Why a hand-off failed.
+#[derive(Debug, Error)]
+pub enum HandoffError {
+    #[error("line {line}: empty message")]
+    Empty { line: usize },
+    #[error("line {line}: unknown message {kind:?} (expected host, fpga, ready or done)")]
+    UnknownMessage { line: usize, kind: String },
+    #[error("line {line}: {kind}: {token:?} is not key=value")]
+    Syntax { line: usize, kind: &'static str, token: String },
+    #[error("line {line}: {kind}.{field}: unknown field (fields: {known})")]
+    UnknownField { line: usize, kind: &'static str, field: String, known: &'static str },
+    #[error("line {line}: {kind}.{field}: given twice")]
+    Duplicate { line: usize, kind: &'static str, field: String },
+    #[error("line {line}: {kind}.{field}: missing")]
+    Missing { line: usize, kind: &'static str, field: &'static str },
+    #[error("line {line}: {kind}.{field} = {value:?}: {rule}")]
+    BadValue { line: usize, kind: &'static str, field: &'static str, value: String, rule: &'static str },
+    #[error("line {line}: expected a {expected} message, got {got}")]
+    Unexpected { line: usize, expected: &'static str, got: &'static str },
+    #[error("{from}: closed before the {expected} message")]
+    Closed { from: String, expected: &'static str },
+    #[error("{from}: no {expected} message within {secs} s")]
+    Timeout { from: String, expected: &'static str, secs: u64 },
+    #[error("{path}: {source}")]
+    Io {
+        path: String,
+        #[source]
+        source: io::Error,
+    },
+}
+
+/// Host -> FPGA: what the engine's setup takes (rogue `getHostParams`), the
+/// host's GID, the path MTU to use and the largest frame the host accepts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HostMsg {
+    pub params: HostParams,
+    pub gid: Gid,
+    pub pmtu: Mtu,
+    pub max_payload: u32,
+}
+
+/// FPGA -> host: what `complete_connection` takes, and the FPGA's GID.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FpgaMsg {
+    pub qpn: Qpn,
+    pub lkey: u32,
+    pub gid: Gid,
+}
+
+/// FPGA -> host: the stream is over; frames and bytes whose sends completed
+/// successfully, and how many failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DoneMsg {
+    pub frames: u64,
+    pub bytes: u64,
+    pub errors: u64,
+}
+
+/// One hand-off message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Message {
+    Host(HostMsg),
+    Fpga(FpgaMsg),
+    Ready,
+    Done(DoneMsg),
+}
+
+impl Message {
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Message::Host(_) => "host",
+            Message::Fpga(_) => "fpga",
+            Message::Ready => "ready",
+            Message::Done(_) => "done",
+        }
+    }
+
+    /// Parses one line (`line` numbers it in errors).
+    pub fn parse(text: &str, line: usize) -> Result<Message, HandoffError> {
+        let mut words = text.split_whitespace();
+        let Some(kind) = words.next() else { return Err(HandoffError::Empty { line }) };
+        let (kind, known): (&'static str, &'static [&'static str]) = match kind {
+            "host" => ("host", &["qpn", "rq_psn", "sq_psn", "mr_addr", "mr_len", "rkey", "gid", "pmtu", "max_payload"]),
+            "fpga" => ("fpga", &["qpn", "lkey", "gid"]),
+            "ready" => ("ready", &[]),
+            "done" => ("done", &["frames", "bytes", "errors"]),
+            other => return Err(HandoffError::UnknownMessage { line, kind: other.to_string() }),
+        };
+        let mut f = Fields { line, kind, values: Vec::new() };
+        for token in words {
+            let Some((key, value)) = token.split_once('=') else {
+                return Err(HandoffError::Syntax { line, kind, token: token.to_string() });
+            };
+            let Some(&field) = known.iter().find(|k| **k == key) else {
+                return Err(HandoffError::UnknownField {
+                    line,
+                    kind,
+                    field: key.to_string(),
+                    known: match kind {
+                        "host" => "qpn, rq_psn, sq_psn, mr_addr, mr_len, rkey, gid, pmtu, max_payload",
+                        "fpga" => "qpn, lkey, gid",
+                        "done" => "frames, bytes, errors",
+                        _ => "none",
+                    },
+                });
+            };
+            if f.values.iter().any(|(k, _)| *k == field) {
+                return Err(HandoffError::Duplicate { line, kind, field: key.to_string() });
+            }
+            f.values.push((field, value));
+        }
+        Ok(match kind {
+            "host" => {
+                let params = HostParams {
+                    qpn: f.num24("qpn")?,
+                    rq_psn: Psn::wrapping(f.num24("rq_psn")?),
+                    sq_psn: Psn::wrapping(f.num24("sq_psn")?),
+                    mr_addr: f.num("mr_addr", u64::MAX, "must be 0..=2^64-1")?,
+                    mr_len: f.nonzero(
+                        "mr_len",
+                        (1 << 32) - 1,
+                        "must be 1..=2^32-1 (the engine's length is 32 bits)",
+                    )?,
+                    rkey: f.num("rkey", u32::MAX as u64, "must fit 32 bits")? as u32,
+                };
+                let pmtu = f.get("pmtu")?;
+                let pmtu = parse_u64(pmtu)
+                    .and_then(|b| u32::try_from(b).ok())
+                    .and_then(|b| Mtu::from_bytes(b).ok())
+                    .ok_or_else(|| f.bad("pmtu", pmtu, "must be 256, 512, 1024, 2048 or 4096"))?;
+                Message::Host(HostMsg {
+                    params,
+                    gid: f.gid()?,
+                    pmtu,
+                    max_payload: f.nonzero("max_payload", u32::MAX as u64, "must be 1..=2^32-1")? as u32,
+                })
+            }
+            "fpga" => Message::Fpga(FpgaMsg {
+                qpn: f.num24("qpn")?,
+                lkey: f.num("lkey", u32::MAX as u64, "must fit 32 bits")? as u32,
+                gid: f.gid()?,
+            }),
+            "ready" => Message::Ready,
+            _ => Message::Done(DoneMsg {
+                frames: f.num("frames", u64::MAX, "a count")?,
+                bytes: f.num("bytes", u64::MAX, "a count")?,
+                errors: f.num("errors", u64::MAX, "a count")?,
+            }),
+        })
+    }
+}
+
+impl fmt::Display for Message {
+    /// The line (without its newline) that [`Message::parse`] reads back.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Message::Host(h) => write!(
+                f,
+                "host qpn={:#08x} rq_psn={:#08x} sq_psn={:#08x} mr_addr={:#x} mr_len={} rkey={:#010x} gid={} pmtu={} max_payload={}",
+                h.params.qpn,
+                h.params.rq_psn.get(),
+                h.params.sq_psn.get(),
+                h.params.mr_addr,
+                h.params.mr_len,
+                h.params.rkey,
+                h.gid,
+                h.pmtu.bytes(),
+                h.max_payload
+            ),
+            Message::Fpga(m) => write!(f, "fpga qpn={:#08x} lkey={:#010x} gid={}", m.qpn, m.lkey, m.gid),
+            Message::Ready => f.write_str("ready"),
+            Message::Done(d) => write!(f, "done frames={} bytes={} errors={}", d.frames, d.bytes, d.errors),
+        }
+    }
+}
+
+fn parse_u64(text: &str) -> Option<u64> {
+    match text.strip_prefix("0x").or_else(|| text.strip_prefix("0X")) {
+        Some(hex) => u64::from_str_radix(hex, 16).ok(),
+        None => text.parse().ok(),
+    }
+}
+
+/// Eight groups of four hex digits separated by colons (sysfs and rogue).
+pub fn parse_gid(text: &str) -> Option<Gid> {
+    let mut gid = [0u8; 16];
+    let mut groups = text.split(':');
+    for pair in gid.chunks_mut(2) {
+        let group = groups.next()?;
+        if group.len() != 4 {
+            return None;
+        }
+        pair.copy_from_slice(&u16::from_str_radix(group, 16).ok()?.to_be_bytes());
+    }
+    groups.next().is_none().then_some(Gid(gid))
+}
+
+struct Fields<'a> {
+    line: usize,
+    kind: &'static str,
+    values: Vec<(&'static str, &'a str)>,
+}
+
+impl<'a> Fields<'a> {
+    fn get(&self, field: &'static str) -> Result<&'a str, HandoffError> {
+        self.values.iter().find(|(k, _)| *k == field).map(|(_, v)| *v).ok_or(HandoffError::Missing {
+            line: self.line,
+            kind: self.kind,
+            field,
+        })
+    }
+    fn bad(&self, field: &'static str, value: &str, rule: &'static str) -> HandoffError {
+        HandoffError::BadValue { line: self.line, kind: self.kind, field, value: value.to_string(), rule }
+    }
+    fn num(&self, field: &'static str, max: u64, rule: &'static str) -> Result<u64, HandoffError> {
+        let v = self.get(field)?;
+        parse_u64(v).filter(|n| *n <= max).ok_or_else(|| self.bad(field, v, rule))
+    }
+    fn nonzero(&self, field: &'static str, max: u64, rule: &'static str) -> Result<u64, HandoffError> {
+        let v = self.get(field)?;
+        parse_u64(v).filter(|n| (1..=max).contains(n)).ok_or_else(|| self.bad(field, v, rule))
+    }
+    fn num24(&self, field: &'static str) -> Result<u32, HandoffError> {
+        Ok(self.num(field, MAX_24BIT as u64, "must fit 24 bits (0..=0xffffff)")? as u32)
+    }
+    fn gid(&self) -> Result<Gid, HandoffError> {
+        let v = self.get("gid")?;
+        parse_gid(v).ok_or_else(|| self.bad("gid", v, "must be 8 groups of 4 hex digits joined by ':'"))
+    }
+}
+
+/// Where a side reads or writes its hand-off: a file, or `-` (stdin/stdout).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Channel {
+    Stdio,
+    File(PathBuf),
+}
+
+impl Channel {
+    pub fn parse(arg: &str) -> Channel {
+        if arg == "-" { Channel::Stdio } else { Channel::File(PathBuf::from(arg)) }
+    }
+    fn name(&self, stdio: &str) -> String {
+        match self {
+            Channel::Stdio => stdio.to_string(),
+            Channel::File(p) => p.display().to_string(),
+        }
+    }
+}
+
+/// The writing end: one line per message, flushed at once.
+pub struct HandoffOut {
+    name: String,
+    sink: Box<dyn Write + Send>,
+}
+
+impl fmt::Debug for HandoffOut {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HandoffOut").field("name", &self.name).finish_non_exhaustive()
+    }
+}
+
+impl HandoffOut {
+    /// Opens `ch` for writing; a file is created or truncated now.
+    pub fn open(ch: &Channel) -> Result<HandoffOut, HandoffError> {
+        let name = ch.name("stdout");
+        let sink: Box<dyn Write + Send> = match ch {
+            Channel::Stdio => Box::new(io::stdout()),
+            Channel::File(p) => {
+                // Truncate what an earlier run left, then only ever append.
+                let io = |source| HandoffError::Io { path: name.clone(), source };
+                File::create(p).map_err(io)?;
+                Box::new(std::fs::OpenOptions::new().append(true).open(p).map_err(io)?)
+            }
+        };
+        Ok(HandoffOut { name, sink })
+    }
+
+    /// Any writer (tests, in-process hand-offs).
+    pub fn new(name: impl Into<String>, sink: Box<dyn Write + Send>) -> HandoffOut {
+        HandoffOut { name: name.into(), sink }
+    }
+
+    pub fn send(&mut self, m: &Message) -> Result<(), HandoffError> {
+        let line = format!("{m}\n");
+        self.sink
+            .write_all(line.as_bytes())
+            .and_then(|()| self.sink.flush())
+            .map_err(|source| HandoffError::Io { path: self.name.clone(), source })
+    }
+}
+
+enum Event {
+    Line(String),
+    Eof,
+    Err(io::Error),
+}
+
+/// The reading end: a thread follows the channel and hands complete lines
+/// over, so the caller can wait with a timeout or poll without blocking.
+pub struct HandoffIn {
+    name: String,
+    rx: mpsc::Receiver<Event>,
+    line: usize,
+    closed: bool,
+}
+
+/// How often a followed file is looked at again.
+const FOLLOW_POLL: Duration = Duration::from_millis(10);
+
+impl fmt::Debug for HandoffIn {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HandoffIn").field("name", &self.name).field("line", &self.line).finish_non_exhaustive()
+    }
+}
+
+impl HandoffIn {
+    pub fn open(ch: &Channel) -> HandoffIn {
+        let name = ch.name("stdin");
+        let (tx, rx) = mpsc::channel();
+        match ch.clone() {
+            Channel::Stdio => {
+                std::thread::spawn(move || forward(BufReader::new(io::stdin()), &tx));
+            }
+            Channel::File(p) => {
+                std::thread::spawn(move || follow(&p, &tx));
+            }
+        }
+        HandoffIn { name, rx, line: 0, closed: false }
+    }
+
+    /// Any reader, read to its end (tests, in-process hand-offs).
+    pub fn from_reader(name: impl Into<String>, r: impl Read + Send + 'static) -> HandoffIn {
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || forward(BufReader::new(r), &tx));
+        HandoffIn { name: name.into(), rx, line: 0, closed: false }
+    }
+
+    fn take(&mut self, ev: Event, expected: &'static str) -> Result<Message, HandoffError> {
+        match ev {
+            Event::Line(text) => {
+                self.line += 1;
+                Message::parse(&text, self.line)
+            }
+            Event::Eof => {
+                self.closed = true;
+                Err(HandoffError::Closed { from: self.name.clone(), expected })
+            }
+            Event::Err(source) => Err(HandoffError::Io { path: self.name.clone(), source }),
+        }
+    }
+
+    /// The next message, which must be of kind `expected`; waits up to `timeout`.
+    pub fn expect(&mut self, expected: &'static str, timeout: Duration) -> Result<Message, HandoffError> {
+        if self.closed {
+            return Err(HandoffError::Closed { from: self.name.clone(), expected });
+        }
+        let ev = self.rx.recv_timeout(timeout).map_err(|e| match e {
+            mpsc::RecvTimeoutError::Timeout => {
+                HandoffError::Timeout { from: self.name.clone(), expected, secs: timeout.as_secs() }
+            }
+            mpsc::RecvTimeoutError::Disconnected => HandoffError::Closed { from: self.name.clone(), expected },
+        })?;
+        let m = self.take(ev, expected)?;
+        if m.kind() != expected {
+            return Err(HandoffError::Unexpected { line: self.line, expected, got: m.kind() });
+        }
+        Ok(m)
+    }
+
+    /// A message if one is there now (`None` also once the channel closed).
+    pub fn poll(&mut self, expected: &'static str) -> Result<Option<Message>, HandoffError> {
+        if self.closed {
+            return Ok(None);
+        }
+        match self.rx.try_recv() {
+            Ok(Event::Eof) => {
+                self.closed = true;
+                Ok(None)
+            }
+            Ok(ev) => {
+                let m = self.take(ev, expected)?;
+                if m.kind() != expected {
+                    return Err(HandoffError::Unexpected { line: self.line, expected, got: m.kind() });
+                }
+                Ok(Some(m))
+            }
+            Err(_) => Ok(None),
+        }
+    }
+}
+
+/// Blank lines and `#` comments carry no message.
+fn skipped(line: &str) -> bool {
+    let t = line.trim();
+    t.is_empty() || t.starts_with('#')
+}
+
+fn forward(mut r: impl BufRead, tx: &mpsc::Sender<Event>) {
+    let mut line = String::new();
+    loop {
+        line.clear();
+        let ev = match r.read_line(&mut line) {
+            Ok(0) => Event::Eof,
+            Ok(_) if skipped(&line) => continue,
+            Ok(_) => Event::Line(line.trim_end_matches(['\n', '\r']).to_string()),
+            Err(e) => Event::Err(e),
+        };
+        let last = !matches!(ev, Event::Line(_));
+        if tx.send(ev).is_err() || last {
+            return;
+        }
+    }
+}
+
+/// Follows a file that may not exist yet, like `tail -F`, forwarding
+/// complete lines until the reader goes away.
+fn follow(path: &Path, tx: &mpsc::Sender<Event>) {
+    let mut file = loop {
+        match File::open(path) {
+            Ok(f) => break f,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => {
+                let _ = tx.send(Event::Err(e));
+                return;
+            }
+        }
+        // (Until the file appears: the thread ends with the process.)
+        std::thread::sleep(FOLLOW_POLL);
+    };
+    let mut pending = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        match file.read(&mut buf) {
+            Ok(0) => std::thread::sleep(FOLLOW_POLL),
+            Ok(n) => pending.extend_from_slice(&buf[..n]),
+            Err(e) => {
+                let _ = tx.send(Event::Err(e));
+                return;
+            }
+        }
+        while let Some(i) = pending.iter().position(|&b| b == b'\n') {
+            let line: Vec<u8> = pending.drain(..=i).collect();
+            let text = String::from_utf8_lossy(&line).trim_end_matches(['\n', '\r']).to_string();
+            if skipped(&text) {
+                continue;
+            }
+            if tx.send(Event::Line(text)).is_err() {
+                return;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write as _;
+
+    use super::*;
+
+    const HOST: &str = "host qpn=0x000011 rq_psn=0x3a1b2c sq_psn=0x0c0ffe mr_addr=0x7f2a00000000 mr_len=1048576 \
+        rkey=0x00001234 gid=0000:0000:0000:0000:0000:ffff:0a0a:0001 pmtu=1024 max_payload=4096";
+
+    fn host() -> HostMsg {
+        let Ok(Message::Host(h)) = Message::parse(HOST, 1) else { panic!("HOST parses") };
+        h
+    }
+
+    #[test]
+    fn every_message_round_trips_through_its_line() {
+        let h = host();
+        assert_eq!(h.params.qpn, 0x11);
+        assert_eq!(h.params.rq_psn.get(), 0x3a1b2c);
+        assert_eq!(h.params.mr_len, 1 << 20);
+        assert_eq!(h.gid.to_ipv4(), Some("10.10.0.1".parse().unwrap()));
+        assert_eq!(h.pmtu, Mtu::Mtu1024);
+        let all = [
+            Message::Host(h),
+            Message::Fpga(FpgaMsg { qpn: 0xFFFFFF, lkey: u32::MAX, gid: Gid::from_ipv4("10.10.0.2".parse().unwrap()) }),
+            Message::Ready,
+            Message::Done(DoneMsg { frames: 100_000, bytes: 1 << 40, errors: 0 }),
+        ];
+        for m in all {
+            assert_eq!(Message::parse(&m.to_string(), 1).unwrap(), m, "{m}");
+        }
+        assert_eq!(Message::Host(h).to_string(), HOST.split_whitespace().collect::<Vec<_>>().join(" "));
+    }
+
+    fn err(line: &str) -> String {
+        Message::parse(line, 3).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn malformed_lines_name_the_message_the_field_and_the_rule() {
+        assert_eq!(err("   "), "line 3: empty message");
+        assert_eq!(err("hello x=1"), "line 3: unknown message \"hello\" (expected host, fpga, ready or done)");
+        assert_eq!(err("fpga qpn"), "line 3: fpga: \"qpn\" is not key=value");
+        assert_eq!(
+            err("fpga qpn=1 lkey=2 gid=x color=3"),
+            "line 3: fpga.color: unknown field (fields: qpn, lkey, gid)"
+        );
+        assert_eq!(err("done frames=1 frames=2"), "line 3: done.frames: given twice");
+        assert_eq!(err("fpga qpn=1 gid=0000:0000:0000:0000:0000:ffff:0a0a:0001"), "line 3: fpga.lkey: missing");
+        assert_eq!(
+            err(&HOST.replace("qpn=0x000011", "qpn=0x1000000")),
+            "line 3: host.qpn = \"0x1000000\": must fit 24 bits (0..=0xffffff)"
+        );
+        assert_eq!(
+            err(&HOST.replace("mr_len=1048576", "mr_len=0")),
+            "line 3: host.mr_len = \"0\": must be 1..=2^32-1 (the engine's length is 32 bits)"
+        );
+        assert_eq!(
+            err(&HOST.replace("mr_len=1048576", "mr_len=4294967296")),
+            "line 3: host.mr_len = \"4294967296\": must be 1..=2^32-1 (the engine's length is 32 bits)"
+        );
+        assert_eq!(
+            err(&HOST.replace("pmtu=1024", "pmtu=1500")),
+            "line 3: host.pmtu = \"1500\": must be 256, 512, 1024, 2048 or 4096"
+        );
+        assert_eq!(
+            err(&HOST.replace("rkey=0x00001234", "rkey=0x1_0000")),
+            "line 3: host.rkey = \"0x1_0000\": must fit 32 bits"
+        );
+        assert_eq!(
+            err(&HOST.replace("gid=0000:0000:0000:0000:0000:ffff:0a0a:0001", "gid=::ffff:10.10.0.1")),
+            "line 3: host.gid = \"::ffff:10.10.0.1\": must be 8 groups of 4 hex digits joined by ':'"
+        );
+        assert_eq!(err("fpga qpn=1 lkey=-1 gid=0"), "line 3: fpga.lkey = \"-1\": must fit 32 bits");
+    }
+
+    #[test]
+    fn a_reader_skips_comments_and_wants_the_expected_kind() {
+        let text = "# from roce-rx\n\nready\nhost qpn=1\n";
+        let mut r = HandoffIn::from_reader("test", std::io::Cursor::new(text));
+        let t = Duration::from_secs(5);
+        assert_eq!(r.expect("ready", t).unwrap(), Message::Ready);
+        let e = r.expect("host", t).unwrap_err();
+        assert!(matches!(e, HandoffError::Missing { line: 2, kind: "host", field: "rq_psn" }), "{e}");
+        let e = r.expect("fpga", t).unwrap_err();
+        assert_eq!(e.to_string(), "test: closed before the fpga message");
+        let mut r = HandoffIn::from_reader("test", std::io::Cursor::new("ready\n"));
+        let e = r.expect("fpga", t).unwrap_err();
+        assert_eq!(e.to_string(), "line 1: expected a fpga message, got ready");
+    }
+
+    #[test]
+    fn a_file_is_followed_from_before_it_exists_until_its_lines_are_complete() {
+        let path = std::env::temp_dir().join(format!("rctb-handoff-{}", std::process::id()));
+        let _ = std::fs::remove_file(&path);
+        let mut r = HandoffIn::open(&Channel::parse(path.to_str().unwrap()));
+        assert_eq!(r.poll("ready").unwrap(), None, "no file yet");
+        let mut w = HandoffOut::open(&Channel::File(path.clone())).unwrap();
+        // A line in two writes: the reader must wait for its end.
+        let mut f = std::fs::OpenOptions::new().append(true).open(&path).unwrap();
+        f.write_all(b"fpga qpn=0x12 lkey=7 ").unwrap();
+        f.flush().unwrap();
+        let e = r.expect("fpga", Duration::from_millis(100)).unwrap_err();
+        assert!(matches!(e, HandoffError::Timeout { expected: "fpga", .. }), "{e}");
+        f.write_all(b"gid=0000:0000:0000:0000:0000:ffff:0a0a:0002\n").unwrap();
+        let m = r.expect("fpga", Duration::from_secs(5)).unwrap();
+        assert!(matches!(m, Message::Fpga(FpgaMsg { qpn: 0x12, lkey: 7, .. })), "{m:?}");
+        w.send(&Message::Done(DoneMsg { frames: 1, bytes: 2, errors: 0 })).unwrap();
+        let m = r.expect("done", Duration::from_secs(5)).unwrap();
+        assert_eq!(m, Message::Done(DoneMsg { frames: 1, bytes: 2, errors: 0 }));
+        let _ = std::fs::remove_file(&path);
+    }
+}

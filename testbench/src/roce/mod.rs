@@ -1,0 +1,79 @@
+//! The RoCEv2 receive server's front ends and test drivers:
+//!
+//! - [`handoff`]: the text hand-off between `rctb roce-rx` (host) and
+//!   `rctb fpga-emu` (FPGA engine), in place of register writes.
+//! - [`check`]: what the receiving side verifies (ring positions, PRBS
+//!   payloads) and counts per channel.
+//! - [`pair`]: server and engine model driven together without blocking
+//!   (scenario streams with `op = "roce"`, `--backend sim`).
+//! - [`cli`]: the commands' arguments, validation and the simulator backend;
+//!   `verbs` (feature `verbs`): the real-device backend.
+
+pub mod check;
+pub mod cli;
+pub mod handoff;
+pub mod pair;
+#[cfg(feature = "verbs")]
+pub mod verbs;
+
+use std::process::ExitCode;
+
+use cli::{CliError, FpgaEmuArgs, RoceBackend, RoceRxArgs};
+
+fn exit(r: Result<bool, CliError>, cmd: &str) -> ExitCode {
+    match r {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::from(1),
+        Err(e) => {
+            eprintln!("rctb {cmd}: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn print_sim(r: Result<(Vec<String>, bool), CliError>) -> Result<bool, CliError> {
+    let (lines, ok) = r?;
+    for l in lines {
+        println!("{l}");
+    }
+    Ok(ok)
+}
+
+#[cfg(feature = "verbs")]
+fn rx_verbs(a: &RoceRxArgs) -> Result<bool, CliError> {
+    verbs::roce_rx(a)
+}
+#[cfg(feature = "verbs")]
+fn emu_verbs(a: &FpgaEmuArgs) -> Result<bool, CliError> {
+    verbs::fpga_emu(a)
+}
+#[cfg(not(feature = "verbs"))]
+const NO_VERBS: &str = "this rctb was built without verbs support: apt-get install libibverbs-dev \
+    librdmacm-dev libclang-dev, then cargo build --release -p rctb --features verbs (or use --backend sim)";
+#[cfg(not(feature = "verbs"))]
+fn rx_verbs(_: &RoceRxArgs) -> Result<bool, CliError> {
+    Err(CliError::Usage(NO_VERBS.into()))
+}
+#[cfg(not(feature = "verbs"))]
+fn emu_verbs(_: &FpgaEmuArgs) -> Result<bool, CliError> {
+    Err(CliError::Usage(NO_VERBS.into()))
+}
+
+/// `rctb roce-rx`: exit 0 when every frame arrived intact (and as many as
+/// expected), 1 when not, 2 when it could not run.
+pub fn roce_rx(a: &RoceRxArgs) -> ExitCode {
+    let r = match a.backend {
+        RoceBackend::Sim => print_sim(cli::roce_rx_sim(a)),
+        RoceBackend::Verbs => rx_verbs(a),
+    };
+    exit(r, "roce-rx")
+}
+
+/// `rctb fpga-emu`: exit 0 when every frame was sent and acknowledged.
+pub fn fpga_emu(a: &FpgaEmuArgs) -> ExitCode {
+    let r = match a.backend {
+        RoceBackend::Sim => print_sim(cli::fpga_emu_sim(a)),
+        RoceBackend::Verbs => emu_verbs(a),
+    };
+    exit(r, "fpga-emu")
+}
