@@ -150,6 +150,48 @@ impl Sim {
         while self.step().is_some() {}
     }
 
+    /// External mode (`true`): frames no longer cross simulated links;
+    /// every transmitted packet waits in an outbox for
+    /// [`take_external`](Self::take_external), and packets from outside enter
+    /// with [`inject`](Self::inject). This is how the RC engine runs as a real
+    /// RoCEv2 peer (crate `rctb-udp`): the same nodes, QPs and timers, with the
+    /// owner driving the clock (`run_until` with real time) and the I/O.
+    pub fn set_external(&self, on: bool) {
+        let mut w = self.world.borrow_mut();
+        match (on, w.external.is_some()) {
+            (true, false) => w.external = Some(Default::default()),
+            (false, true) => w.external = None,
+            _ => {}
+        }
+    }
+
+    /// Moves every packet waiting in the external outbox to `out`; returns
+    /// how many. Give the payload buffers back with [`recycle`](Self::recycle).
+    pub fn take_external(&self, out: &mut Vec<Packet>) -> usize {
+        let mut w = self.world.borrow_mut();
+        let Some(q) = w.external.as_mut() else { return 0 };
+        let n = q.len();
+        out.extend(q.drain(..));
+        n
+    }
+
+    /// Delivers a packet from outside the fabric to the node owning its
+    /// destination address, at the current time (counted in the stats as
+    /// delivered, or dropped: no route, no such QP, `corrupt`).
+    pub fn inject(&self, pkt: Packet) {
+        self.world.borrow_mut().inject(pkt);
+    }
+
+    /// Returns a payload buffer to the fabric's pool.
+    pub fn recycle(&self, buf: Vec<u8>) {
+        self.world.borrow_mut().give_buf(buf);
+    }
+
+    /// A cleared buffer from the fabric's pool.
+    pub fn buffer(&self) -> Vec<u8> {
+        self.world.borrow_mut().take_buf()
+    }
+
     pub fn stats(&self) -> FabricStats {
         self.world.borrow().stats
     }

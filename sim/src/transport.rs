@@ -47,6 +47,12 @@ impl SimTransport {
         self.world.borrow().nodes[self.node].cfg.ip
     }
 
+    /// Whether a CM event or a completion on one of `cqs` is waiting (what
+    /// `wait` returns `Ready` for), without consuming anything.
+    pub fn has_events(&self, cqs: &[CqId]) -> bool {
+        self.ready(cqs)
+    }
+
     fn ready(&self, cqs: &[CqId]) -> bool {
         let w = self.world.borrow();
         let n = &w.nodes[self.node];

@@ -110,6 +110,9 @@ pub(crate) struct World {
     /// Packets on the wire, by slot; `free_slots` lists the empty ones.
     in_flight: Vec<Option<Packet>>,
     free_slots: Vec<u32>,
+    /// External mode: every transmitted packet leaves the fabric here instead
+    /// of crossing a simulated link (the UDP backend puts them on a socket).
+    pub external: Option<VecDeque<Packet>>,
 }
 
 /// Packets one egress pass may commit to the wire.
@@ -136,6 +139,7 @@ impl World {
             comps: Vec::new(),
             in_flight: Vec::new(),
             free_slots: Vec::new(),
+            external: None,
         }
     }
 
@@ -416,6 +420,10 @@ impl World {
             let (src, dst) = (self.nodes[from].mac, self.by_ip.get(&pkt.dst_ip).map(|&i| self.nodes[i].mac));
             pcap.record(self.now, src, dst.unwrap_or([0xff; 6]), &pkt);
         }
+        if let Some(out) = self.external.as_mut() {
+            out.push_back(pkt);
+            return;
+        }
         let Some(&to) = self.by_ip.get(&pkt.dst_ip) else {
             self.stats.dropped_no_route += 1;
             self.give_buf(pkt.payload);
@@ -495,6 +503,18 @@ impl World {
             None => {
                 self.in_flight.push(Some(pkt));
                 (self.in_flight.len() - 1) as u32
+            }
+        }
+    }
+
+    /// Delivers a packet that came from outside the fabric (external mode)
+    /// to the node that owns its destination address, now.
+    pub fn inject(&mut self, pkt: Packet) {
+        match self.by_ip.get(&pkt.dst_ip) {
+            Some(&to) => self.deliver(to, pkt),
+            None => {
+                self.stats.dropped_no_route += 1;
+                self.give_buf(pkt.payload);
             }
         }
     }

@@ -12,6 +12,8 @@ use rctb::runner;
 use rctb::scenario::Scenario;
 use rctb::sweep::{self, Shard};
 
+mod udp_cli;
+
 #[derive(Debug, Parser)]
 #[command(name = "rctb", version, about = "RDMA RC testbench: scenarios on a deterministic RoCEv2 fabric")]
 struct Cli {
@@ -53,7 +55,9 @@ enum Command {
     },
     /// Run the RC conformance suite between two endpoints; one PASS/FAIL line per case.
     Conformance {
-        /// `sim`: two simulated nodes; `verbs`: two RDMA devices (needs the `verbs` feature).
+        /// `sim`: two simulated nodes; `verbs`: two RDMA devices (needs the `verbs` feature);
+        /// `udp`: UDP endpoints (IPv4 addresses; default 127.0.0.2 and 127.0.0.1), or one
+        /// UDP endpoint and one RDMA device.
         #[arg(long, value_enum, default_value_t = Backend::Sim)]
         backend: Backend,
         /// The requester's device (verbs), e.g. rxe1.
@@ -65,6 +69,9 @@ enum Command {
         /// Run only the cases whose name contains this.
         #[arg(long, default_value = "")]
         filter: String,
+        /// The active MTU of udp endpoints (rxe on a 1500-byte link: 1024).
+        #[arg(long, default_value_t = 1024)]
+        mtu: u32,
     },
     /// List RDMA devices, their ports and GID tables.
     Devices,
@@ -86,15 +93,17 @@ enum Command {
 enum Backend {
     Sim,
     Verbs,
+    Udp,
 }
 
 fn main() -> ExitCode {
     match Cli::parse().command {
         Command::Run { scenario, seed, pcap, json } => run(&scenario, seed, pcap.as_deref(), json),
         Command::Sweep { scenario, seeds, shard, start, jobs } => sweep(&scenario, seeds, shard, start, jobs),
-        Command::Conformance { backend, device, peer, filter } => match backend {
+        Command::Conformance { backend, device, peer, filter, mtu } => match backend {
             Backend::Sim => conformance_sim(&filter),
             Backend::Verbs => verbs::conformance(device.as_deref(), peer.as_deref(), &filter),
+            Backend::Udp => udp_cli::conformance(device.as_deref(), peer.as_deref(), mtu, &filter),
         },
         Command::Devices => verbs::devices(),
         Command::Decode { pcap, json } => decode(&pcap, json),

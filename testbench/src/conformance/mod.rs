@@ -54,9 +54,20 @@ pub fn cases<T: Transport>() -> Vec<(String, CaseFn<T>)> {
 /// Runs every case whose name contains `filter` (all with `""`), calling
 /// `report` as each finishes.
 pub fn run<T: Transport>(a: &mut T, b: &mut T, filter: &str, report: &mut dyn FnMut(&CaseResult)) -> Vec<CaseResult> {
+    run_selected(a, b, &|name| name.contains(filter), report)
+}
+
+/// Runs every case `select` accepts (by name), calling `report` as each
+/// finishes.
+pub fn run_selected<T: Transport>(
+    a: &mut T,
+    b: &mut T,
+    select: &dyn Fn(&str) -> bool,
+    report: &mut dyn FnMut(&CaseResult),
+) -> Vec<CaseResult> {
     let mut results = Vec::new();
     for (name, case) in cases::<T>() {
-        if !name.contains(filter) {
+        if !select(&name) {
             continue;
         }
         let failure = match Endpoints::new(a, b) {

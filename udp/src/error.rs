@@ -1,0 +1,26 @@
+//! Errors setting up an endpoint.
+
+use std::io;
+use std::net::SocketAddrV4;
+
+use thiserror::Error;
+
+#[derive(Debug, Error)]
+pub enum UdpError {
+    #[error("udp endpoint: {field}: {rule}")]
+    Config { field: &'static str, rule: &'static str },
+    #[error("udp endpoint: cannot bind {addr} (is the port taken, e.g. by rxe in this network namespace?): {source}")]
+    Bind {
+        addr: SocketAddrV4,
+        #[source]
+        source: io::Error,
+    },
+    #[error("udp endpoint: {what}: {source}")]
+    Socket {
+        what: &'static str,
+        #[source]
+        source: io::Error,
+    },
+    #[error("udp endpoint: {0}")]
+    Sim(#[from] rctb_sim::SimError),
+}
