@@ -79,6 +79,9 @@ enum Command {
     RoceRx(rctb::roce::cli::RoceRxArgs),
     /// A software FPGA engine streaming SEND_WITH_IMM frames (PRBS payload) to roce-rx.
     FpgaEmu(rctb::roce::cli::FpgaEmuArgs),
+    /// udp backend figures: 1 MiB RDMA WRITE bandwidth (BENCH lines), 64-byte SEND round
+    /// trips, CPU time while idle; between UDP endpoints or against an RDMA device.
+    UdpBench(udp_cli::BenchArgs),
     /// Decode the RoCEv2 frames of a pcap (BTH, RETH, AETH, ImmDt, ICRC).
     Decode {
         /// The capture (classic pcap: tcpdump, tshark -F pcap, or `rctb run --pcap`).
@@ -109,6 +112,7 @@ fn main() -> ExitCode {
         Command::Decode { pcap, json } => decode(&pcap, json),
         Command::RoceRx(args) => rctb::roce::roce_rx(&args),
         Command::FpgaEmu(args) => rctb::roce::fpga_emu(&args),
+        Command::UdpBench(args) => udp_cli::bench(&args),
     }
 }
 

@@ -14,7 +14,8 @@ use std::process::ExitCode;
 
 use rctb::conformance::{self, CaseResult};
 use rctb_core::Transport;
-use rctb_core::transport::Mtu;
+use rctb_core::time::Duration;
+use rctb_core::transport::{Access, Completion, CqId, Mtu, Readiness, RecvWr, SendOp, SendWr, Sge, WcOpcode, WcStatus};
 use rctb_udp::{UdpConfig, UdpReactor, UdpTransport};
 
 enum Spec {
@@ -40,26 +41,42 @@ fn bind(reactor: &UdpReactor, name: &str, at: SocketAddrV4, mtu: Mtu) -> Result<
     })
 }
 
-fn report<T: Transport>(a: &mut T, b: &mut T, filter: &str) -> ExitCode {
-    let mut skipped = 0;
-    for (name, _) in conformance::cases::<T>() {
-        if name.contains(filter) && name.starts_with("cm/") {
-            println!("SKIP {name} (RDMA CM is not carried over UDP)");
-            skipped += 1;
+/// Something to run between two endpoints of one transport type.
+trait Job {
+    fn run<T: Transport>(&self, a: &mut T, b: &mut T) -> ExitCode;
+}
+
+struct Conformance<'f> {
+    filter: &'f str,
+}
+
+impl Job for Conformance<'_> {
+    fn run<T: Transport>(&self, a: &mut T, b: &mut T) -> ExitCode {
+        let filter = self.filter;
+        let mut skipped = 0;
+        for (name, _) in conformance::cases::<T>() {
+            if name.contains(filter) && name.starts_with("cm/") {
+                println!("SKIP {name} (RDMA CM is not carried over UDP)");
+                skipped += 1;
+            }
         }
+        let select = |name: &str| name.contains(filter) && !name.starts_with("cm/");
+        let results = conformance::run_selected(a, b, &select, &mut |r: &CaseResult| println!("{}", r.line()));
+        let failed = results.iter().filter(|r| !r.passed()).count();
+        println!("conformance: {} passed, {} failed, {} skipped", results.len() - failed, failed, skipped);
+        if results.is_empty() {
+            eprintln!("rctb: no conformance case matches {filter:?} on the udp backend");
+            return ExitCode::from(2);
+        }
+        if failed == 0 { ExitCode::SUCCESS } else { ExitCode::from(1) }
     }
-    let select = |name: &str| name.contains(filter) && !name.starts_with("cm/");
-    let results = conformance::run_selected(a, b, &select, &mut |r: &CaseResult| println!("{}", r.line()));
-    let failed = results.iter().filter(|r| !r.passed()).count();
-    println!("conformance: {} passed, {} failed, {} skipped", results.len() - failed, failed, skipped);
-    if results.is_empty() {
-        eprintln!("rctb: no conformance case matches {filter:?} on the udp backend");
-        return ExitCode::from(2);
-    }
-    if failed == 0 { ExitCode::SUCCESS } else { ExitCode::from(1) }
 }
 
 pub fn conformance(device: Option<&str>, peer: Option<&str>, mtu: u32, filter: &str) -> ExitCode {
+    with_pair(device, peer, mtu, &Conformance { filter })
+}
+
+fn with_pair(device: Option<&str>, peer: Option<&str>, mtu: u32, job: &impl Job) -> ExitCode {
     let mtu = match Mtu::from_bytes(mtu) {
         Ok(m) => m,
         Err(e) => {
@@ -75,7 +92,7 @@ pub fn conformance(device: Option<&str>, peer: Option<&str>, mtu: u32, filter: &
                 (Ok(a), Ok(b)) => (a, b),
                 (Err(code), _) | (_, Err(code)) => return code,
             };
-            let code = report(&mut a, &mut b, filter);
+            let code = job.run(&mut a, &mut b);
             eprintln!("rctb: udp {x}: {:?}\nrctb: udp {y}: {:?}", a.stats(), b.stats());
             code
         }
@@ -83,13 +100,20 @@ pub fn conformance(device: Option<&str>, peer: Option<&str>, mtu: u32, filter: &
             eprintln!("rctb: --backend udp needs a UDP endpoint (an IPv4 address) on at least one side");
             ExitCode::from(2)
         }
-        (Spec::Udp(x), Spec::Device(d)) => mixed(&reactor, x, &d, mtu, true, filter),
-        (Spec::Device(d), Spec::Udp(x)) => mixed(&reactor, x, &d, mtu, false, filter),
+        (Spec::Udp(x), Spec::Device(d)) => mixed(&reactor, x, &d, mtu, true, job),
+        (Spec::Device(d), Spec::Udp(x)) => mixed(&reactor, x, &d, mtu, false, job),
     }
 }
 
 #[cfg(feature = "verbs")]
-fn mixed(reactor: &UdpReactor, at: SocketAddrV4, device: &str, mtu: Mtu, udp_requests: bool, filter: &str) -> ExitCode {
+fn mixed(
+    reactor: &UdpReactor,
+    at: SocketAddrV4,
+    device: &str,
+    mtu: Mtu,
+    udp_requests: bool,
+    job: &impl Job,
+) -> ExitCode {
     use rctb_udp::mixed::{Driven, Either};
     let udp = match bind(reactor, "udp", at, mtu) {
         Ok(t) => t,
@@ -104,7 +128,7 @@ fn mixed(reactor: &UdpReactor, at: SocketAddrV4, device: &str, mtu: Mtu, udp_req
     };
     let mut u: Either<UdpTransport, Driven<rctb_hw::VerbsTransport>> = Either::A(udp);
     let mut v = Either::B(Driven::new(verbs, reactor.clone()));
-    let code = if udp_requests { report(&mut u, &mut v, filter) } else { report(&mut v, &mut u, filter) };
+    let code = if udp_requests { job.run(&mut u, &mut v) } else { job.run(&mut v, &mut u) };
     if let Either::A(t) = &u {
         eprintln!("rctb: udp {at}: {:?}", t.stats());
     }
@@ -112,10 +136,177 @@ fn mixed(reactor: &UdpReactor, at: SocketAddrV4, device: &str, mtu: Mtu, udp_req
 }
 
 #[cfg(not(feature = "verbs"))]
-fn mixed(_: &UdpReactor, _: SocketAddrV4, device: &str, _: Mtu, _: bool, _: &str) -> ExitCode {
+fn mixed(_: &UdpReactor, _: SocketAddrV4, device: &str, _: Mtu, _: bool, _: &impl Job) -> ExitCode {
     eprintln!(
         "rctb: {device:?} is not an IPv4 address, and this rctb was built without verbs support to open it as an \
          RDMA device (cargo build --release -p rctb --features verbs)"
     );
     ExitCode::from(2)
+}
+
+/// `rctb udp-bench`: figures of the udp backend.
+#[derive(Debug, clap::Args)]
+pub struct BenchArgs {
+    /// The writer: an IPv4 address (UDP endpoint) or an RDMA device (default 127.0.0.2).
+    #[arg(long)]
+    pub device: Option<String>,
+    /// The target: an IPv4 address (UDP endpoint) or an RDMA device (default 127.0.0.1).
+    #[arg(long)]
+    pub peer: Option<String>,
+    /// The active MTU of UDP endpoints.
+    #[arg(long, default_value_t = 4096)]
+    pub mtu: u32,
+    /// Bytes per RDMA WRITE.
+    #[arg(long, default_value_t = 1 << 20)]
+    pub size: u32,
+    /// WRITEs per run.
+    #[arg(long, default_value_t = 256)]
+    pub iters: u32,
+    /// WRITEs outstanding at once.
+    #[arg(long, default_value_t = 4)]
+    pub depth: u32,
+    /// Runs of the WRITE bandwidth test (one BENCH line each).
+    #[arg(long, default_value_t = 1)]
+    pub reps: u32,
+    /// 64-byte SEND round trips to time (0: none).
+    #[arg(long, default_value_t = 2000)]
+    pub pingpong: u32,
+    /// Seconds to wait idle while measuring the process's CPU time (0: none).
+    #[arg(long, default_value_t = 2.0)]
+    pub idle_secs: f64,
+}
+
+pub fn bench(args: &BenchArgs) -> ExitCode {
+    with_pair(args.device.as_deref(), args.peer.as_deref(), args.mtu, &Bench { args })
+}
+
+struct Bench<'a> {
+    args: &'a BenchArgs,
+}
+
+impl Job for Bench<'_> {
+    fn run<T: Transport>(&self, a: &mut T, b: &mut T) -> ExitCode {
+        let mut ends = match conformance::Endpoints::new(a, b) {
+            Ok(e) => e,
+            Err(why) => {
+                eprintln!("rctb: udp-bench: setup: {why}");
+                return ExitCode::from(2);
+            }
+        };
+        let r = bench_body(&mut ends, self.args);
+        let cleanup = ends.release();
+        match (r, cleanup) {
+            (Ok(()), Ok(())) => ExitCode::SUCCESS,
+            (Err(why), _) | (Ok(()), Err(why)) => {
+                eprintln!("rctb: udp-bench: {why}");
+                ExitCode::from(1)
+            }
+        }
+    }
+}
+
+/// Waits for completions on `cq` of `t` and returns them (at least one, or
+/// an error after 10 s); every one must be a success.
+fn next_completions<T: Transport>(t: &mut T, cq: CqId, out: &mut Vec<Completion>) -> Result<(), String> {
+    let deadline = t.now() + Duration::from_secs(10);
+    out.clear();
+    loop {
+        t.poll_cq(cq, 64, out).map_err(|e| format!("poll_cq: {e}"))?;
+        if let Some(bad) = out.iter().find(|c| c.status != WcStatus::Success) {
+            return Err(format!("completion wr {} {} status {}", bad.wr_id, bad.opcode.name(), bad.status));
+        }
+        if !out.is_empty() {
+            return Ok(());
+        }
+        if t.wait(&[cq], deadline).map_err(|e| format!("wait: {e}"))? == Readiness::TimedOut && t.now() >= deadline {
+            return Err("no completion within 10 s".into());
+        }
+    }
+}
+
+fn bench_body<T: Transport>(x: &mut conformance::Endpoints<'_, T>, args: &BenchArgs) -> Result<(), String> {
+    let size = args.size;
+    let src = x.mr(true, size as u64, Access::LOCAL_WRITE)?;
+    let dst = x.mr(false, size as u64, Access::LOCAL_WRITE | Access::REMOTE_WRITE)?;
+    let ping = x.mr(true, 64, Access::LOCAL_WRITE)?;
+    let pong = x.mr(false, 64, Access::LOCAL_WRITE)?;
+    let pair = x.connect(conformance::Link::default())?;
+    let (cq_a, cq_b) = (x.sa.cq, x.sb.cq);
+    let label = if size == 1 << 20 { "1MiB".to_string() } else { format!("{size}B") };
+    let mut wcs = Vec::new();
+    // RDMA WRITE bandwidth, `depth` outstanding.
+    let sge = [Sge::new(src.id, 0, size)];
+    for _ in 0..args.reps {
+        let t0 = x.a.now();
+        let (mut posted, mut done) = (0u32, 0u32);
+        while done < args.iters {
+            while posted < args.iters && posted - done < args.depth.max(1) {
+                let wr = SendWr::new(posted as u64, SendOp::Write { remote: dst.remote(0) }, &sge);
+                x.a.post_send(pair.a.id, &wr).map_err(|e| format!("post_send: {e}"))?;
+                posted += 1;
+            }
+            next_completions(x.a, cq_a, &mut wcs)?;
+            done += wcs.len() as u32;
+        }
+        let secs = (x.a.now() - t0).as_secs_f64();
+        let mb = size as f64 * args.iters as f64 / 1_048_576.0;
+        println!("BENCH write_bw-{label} rctb-udp {:.1} MB/s", mb / secs);
+    }
+    // 64-byte SEND round trips: a sends, b answers.
+    if args.pingpong > 0 {
+        let (sa, sb) = ([Sge::new(ping.id, 0, 64)], [Sge::new(pong.id, 0, 64)]);
+        x.a.post_recv(pair.a.id, &RecvWr::new(1, &sa)).map_err(|e| format!("post_recv a: {e}"))?;
+        x.b.post_recv(pair.b.id, &RecvWr::new(1, &sb)).map_err(|e| format!("post_recv b: {e}"))?;
+        let mut rtts = Vec::with_capacity(args.pingpong as usize);
+        for i in 0..args.pingpong {
+            let t0 = x.a.now();
+            x.a.post_send(pair.a.id, &SendWr::new(i as u64, SendOp::Send, &sa)).map_err(|e| format!("send a: {e}"))?;
+            // b: the request arrives; re-post, answer.
+            loop {
+                next_completions(x.b, cq_b, &mut wcs)?;
+                if wcs.iter().any(|c| c.opcode == WcOpcode::Recv) {
+                    break;
+                }
+            }
+            x.b.post_recv(pair.b.id, &RecvWr::new(1, &sb)).map_err(|e| format!("post_recv b: {e}"))?;
+            x.b.post_send(pair.b.id, &SendWr::new(i as u64, SendOp::Send, &sb)).map_err(|e| format!("send b: {e}"))?;
+            loop {
+                next_completions(x.a, cq_a, &mut wcs)?;
+                if wcs.iter().any(|c| c.opcode == WcOpcode::Recv) {
+                    break;
+                }
+            }
+            rtts.push((x.a.now() - t0).as_nanos() as u64);
+            x.a.post_recv(pair.a.id, &RecvWr::new(1, &sa)).map_err(|e| format!("post_recv a: {e}"))?;
+        }
+        rtts.sort_unstable();
+        let at = |q: f64| rtts[((rtts.len() - 1) as f64 * q) as usize] as f64 / 1000.0;
+        println!(
+            "LATENCY send-64B round trip over {} iterations: min {:.1} us, median {:.1} us, p99 {:.1} us",
+            rtts.len(),
+            at(0.0),
+            at(0.5),
+            at(0.99)
+        );
+    }
+    // Idle: nothing outstanding, a wait with a deadline; the process's CPU time.
+    if args.idle_secs > 0.0 {
+        let cpu = || {
+            nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_SELF).map(|u| {
+                let us = |t: nix::sys::time::TimeVal| t.tv_sec() as f64 * 1e6 + t.tv_usec() as f64;
+                us(u.user_time()) + us(u.system_time())
+            })
+        };
+        let before = cpu().map_err(|e| format!("getrusage: {e}"))?;
+        let t0 = x.a.now();
+        let until = t0 + Duration::from_secs_f64(args.idle_secs);
+        while x.a.now() < until {
+            x.a.wait(&[cq_a], until).map_err(|e| format!("wait: {e}"))?;
+            x.a.poll_cq(cq_a, 64, &mut wcs).map_err(|e| format!("poll_cq: {e}"))?;
+        }
+        let wall = (x.a.now() - t0).as_secs_f64();
+        let used = (cpu().map_err(|e| format!("getrusage: {e}"))? - before) / 1e6;
+        println!("IDLE cpu {:.3} ms in {:.2} s waiting ({:.3}% of one core)", used * 1e3, wall, 100.0 * used / wall);
+    }
+    Ok(())
 }

@@ -97,3 +97,30 @@ fn data_cases_pass_between_two_reactors() {
     assert!(failed.is_empty(), "failures between two reactors:\n{}", failed.join("\n"));
     assert_eq!(results.len(), 21);
 }
+
+fn rctb(args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_rctb")).args(args).output().expect("run rctb")
+}
+
+/// `rctb conformance --backend udp` and `rctb udp-bench` between two
+/// loopback endpoints: the lines the VM hooks read.
+#[test]
+fn the_udp_front_ends_print_what_the_hooks_read() {
+    let out = rctb(&["conformance", "--backend", "udp", "--device", "127.91.5.2", "--peer", "127.91.5.1"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(text.contains("PASS write/1mib") && text.contains("SKIP cm/connect_accept_private_data"), "{text}");
+    assert!(text.lines().any(|l| l == "conformance: 42 passed, 0 failed, 2 skipped"), "{text}");
+
+    let args = ["udp-bench", "--device", "127.91.6.2", "--peer", "127.91.6.1", "--iters", "8", "--reps", "2"];
+    let out = rctb(&[&args[..], &["--pingpong", "20", "--idle-secs", "0.05"]].concat());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(text.lines().filter(|l| l.starts_with("BENCH write_bw-1MiB rctb-udp ")).count(), 2, "{text}");
+    assert!(text.lines().any(|l| l.starts_with("LATENCY send-64B round trip over 20 iterations")), "{text}");
+    assert!(text.lines().any(|l| l.starts_with("IDLE cpu ")), "{text}");
+
+    // Both sides must be given as something: two devices are not this backend.
+    let out = rctb(&["conformance", "--backend", "udp", "--device", "not-an-address", "--peer", "rxe-nope"]);
+    assert_eq!(out.status.code(), Some(2));
+}

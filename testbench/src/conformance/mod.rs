@@ -19,7 +19,7 @@ mod harness;
 
 use rctb_core::Transport;
 
-pub use harness::{Endpoints, Side};
+pub use harness::{Endpoints, Link, QpPair, Side};
 
 /// How one case ended.
 #[derive(Clone, Debug, PartialEq, Eq)]
