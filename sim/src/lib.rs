@@ -22,6 +22,7 @@
 //! control (ECN/CNP), and CM message loss (CM retransmits its MADs on real
 //! fabrics; partitions still cut CM).
 
+mod actor;
 mod cm;
 mod config;
 #[doc(hidden)]
@@ -45,6 +46,7 @@ use std::rc::Rc;
 use rctb_core::time::Instant;
 use thiserror::Error;
 
+pub use actor::{Actor, ActorId};
 pub use config::{FaultAction, LinkConfig, LinkFaults, NodeConfig, ScheduledFault};
 pub use packet::Packet;
 pub use rng::SimRng;
@@ -135,14 +137,44 @@ impl Sim {
         self.world.borrow().next_event_at()
     }
 
-    /// Runs every event of the next pending instant; `None` when idle.
+    /// Runs every event of the next pending instant, then the actors;
+    /// `None` when idle.
     pub fn step(&self) -> Option<Instant> {
-        self.world.borrow_mut().run_next_instant()
+        let at = self.world.borrow_mut().run_next_instant();
+        if at.is_some() {
+            actor::run_actors(&self.world);
+        }
+        at
     }
 
-    /// Runs every event up to and including `deadline`, then sets the clock to it.
+    /// Runs every event up to and including `deadline` (and the actors after
+    /// each instant), then sets the clock to it.
     pub fn run_until(&self, deadline: Instant) {
+        while self.next_event_at().is_some_and(|t| t <= deadline) {
+            self.step();
+        }
         self.world.borrow_mut().run_until(deadline);
+    }
+
+    /// Registers a peer model on `node`; it runs once now (to listen, say)
+    /// and then after every instant.
+    pub fn add_actor(&self, node: NodeId, actor: Box<dyn Actor>) -> ActorId {
+        let id = {
+            let mut w = self.world.borrow_mut();
+            w.next_actor += 1;
+            let id = ActorId(w.next_actor);
+            w.actors.push(actor::ActorSlot { id, node: node.0, actor, wake: None });
+            id
+        };
+        actor::run_actors(&self.world);
+        id
+    }
+
+    /// Unregisters an actor and hands it back.
+    pub fn remove_actor(&self, id: ActorId) -> Option<Box<dyn Actor>> {
+        let mut w = self.world.borrow_mut();
+        let i = w.actors.iter().position(|s| s.id == id)?;
+        Some(w.actors.remove(i).actor)
     }
 
     /// Runs until no event is pending.

@@ -535,6 +535,8 @@ impl Transport for SimTransport {
             match w.next_event_at() {
                 Some(t) if t <= deadline => {
                     w.run_next_instant();
+                    drop(w);
+                    crate::actor::run_actors(&self.world);
                 }
                 _ => {
                     // Nothing can happen before the deadline: jump to it.

@@ -52,6 +52,8 @@ pub(crate) enum EventKind {
         conn: ConnId,
     },
     Fault(Box<FaultAction>),
+    /// Nothing happens: an actor asked to run at this time.
+    Wake,
 }
 
 #[derive(Debug)]
@@ -105,6 +107,9 @@ pub(crate) struct World {
     partitions: BTreeSet<(NodeIdx, NodeIdx)>,
     pub stats: FabricStats,
     pub pcap: Option<PcapSink>,
+    /// Peer models run after every instant (see `actor.rs`).
+    pub actors: Vec<crate::actor::ActorSlot>,
+    pub next_actor: u64,
     pool: Vec<Vec<u8>>,
     comps: Vec<RoutedCompletion>,
     /// Packets on the wire, by slot; `free_slots` lists the empty ones.
@@ -135,6 +140,8 @@ impl World {
             partitions: BTreeSet::new(),
             stats: FabricStats::default(),
             pcap: None,
+            actors: Vec::new(),
+            next_actor: 0,
             pool: Vec::new(),
             comps: Vec::new(),
             in_flight: Vec::new(),
@@ -266,6 +273,7 @@ impl World {
             EventKind::Cm { from, to, msg } => crate::cm::handle(self, from, to, *msg),
             EventKind::CmTimeout { node, conn } => crate::cm::timeout(self, node, conn),
             EventKind::Fault(action) => self.apply_fault(*action),
+            EventKind::Wake => {}
         }
     }
 

@@ -3,3 +3,4 @@
 //! [`rctb_core::Transport`], so it runs on a simulator node (or any backend).
 
 pub mod fpga;
+pub mod nvme;

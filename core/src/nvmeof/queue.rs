@@ -1,0 +1,431 @@
+//! One NVMe/RDMA queue: an RC QP connected with NVMe/RDMA private data,
+//! command capsule slots, response receive slots and command ids.
+//!
+//! Non-blocking core: [`Queue::submit`] posts a capsule, [`Queue::poll`]
+//! processes completions (and expires commands past their deadline), and
+//! [`Queue::take`] hands over finished commands. A command is finished only
+//! when both its capsule SEND completed and its response arrived. Blocking
+//! helpers ([`Queue::connect`], [`Queue::execute`]) are thin loops on top,
+//! in the transport's time.
+//!
+//! Any failure of the connection (an error completion, a response for a
+//! command id nobody sent, a timeout, a disconnect) fails the whole queue:
+//! its QP goes to ERR so the target can no longer touch host memory, and
+//! every outstanding command finishes with the error.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddrV4;
+
+use super::error::NvmeError;
+use super::protocol::{COMMAND_LEN, COMPLETION_LEN, CmAccept, CmReject, CmRequest, Completion, NvmeCommand, Sgl};
+use crate::time::{Duration, Instant};
+use crate::transport::*;
+
+/// How a queue is set up.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct QueueConfig {
+    pub addr: SocketAddrV4,
+    pub qid: u16,
+    /// Entries (2..=256); at most depth - 1 commands are outstanding.
+    pub depth: u16,
+    /// 0 for the admin queue; the controller id for I/O queues.
+    pub cntlid: u16,
+    /// In-capsule data bytes a command slot can carry (0: none).
+    pub in_capsule: u32,
+    /// Per-command timeout.
+    pub timeout: Duration,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Slot {
+    busy: bool,
+    command: &'static str,
+    send_done: bool,
+    response: Option<Completion>,
+    deadline: Instant,
+}
+
+const FREE: Slot = Slot { busy: false, command: "", send_done: false, response: None, deadline: Instant::ZERO };
+
+const WR_SEND: u64 = 1 << 32;
+const WR_RECV: u64 = 2 << 32;
+
+/// One connected queue. Owns its CQ, QP, CM id and buffers (not the PD).
+#[derive(Debug)]
+pub struct Queue {
+    qid: u16,
+    depth: u16,
+    addr: SocketAddrV4,
+    conn: ConnId,
+    qp: QpId,
+    cq: CqId,
+    cmd_mr: MrInfo,
+    rsp_mr: MrInfo,
+    capsule_len: u64,
+    timeout: Duration,
+    slots: Vec<Slot>,
+    outstanding: u16,
+    finished: BTreeMap<u16, Result<Completion, NvmeError>>,
+    failed: Option<NvmeError>,
+    closed: bool,
+    scratch: Vec<crate::transport::Completion>,
+}
+
+impl Queue {
+    /// Connects: RDMA CM with the NVMe/RDMA request as private data, then
+    /// posts a receive per entry. Blocks (in transport time) up to the
+    /// timeout. Does not send Fabrics Connect (the controller does).
+    /// CM events of other connections are handed to `other`.
+    pub fn connect<T: Transport>(
+        t: &mut T,
+        pd: PdId,
+        cfg: &QueueConfig,
+        other: &mut dyn FnMut(CmEvent),
+    ) -> Result<Queue, NvmeError> {
+        let req = CmRequest::new(cfg.qid, cfg.depth, cfg.cntlid).map_err(NvmeError::Build)?;
+        let depth = cfg.depth;
+        let capsule_len = COMMAND_LEN as u64 + cfg.in_capsule as u64;
+        let cq = t.create_cq(2 * depth as u32)?;
+        let mut q = Queue {
+            qid: cfg.qid,
+            depth,
+            addr: cfg.addr,
+            conn: ConnId(u32::MAX),
+            qp: QpId(u32::MAX),
+            cq,
+            cmd_mr: MrInfo { id: MrId(u32::MAX), addr: 0, len: 0, lkey: 0, rkey: 0, access: Access::NONE },
+            rsp_mr: MrInfo { id: MrId(u32::MAX), addr: 0, len: 0, lkey: 0, rkey: 0, access: Access::NONE },
+            capsule_len,
+            timeout: cfg.timeout,
+            slots: vec![FREE; depth as usize - 1],
+            outstanding: 0,
+            finished: BTreeMap::new(),
+            failed: None,
+            closed: false,
+            scratch: Vec::new(),
+        };
+        match q.connect_inner(t, pd, cfg, req, other) {
+            Ok(()) => Ok(q),
+            Err(e) => {
+                q.release(t);
+                Err(e)
+            }
+        }
+    }
+
+    fn connect_inner<T: Transport>(
+        &mut self,
+        t: &mut T,
+        pd: PdId,
+        cfg: &QueueConfig,
+        req: CmRequest,
+        other: &mut dyn FnMut(CmEvent),
+    ) -> Result<(), NvmeError> {
+        let depth = self.depth as u64;
+        self.cmd_mr = t.reg_mr(pd, self.capsule_len * depth, Access::LOCAL_WRITE)?;
+        self.rsp_mr = t.reg_mr(pd, COMPLETION_LEN as u64 * depth, Access::LOCAL_WRITE)?;
+        let caps = QpCaps {
+            max_send_wr: self.depth as u32,
+            max_recv_wr: self.depth as u32,
+            max_send_sge: 1,
+            max_recv_sge: 1,
+            max_inline_data: 0,
+        };
+        let init = QpInit { pd, send_cq: self.cq, recv_cq: self.cq, caps, sq_sig_all: false };
+        let mut params = ConnectParams::new(cfg.addr, init, req.encode().to_vec());
+        let dev = t.device()?;
+        // PROTOCOLS.md §2: min(255, max_qp_rd_atom); the u8 field holds that.
+        params.responder_resources = dev.max_qp_rd_atom;
+        params.initiator_depth = dev.max_qp_init_rd_atom.min(16);
+        let (conn, qp) = t.cm_connect(&params)?;
+        self.conn = conn;
+        self.qp = qp;
+        // Receives go up before the target can answer anything.
+        for i in 0..self.depth as u64 {
+            let sge = [Sge::new(self.rsp_mr.id, i * COMPLETION_LEN as u64, COMPLETION_LEN as u32)];
+            t.post_recv(qp, &RecvWr::new(WR_RECV | i, &sge))?;
+        }
+        let deadline = t.now() + cfg.timeout;
+        loop {
+            while let Some(ev) = t.cm_poll() {
+                if ev.conn() != conn {
+                    other(ev);
+                    continue;
+                }
+                match ev {
+                    CmEvent::Established { private_data, .. } => {
+                        let accept = CmAccept::decode(&private_data).map_err(NvmeError::Protocol)?;
+                        // The target may hold fewer commands than we asked for.
+                        if accept.crqsize < self.depth {
+                            let n = accept.crqsize.max(2) as usize - 1;
+                            self.slots.truncate(n);
+                        }
+                        return Ok(());
+                    }
+                    CmEvent::Rejected { private_data, .. } => {
+                        let reason = CmReject::decode(&private_data).ok().map(|r| r.status);
+                        return Err(NvmeError::Rejected { addr: cfg.addr, reason });
+                    }
+                    CmEvent::Unreachable { reason, .. } => {
+                        return Err(NvmeError::Unreachable { addr: cfg.addr, reason });
+                    }
+                    CmEvent::Disconnected { .. } => return Err(NvmeError::Disconnected { qid: self.qid }),
+                    CmEvent::ConnectRequest { .. } => {}
+                }
+            }
+            if t.now() >= deadline {
+                return Err(NvmeError::Timeout { command: "RDMA CM connect", qid: self.qid, after: cfg.timeout });
+            }
+            t.wait(&[], deadline)?;
+        }
+    }
+
+    pub fn qid(&self) -> u16 {
+        self.qid
+    }
+    /// Entries of the queue; at most `depth - 1` commands are outstanding.
+    pub fn depth(&self) -> u16 {
+        self.depth
+    }
+    /// Commands the queue can hold at once.
+    pub fn capacity(&self) -> u16 {
+        self.slots.len() as u16
+    }
+    pub fn outstanding(&self) -> u16 {
+        self.outstanding
+    }
+    pub fn cq(&self) -> CqId {
+        self.cq
+    }
+    pub fn conn(&self) -> ConnId {
+        self.conn
+    }
+    /// In-capsule data bytes a command may carry.
+    pub fn in_capsule(&self) -> u64 {
+        self.capsule_len - COMMAND_LEN as u64
+    }
+    /// Why the queue failed, if it did.
+    pub fn failure(&self) -> Option<&NvmeError> {
+        self.failed.as_ref()
+    }
+    pub fn is_closed(&self) -> bool {
+        self.closed
+    }
+
+    /// The earliest deadline of an outstanding command.
+    pub fn next_deadline(&self) -> Option<Instant> {
+        self.slots.iter().filter(|s| s.busy).map(|s| s.deadline).min()
+    }
+
+    /// Submits `cmd` without waiting; returns its command id. With
+    /// `in_capsule` = (region, offset, len), that data travels inside the
+    /// capsule (the command's SGL must be `Sgl::InCapsule`).
+    pub fn submit<T: Transport>(
+        &mut self,
+        t: &mut T,
+        cmd: &NvmeCommand,
+        in_capsule: Option<(MrId, u64, u32)>,
+    ) -> Result<u16, NvmeError> {
+        if let Some(e) = &self.failed {
+            return Err(e.clone());
+        }
+        if self.closed {
+            return Err(NvmeError::Disconnected { qid: self.qid });
+        }
+        let Some(cid) = self.slots.iter().position(|s| !s.busy) else {
+            return Err(NvmeError::QueueFull { qid: self.qid, depth: self.depth, outstanding: self.outstanding });
+        };
+        let data_len = in_capsule.map_or(0, |(_, _, len)| len);
+        if data_len as u64 > self.in_capsule() {
+            return Err(
+                InvalidValue::new("in-capsule length", data_len as u64, "exceeds the queue's in-capsule size").into()
+            );
+        }
+        if in_capsule.is_some() != matches!(cmd.sgl(), Sgl::InCapsule { .. }) {
+            return Err(InvalidValue::new("sgl", 0, "in-capsule data needs an in-capsule SGL, and only then").into());
+        }
+        let at = cid as u64 * self.capsule_len;
+        let bytes = cmd.to_command(cid as u16).encode();
+        t.mr_write(self.cmd_mr.id, at, &bytes)?;
+        if let Some((mr, offset, len)) = in_capsule {
+            let mut data = vec![0u8; len as usize];
+            t.mr_read(mr, offset, &mut data)?;
+            t.mr_write(self.cmd_mr.id, at + COMMAND_LEN as u64, &data)?;
+        }
+        let sge = [Sge::new(self.cmd_mr.id, at, COMMAND_LEN as u32 + data_len)];
+        t.post_send(self.qp, &SendWr::new(WR_SEND | cid as u64, SendOp::Send, &sge))?;
+        self.slots[cid] = Slot {
+            busy: true,
+            command: cmd.name(),
+            send_done: false,
+            response: None,
+            deadline: t.now() + self.timeout,
+        };
+        self.outstanding += 1;
+        Ok(cid as u16)
+    }
+
+    /// Processes completions and deadlines without blocking. Finished
+    /// commands wait in the queue for [`Queue::take`].
+    pub fn poll<T: Transport>(&mut self, t: &mut T) -> Result<(), NvmeError> {
+        if self.failed.is_some() || self.closed {
+            return Ok(());
+        }
+        let mut comps = std::mem::take(&mut self.scratch);
+        comps.clear();
+        let r = t.poll_cq(self.cq, usize::MAX, &mut comps);
+        let r = r.map_err(NvmeError::from).and_then(|_| {
+            for c in &comps {
+                self.on_completion(t, c)?;
+            }
+            Ok(())
+        });
+        self.scratch = comps;
+        if let Err(e) = r {
+            self.fail(t, e);
+            return Ok(());
+        }
+        let now = t.now();
+        if let Some(late) = self.slots.iter().find(|s| s.busy && s.deadline <= now) {
+            let e = NvmeError::Timeout { command: late.command, qid: self.qid, after: self.timeout };
+            self.fail(t, e);
+        }
+        Ok(())
+    }
+
+    fn on_completion<T: Transport>(&mut self, t: &mut T, c: &crate::transport::Completion) -> Result<(), NvmeError> {
+        let is_send = c.wr_id & WR_SEND != 0;
+        if !c.status.is_success() {
+            let op = if is_send { "command SEND" } else { "response receive" };
+            return Err(NvmeError::Completion { qid: self.qid, op, status: c.status });
+        }
+        let idx = (c.wr_id & 0xFFFF_FFFF) as usize;
+        if is_send {
+            if let Some(s) = self.slots.get_mut(idx).filter(|s| s.busy) {
+                s.send_done = true;
+            }
+            self.finish_if_done(idx);
+            return Ok(());
+        }
+        let mut bytes = [0u8; COMPLETION_LEN];
+        t.mr_read(self.rsp_mr.id, idx as u64 * COMPLETION_LEN as u64, &mut bytes)?;
+        let sge = [Sge::new(self.rsp_mr.id, idx as u64 * COMPLETION_LEN as u64, COMPLETION_LEN as u32)];
+        t.post_recv(self.qp, &RecvWr::new(c.wr_id, &sge))?;
+        if (c.byte_len as usize) < COMPLETION_LEN {
+            return Err(NvmeError::Protocol(super::protocol::ProtocolError::Short {
+                what: "response capsule",
+                len: c.byte_len as usize,
+                need: COMPLETION_LEN,
+            }));
+        }
+        let resp = Completion::decode(&bytes).map_err(NvmeError::Protocol)?;
+        let cid = resp.cid as usize;
+        match self.slots.get_mut(cid) {
+            Some(s) if s.busy && s.response.is_none() => s.response = Some(resp),
+            _ => return Err(NvmeError::UnknownCid { qid: self.qid, cid: resp.cid }),
+        }
+        self.finish_if_done(cid);
+        Ok(())
+    }
+
+    fn finish_if_done(&mut self, cid: usize) {
+        let Some(s) = self.slots.get_mut(cid) else { return };
+        if s.busy && s.send_done {
+            if let Some(resp) = s.response {
+                *s = FREE;
+                self.outstanding -= 1;
+                self.finished.insert(cid as u16, Ok(resp));
+            }
+        }
+    }
+
+    /// Fails the queue: QP to ERR, every outstanding command finishes with `e`.
+    fn fail<T: Transport>(&mut self, t: &mut T, e: NvmeError) {
+        let _ = t.modify_qp(self.qp, &QpTransition::Err);
+        for (cid, s) in self.slots.iter_mut().enumerate() {
+            if s.busy {
+                self.finished.insert(cid as u16, Err(e.clone()));
+                *s = FREE;
+            }
+        }
+        self.outstanding = 0;
+        self.failed = Some(e);
+    }
+
+    /// A CM event that may concern this queue (a disconnect fails it).
+    pub fn handle_cm<T: Transport>(&mut self, t: &mut T, ev: &CmEvent) -> bool {
+        if ev.conn() != self.conn {
+            return false;
+        }
+        if matches!(ev, CmEvent::Disconnected { .. }) && self.failed.is_none() && !self.closed {
+            self.fail(t, NvmeError::Disconnected { qid: self.qid });
+        }
+        true
+    }
+
+    /// The result of command `cid`, once finished (status not checked).
+    pub fn take(&mut self, cid: u16) -> Option<Result<Completion, NvmeError>> {
+        self.finished.remove(&cid)
+    }
+
+    /// Every finished command.
+    pub fn take_all(&mut self) -> Vec<(u16, Result<Completion, NvmeError>)> {
+        std::mem::take(&mut self.finished).into_iter().collect()
+    }
+
+    /// Blocks until something happens on this queue or `deadline` passes.
+    pub fn wait<T: Transport>(&mut self, t: &mut T, deadline: Instant) -> Result<(), NvmeError> {
+        let deadline = self.next_deadline().map_or(deadline, |d| d.min(deadline));
+        if t.wait(&[self.cq], deadline)? == Readiness::Ready {
+            while let Some(ev) = t.cm_poll() {
+                self.handle_cm(t, &ev);
+            }
+        }
+        self.poll(t)
+    }
+
+    /// Submits `cmd` and waits for it; an NVMe error status is an error.
+    pub fn execute<T: Transport>(&mut self, t: &mut T, cmd: &NvmeCommand) -> Result<Completion, NvmeError> {
+        let cid = self.submit(t, cmd, None)?;
+        loop {
+            self.poll(t)?;
+            if let Some(r) = self.take(cid) {
+                let c = r?;
+                c.check().map_err(|error| NvmeError::Status { command: cmd.name(), error })?;
+                return Ok(c);
+            }
+            self.wait(t, Instant::FAR_FUTURE)?;
+        }
+    }
+
+    /// Disconnects and releases everything. Commands still outstanding
+    /// finish with `Disconnected`.
+    pub fn close<T: Transport>(&mut self, t: &mut T) {
+        if !self.closed {
+            if self.failed.is_none() {
+                self.fail(t, NvmeError::Disconnected { qid: self.qid });
+            }
+            self.release(t);
+        }
+    }
+
+    fn release<T: Transport>(&mut self, t: &mut T) {
+        self.closed = true;
+        if self.conn.0 != u32::MAX {
+            let _ = t.cm_disconnect(self.conn);
+            let _ = t.modify_qp(self.qp, &QpTransition::Err);
+            let _ = t.destroy_qp(self.qp);
+            let _ = t.cm_destroy(self.conn);
+        }
+        let _ = t.destroy_cq(self.cq);
+        for mr in [self.cmd_mr, self.rsp_mr] {
+            if mr.id.0 != u32::MAX {
+                let _ = t.dereg_mr(mr.id);
+            }
+        }
+    }
+
+    pub fn addr(&self) -> SocketAddrV4 {
+        self.addr
+    }
+}

@@ -1,0 +1,264 @@
+//! The NVMe-oF initiator (rctb_core::nvmeof) against the simulator's target
+//! model (rctb_sim::models::nvme), end to end over the simulated RC fabric.
+
+use std::cell::RefCell;
+use std::net::SocketAddrV4;
+use std::rc::Rc;
+
+use rctb_core::Transport;
+use rctb_core::nvmeof::protocol::*;
+use rctb_core::nvmeof::{Buffer, Controller, ControllerConfig, NvmeError, discover};
+use rctb_core::time::Duration;
+use rctb_sim::models::nvme::{NvmeTarget, TargetConfig};
+use rctb_sim::{NodeConfig, Sim, SimTransport};
+
+const NQN: &str = "nqn.2026-01.io.rctb:sim-target";
+
+struct Setup {
+    sim: Sim,
+    host: SimTransport,
+    target: Rc<RefCell<NvmeTarget>>,
+    addr: SocketAddrV4,
+}
+
+fn setup(seed: u64, cfg: TargetConfig) -> Setup {
+    let sim = Sim::new(seed);
+    let h = sim.add_node(NodeConfig::new("host", "10.0.0.1".parse().unwrap())).unwrap();
+    let tn = sim.add_node(NodeConfig::new("target", "10.0.0.2".parse().unwrap())).unwrap();
+    let target = Rc::new(RefCell::new(NvmeTarget::new(cfg, "10.0.0.2".parse().unwrap()).unwrap()));
+    sim.add_actor(tn, Box::new(target.clone()));
+    let addr = SocketAddrV4::new("10.0.0.2".parse().unwrap(), NVME_RDMA_PORT);
+    Setup { host: sim.transport(h), sim, target, addr }
+}
+
+fn config(addr: SocketAddrV4) -> ControllerConfig {
+    ControllerConfig::new(addr, Nqn::new(NQN).unwrap(), [0x11; 16])
+}
+
+fn pattern(len: usize, seed: u8) -> Vec<u8> {
+    (0..len).map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed) ^ (i >> 9) as u8).collect()
+}
+
+#[test]
+fn connect_identify_write_read_flush() {
+    let s = setup(1, TargetConfig::new(NQN));
+    let mut c = Controller::connect(s.host.clone(), config(s.addr)).map_err(|(_, e)| e).expect("connect");
+    assert_eq!(c.info().subnqn, NQN);
+    assert_eq!(c.max_transfer(), 128 * 1024);
+    assert_eq!(c.active_namespaces().unwrap(), vec![1, 2]);
+    for nsid in [1, 2] {
+        let ns = c.namespace(nsid).unwrap();
+        let len = 1 << 20; // 1 MiB: 8 commands of 128 KiB
+        let mr = c.alloc(len).unwrap();
+        let data = pattern(len as usize, nsid as u8);
+        c.transport_mut().mr_write(mr.id, 0, &data).unwrap();
+        c.write(&ns, 3, Buffer::host(mr)).unwrap();
+        c.flush(&ns).unwrap();
+        let back = c.alloc(len).unwrap();
+        c.read(&ns, 3, Buffer::host(back)).unwrap();
+        let mut got = vec![0u8; len as usize];
+        c.transport().mr_read(back.id, 0, &mut got).unwrap();
+        assert!(got == data, "nsid {nsid}: read-back differs");
+        let lba = ns.lba_size() as usize;
+        let stored = s.target.borrow().namespace_data(NQN, nsid).unwrap()[3 * lba..3 * lba + len as usize].to_vec();
+        assert!(stored == data, "nsid {nsid}: the target holds other bytes");
+        c.free(mr).unwrap();
+        c.free(back).unwrap();
+    }
+    let stats = s.target.borrow().stats();
+    assert!(stats.in_capsule_writes == 0, "1 MiB writes go by RDMA READ");
+    let t = c.into_transport();
+    drop(t);
+    s.sim.run_until(s.sim.now() + Duration::from_millis(10));
+    assert_eq!(s.sim.live_resources().qps, 0, "{:?}", s.sim.live_resources());
+}
+
+fn connect(s: &Setup, cfg: ControllerConfig) -> Controller<SimTransport> {
+    Controller::connect(s.host.clone(), cfg).map_err(|(_, e)| e).expect("connect")
+}
+
+#[test]
+fn discovery_lists_every_subsystem() {
+    let s = setup(2, TargetConfig::new(NQN));
+    let mut t = s.host.clone();
+    let log = discover(&mut t, s.addr, [0x22; 16], Duration::from_secs(5)).unwrap();
+    let nqns: Vec<&str> = log.entries.iter().map(|e| e.subnqn.as_str()).collect();
+    assert_eq!(nqns, vec![DISCOVERY_NQN, NQN]);
+    assert_eq!(log.entries[1].traddr, "10.0.0.2");
+    assert_eq!(log.entries[1].trsvcid, "4420");
+    assert_eq!(log.entries[1].subtype, SUBTYPE_NVME);
+    s.sim.run_until(s.sim.now() + Duration::from_millis(10));
+    assert_eq!(s.sim.live_resources().qps, 0, "discovery leaves nothing behind");
+}
+
+#[test]
+fn wrong_nqn_and_wrong_port_are_clear_errors() {
+    let s = setup(3, TargetConfig::new(NQN));
+    let mut cfg = config(s.addr);
+    cfg.subnqn = Nqn::new("nqn.2026-01.io.rctb:nobody").unwrap();
+    let (_, e) = Controller::connect(s.host.clone(), cfg).unwrap_err();
+    assert!(matches!(e, NvmeError::ConnectInvalid { .. }), "{e:?}");
+    assert_eq!(
+        e.to_string(),
+        "connect refused: invalid subsystem NQN (NVMe status: connect: invalid parameters (SCT 0x1, SC 0x82, DNR))"
+    );
+    let mut cfg = config(SocketAddrV4::new(*s.addr.ip(), 4421));
+    cfg.timeout = Duration::from_secs(1);
+    let (_, e) = Controller::connect(s.host.clone(), cfg).unwrap_err();
+    assert_eq!(e.to_string(), "cannot reach an NVMe/RDMA target at 10.0.0.2:4421: nothing listens on that port");
+    s.sim.run_until(s.sim.now() + Duration::from_millis(10));
+    assert_eq!(s.sim.live_resources().qps, 0, "failed connects leave nothing behind");
+}
+
+#[test]
+fn nvme_statuses_carry_sc_sct_dnr() {
+    let s = setup(4, TargetConfig::new(NQN));
+    let mut c = connect(&s, config(s.addr));
+    let ns = c.namespace(1).unwrap();
+    let mr = c.alloc(4096).unwrap();
+    // Past the end: refused locally before anything is sent.
+    assert!(matches!(c.read(&ns, ns.blocks() - 1, Buffer::host(mr)), Err(NvmeError::Invalid(_))));
+    // A namespace the target lacks.
+    let e = c.namespace(9).unwrap_err();
+    let st = e.status().expect("an NVMe status").status;
+    assert_eq!((st.sct, st.sc, st.dnr), (SCT_GENERIC, SC_INVALID_NAMESPACE, true));
+    // The target checks the range too: lie about the namespace's size.
+    let mut big = ns.clone();
+    big.info.nsze = u64::MAX;
+    let e = c.read(&big, ns.blocks(), Buffer::slice(mr, 0, 512)).unwrap_err();
+    let st = e.status().expect("an NVMe status").status;
+    assert_eq!((st.sct, st.sc, st.dnr), (SCT_GENERIC, SC_LBA_OUT_OF_RANGE, true));
+    assert_eq!(e.to_string(), "Read failed: NVMe status: LBA out of range (SCT 0x0, SC 0x80, DNR)");
+    // The controller still works after errors.
+    c.read(&ns, 0, Buffer::host(mr)).unwrap();
+    c.close();
+}
+
+#[test]
+fn small_writes_travel_in_capsule() {
+    let s = setup(5, TargetConfig::new(NQN));
+    let mut c = connect(&s, config(s.addr));
+    let ns = c.namespace(2).unwrap();
+    let mr = c.alloc(3 * 4096).unwrap();
+    let data = pattern(3 * 4096, 9);
+    c.transport_mut().mr_write(mr.id, 0, &data).unwrap();
+    for i in 0..3u64 {
+        c.write(&ns, 10 + i, Buffer::slice(mr, i * 4096, 4096)).unwrap();
+    }
+    assert_eq!(s.target.borrow().stats().in_capsule_writes, 3);
+    let back = c.alloc(3 * 4096).unwrap();
+    c.read(&ns, 10, Buffer::host(back)).unwrap();
+    let mut got = vec![0u8; data.len()];
+    c.transport().mr_read(back.id, 0, &mut got).unwrap();
+    assert!(got == data);
+}
+
+#[test]
+fn several_io_queues_share_the_work() {
+    let s = setup(6, TargetConfig::new(NQN));
+    let mut cfg = config(s.addr);
+    cfg.io_queues = 3;
+    cfg.queue_depth = 4;
+    let mut c = connect(&s, cfg);
+    assert_eq!(c.io_queues().len(), 3);
+    let ns = c.namespace(1).unwrap();
+    let len = 4 << 20;
+    let mr = c.alloc(len).unwrap();
+    let data = pattern(len as usize, 3);
+    c.transport_mut().mr_write(mr.id, 0, &data).unwrap();
+    c.write(&ns, 0, Buffer::host(mr)).unwrap();
+    let back = c.alloc(len).unwrap();
+    c.read(&ns, 0, Buffer::host(back)).unwrap();
+    let mut got = vec![0u8; len as usize];
+    c.transport().mr_read(back.id, 0, &mut got).unwrap();
+    assert!(got == data);
+    // 32 writes and 32 reads of 128 KiB, spread over 3 queues of 3 slots.
+    assert_eq!(s.target.borrow().stats().writes, 32);
+}
+
+#[test]
+fn a_dropped_response_is_a_timeout_not_a_hang() {
+    let s = setup(7, TargetConfig::new(NQN));
+    let mut cfg = config(s.addr);
+    cfg.timeout = Duration::from_secs(2);
+    let mut c = connect(&s, cfg);
+    let ns = c.namespace(1).unwrap();
+    let mr = c.alloc(4096).unwrap();
+    s.target.borrow_mut().faults_mut().drop_responses = 1;
+    let before = s.sim.now();
+    let e = c.read(&ns, 0, Buffer::host(mr)).unwrap_err();
+    assert!(matches!(e, NvmeError::Timeout { command: "Read", qid: 1, .. }), "{e:?}");
+    assert!(s.sim.now() - before >= Duration::from_secs(2));
+    // The queue is failed: later I/O fails at once with the same error.
+    assert!(matches!(c.read(&ns, 0, Buffer::host(mr)), Err(NvmeError::Timeout { .. })));
+}
+
+#[test]
+fn a_delayed_response_still_completes() {
+    let s = setup(8, TargetConfig::new(NQN));
+    let mut c = connect(&s, config(s.addr));
+    let ns = c.namespace(1).unwrap();
+    let mr = c.alloc(4096).unwrap();
+    s.target.borrow_mut().faults_mut().response_delay = Duration::from_millis(300);
+    let before = s.sim.now();
+    c.read(&ns, 0, Buffer::host(mr)).unwrap();
+    assert!(s.sim.now() - before >= Duration::from_millis(300));
+}
+
+#[test]
+fn a_target_crash_fails_io_and_loses_unflushed_writes() {
+    let s = setup(9, TargetConfig::new(NQN));
+    let mut c = connect(&s, config(s.addr));
+    let ns = c.namespace(2).unwrap();
+    let mr = c.alloc(8192).unwrap();
+    c.transport_mut().mr_write(mr.id, 0, &pattern(8192, 1)).unwrap();
+    c.write(&ns, 0, Buffer::slice(mr, 0, 4096)).unwrap();
+    c.flush(&ns).unwrap();
+    c.write(&ns, 1, Buffer::slice(mr, 4096, 4096)).unwrap();
+    {
+        let mut t = s.sim.transport(s.sim.node("target").unwrap());
+        s.target.borrow_mut().crash(&mut t);
+    }
+    let e = c.read(&ns, 0, Buffer::host(mr)).unwrap_err();
+    assert!(matches!(e, NvmeError::Disconnected { .. } | NvmeError::Completion { .. }), "{e:?}");
+    c.close();
+    s.target.borrow_mut().restart();
+    let data = s.target.borrow().namespace_data(NQN, 2).unwrap()[..8192].to_vec();
+    assert!(data[..4096] == pattern(8192, 1)[..4096], "flushed block survives");
+    assert!(data[4096..].iter().all(|&b| b == 0), "unflushed block is lost");
+    // After the restart, a new controller works.
+    let mut c = connect(&s, config(s.addr));
+    let ns = c.namespace(2).unwrap();
+    let mr = c.alloc(4096).unwrap();
+    c.read(&ns, 0, Buffer::host(mr)).unwrap_or_else(|e| panic!("{e}"));
+    let mut got = vec![0u8; 4096];
+    c.transport().mr_read(mr.id, 0, &mut got).unwrap();
+    assert!(got[..] == pattern(8192, 1)[..4096]);
+}
+
+#[test]
+fn keep_alive_keeps_the_controller() {
+    let s = setup(10, TargetConfig::new(NQN));
+    let mut cfg = config(s.addr);
+    cfg.keep_alive = Duration::from_secs(1);
+    let mut c = connect(&s, cfg);
+    let until = s.sim.now() + Duration::from_secs(5);
+    c.idle_until(until).unwrap();
+    assert!(s.target.borrow().stats().keep_alives >= 8, "{:?}", s.target.borrow().stats());
+    let ns = c.namespace(1).unwrap();
+    let mr = c.alloc(512).unwrap();
+    c.read(&ns, 0, Buffer::host(mr)).unwrap();
+}
+
+#[test]
+fn without_keep_alive_the_target_drops_the_controller() {
+    let s = setup(11, TargetConfig::new(NQN));
+    let mut cfg = config(s.addr);
+    cfg.keep_alive = Duration::from_secs(1);
+    let mut c = connect(&s, cfg);
+    // The host goes silent (nothing drives the controller) for 3 s.
+    s.sim.run_until(s.sim.now() + Duration::from_secs(3));
+    assert_eq!(s.target.borrow().queue_count(), 0);
+    let ns = c.namespace(1);
+    assert!(ns.is_err(), "{ns:?}");
+}
