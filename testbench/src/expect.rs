@@ -8,6 +8,7 @@ use rctb_sim::{FabricStats, LiveResources};
 use serde::Serialize;
 
 use crate::counters::fabric_counters;
+use crate::roce::check::FrameCheck;
 use crate::runner::{Outcome, describe_leaks};
 use crate::scenario::{CountExpect, Scenario, StreamSpec, format_duration};
 use crate::traffic::StreamStats;
@@ -128,6 +129,35 @@ fn stream_checks(spec: &StreamSpec, s: &StreamStats, out: &mut Vec<Check>) {
     };
     let what = if e.data_integrity { "data intact" } else { "a data mismatch detected" };
     out.push(check(intact == e.data_integrity, format!("{name}: {what}"), got));
+}
+
+/// The receive server's exact counts for each `op = "roce"` stream: frame
+/// i went to channel `channels[i mod n]`, so each channel must hold exactly
+/// its share of the frames the engine sent successfully.
+pub fn roce_checks(scenario: &Scenario, streams: &[StreamStats], rx: &[Option<FrameCheck>]) -> Vec<Check> {
+    let mut out = Vec::new();
+    for ((spec, s), rxc) in scenario.streams.iter().zip(streams).zip(rx) {
+        let (Some(roce), Some(c)) = (&spec.roce, rxc) else { continue };
+        let n = roce.channels.len() as u64;
+        let mut want: std::collections::BTreeMap<u8, u64> = std::collections::BTreeMap::new();
+        for (j, ch) in roce.channels.iter().enumerate() {
+            let share = (s.completed + n - 1 - j as u64) / n;
+            if share > 0 {
+                *want.entry(*ch).or_default() += share;
+            }
+        }
+        let got: std::collections::BTreeMap<u8, u64> = c.channels.iter().map(|(ch, cc)| (*ch, cc.frames)).collect();
+        let show = |m: &std::collections::BTreeMap<u8, u64>| {
+            let v: Vec<String> = m.iter().map(|(ch, f)| format!("{ch}: {f}")).collect();
+            if v.is_empty() { "none".to_string() } else { v.join(", ") }
+        };
+        out.push(check(
+            got == want,
+            format!("{}: frames per channel as sent ({})", spec.config.name, show(&want)),
+            show(&got),
+        ));
+    }
+    out
 }
 
 fn list_or_none(items: &[String]) -> String {

@@ -12,6 +12,7 @@ use serde::ser::SerializeMap;
 
 use crate::counters::fabric_counters;
 use crate::expect::{Check, status_counts};
+use crate::roce::check::{ChannelCount, FrameCheck};
 use crate::runner::{Outcome, describe_leaks};
 use crate::scenario::Scenario;
 use crate::traffic::{Op, StreamStats};
@@ -59,6 +60,21 @@ pub struct StreamReport {
     pub finished_ns: Option<u64>,
     pub data_time_ns: u64,
     pub throughput_bytes_per_sec: u64,
+    /// `op = "roce"` streams: what the receive server got, per channel.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub roce: Option<RoceReport>,
+}
+
+/// The receive server's view of a `op = "roce"` stream.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct RoceReport {
+    pub channels: BTreeMap<u8, ChannelCount>,
+    pub max_payload: u32,
+    pub rx_queue_depth: u32,
+    pub consumer_delay_ns: u64,
+    pub lost: u64,
+    pub out_of_order: u64,
+    pub corrupt: u64,
 }
 
 /// Fabric counters in the simulator's order (a JSON object, not sorted).
@@ -125,6 +141,7 @@ impl Report {
                 finished_ns: s.finished_at.map(Instant::as_nanos),
                 data_time_ns: s.data_time_nanos(),
                 throughput_bytes_per_sec: s.throughput_bytes_per_sec(),
+                roce: None,
             })
             .collect();
         Report {
@@ -143,6 +160,23 @@ impl Report {
             leaked: Leaks { pds: leaked.pds, mrs: leaked.mrs, cqs: leaked.cqs, qps: leaked.qps },
             notes,
             checks,
+        }
+    }
+
+    /// Adds the receive server's view to each `op = "roce"` stream.
+    pub fn add_roce(&mut self, scenario: &Scenario, checks: &[Option<FrameCheck>]) {
+        for ((report, spec), check) in self.streams.iter_mut().zip(&scenario.streams).zip(checks) {
+            let (Some(r), Some(c)) = (&spec.roce, check) else { continue };
+            report.connect = "surf";
+            report.roce = Some(RoceReport {
+                channels: c.channels.clone(),
+                max_payload: r.max_payload,
+                rx_queue_depth: spec.config.recv_depth,
+                consumer_delay_ns: r.consumer_delay.as_nanos() as u64,
+                lost: c.lost,
+                out_of_order: c.out_of_order,
+                corrupt: c.corrupt,
+            });
         }
     }
 
@@ -223,6 +257,21 @@ impl fmt::Display for Report {
                 secs(s.data_time_ns),
                 mb_per_sec(s.throughput_bytes_per_sec)
             )?;
+            if let Some(r) = &s.roce {
+                let chans: Vec<String> =
+                    r.channels.iter().map(|(ch, c)| format!("{ch}: {} x {} B", c.frames, c.bytes)).collect();
+                writeln!(
+                    f,
+                    "  roce: {} slots of {} B, consumer {} per frame; lost {}, out of order {}, corrupt {}",
+                    r.rx_queue_depth,
+                    r.max_payload,
+                    crate::scenario::format_duration(rctb_core::time::Duration::from_nanos(r.consumer_delay_ns)),
+                    r.lost,
+                    r.out_of_order,
+                    r.corrupt
+                )?;
+                writeln!(f, "  roce channels: {}", if chans.is_empty() { "none".into() } else { chans.join(", ") })?;
+            }
             if let Some(m) = &s.first_mismatch {
                 writeln!(f, "  first mismatch: {m}")?;
             }

@@ -10,10 +10,17 @@ use rctb_core::Transport;
 use rctb_core::time::Instant;
 use rctb_sim::{LiveResources, Sim, SimError, SimTransport};
 
+use rctb_core::roce::{ServerConfig, TransportConfig};
+use rctb_core::transport::RnrTimer;
+use rctb_sim::models::fpga::{Payload, StreamConfig as EngineStream};
+
 use crate::expect;
+use crate::pattern::StreamPattern;
 use crate::report::Report;
-use crate::scenario::Scenario;
-use crate::traffic::{Progress, Role, Stream};
+use crate::roce::check::FrameCheck;
+use crate::roce::pair::{PairConfig, RocePair};
+use crate::scenario::{RoceSpec, Scenario, StreamSpec};
+use crate::traffic::{Progress, Role, Stream, StreamStats};
 
 /// How a run ended.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -38,9 +45,103 @@ pub struct RunOutput {
 
 /// A stream and the nodes its two ends live on.
 struct Placed {
-    stream: Stream<SimTransport>,
+    name: String,
+    stream: Workload,
     requester: usize,
     responder: usize,
+}
+
+/// What a stream runs: verbs-level traffic, or an FPGA engine feeding a
+/// RoCEv2 receive server (`op = "roce"`).
+enum Workload {
+    Traffic(Box<Stream<SimTransport>>),
+    Roce(Box<RocePair<SimTransport>>),
+}
+
+impl Workload {
+    fn step(&mut self) -> Progress {
+        match self {
+            Workload::Traffic(s) => s.step(),
+            Workload::Roce(p) => p.step(),
+        }
+    }
+    fn is_done(&self) -> bool {
+        match self {
+            Workload::Traffic(s) => s.is_done(),
+            Workload::Roce(p) => p.is_done(),
+        }
+    }
+    fn abort(&mut self) {
+        match self {
+            Workload::Traffic(s) => s.abort(),
+            Workload::Roce(p) => p.abort(),
+        }
+    }
+    fn stats(&self) -> &StreamStats {
+        match self {
+            Workload::Traffic(s) => s.stats(),
+            Workload::Roce(p) => p.stats(),
+        }
+    }
+    /// The engine and server set up through registers: no CM events.
+    fn offer_cm(&mut self, role: Role, ev: &rctb_core::transport::CmEvent) -> bool {
+        match self {
+            Workload::Traffic(s) => s.offer_cm(role, ev),
+            Workload::Roce(_) => false,
+        }
+    }
+    fn roce_check(&self) -> Option<FrameCheck> {
+        match self {
+            Workload::Traffic(_) => None,
+            Workload::Roce(p) => Some(p.check().clone()),
+        }
+    }
+}
+
+/// The pair a `op = "roce"` stream runs. Frame sizes: the fixed size, or 16
+/// sizes drawn from the seed in `min..=max`, cycled.
+fn roce_pair(
+    spec: &StreamSpec,
+    roce: &RoceSpec,
+    scenario: &Scenario,
+    seed: u64,
+    host: SimTransport,
+    fpga: SimTransport,
+) -> RocePair<SimTransport> {
+    let c = &spec.config;
+    let node = |name: &str| scenario.nodes.iter().find(|n| n.name == name).expect("validated node");
+    let (fpga_node, host_node) = (node(&spec.from), node(&spec.to));
+    let server = ServerConfig::builder(fpga_node.ip, format!("sim-{}", host_node.name))
+        .max_payload(roce.max_payload)
+        .rx_queue_depth(c.recv_depth)
+        .build()
+        .expect("the scenario validator checks max_payload, recv_depth and the slab size");
+    let timer = RnrTimer::from_code(c.qp.min_rnr_timer).expect("validated: 0..=31");
+    let tc = TransportConfig::new(host_node.mtu, timer, c.qp.rnr_retry, c.qp.retry_cnt).expect("validated: 0..=7");
+    let pattern = StreamPattern::new(seed, &c.name);
+    let sizes = if c.min_size == c.max_size {
+        vec![c.min_size]
+    } else {
+        (0..16).map(|i| pattern.size(i, c.min_size, c.max_size)).collect()
+    };
+    let stream = EngineStream {
+        channels: roce.channels.clone(),
+        sizes,
+        count: c.count,
+        gap: roce.gap,
+        window: c.queue_depth,
+        payload: Payload::Prbs,
+    };
+    let cfg = PairConfig {
+        server,
+        tc,
+        stream,
+        consumer_delay: roce.consumer_delay,
+        verify: true,
+        fpga_sgid_index: 1,
+        start: Instant::ZERO + c.start,
+    };
+    RocePair::new(cfg, host, fpga, host_node.ip, pattern.draw("roce-psn"))
 }
 
 /// Rounds of progress without virtual time moving before the run is called
@@ -77,9 +178,12 @@ pub fn run(scenario: &Scenario, seed: u64, capture: bool) -> Result<RunOutput, S
     let mut placed = Vec::new();
     for spec in &scenario.streams {
         let (requester, responder) = (sim.node(&spec.from)?.0, sim.node(&spec.to)?.0);
-        let stream =
-            Stream::new(spec.config.clone(), seed, transports[requester].clone(), transports[responder].clone());
-        placed.push(Placed { stream, requester, responder });
+        let (req_t, resp_t) = (transports[requester].clone(), transports[responder].clone());
+        let stream = match &spec.roce {
+            None => Workload::Traffic(Box::new(Stream::new(spec.config.clone(), seed, req_t, resp_t))),
+            Some(roce) => Workload::Roce(Box::new(roce_pair(spec, roce, scenario, seed, resp_t, req_t))),
+        };
+        placed.push(Placed { name: spec.config.name.clone(), stream, requester, responder });
     }
 
     let (outcome, drive_notes) = drive(&sim, &mut transports, &mut placed, Instant::ZERO + scenario.time_limit);
@@ -90,14 +194,18 @@ pub fn run(scenario: &Scenario, seed: u64, capture: bool) -> Result<RunOutput, S
     }
     let leaked = sim.live_resources();
     let streams: Vec<_> = placed.iter().map(|p| p.stream.stats().clone()).collect();
-    let checks = expect::evaluate(scenario, &outcome, &streams, finished_at, &sim.stats(), &leaked);
-    let report = Report::build(scenario, seed, &outcome, finished_at, &streams, &sim.stats(), &leaked, notes, checks);
+    let roce: Vec<Option<FrameCheck>> = placed.iter().map(|p| p.stream.roce_check()).collect();
+    let mut checks = expect::evaluate(scenario, &outcome, &streams, finished_at, &sim.stats(), &leaked);
+    checks.extend(expect::roce_checks(scenario, &streams, &roce));
+    let mut report =
+        Report::build(scenario, seed, &outcome, finished_at, &streams, &sim.stats(), &leaked, notes, checks);
+    report.add_roce(scenario, &roce);
     let pcap = sim.take_pcap();
     Ok(RunOutput { report, pcap })
 }
 
 fn unfinished(placed: &[Placed]) -> Vec<String> {
-    placed.iter().filter(|p| !p.stream.is_done()).map(|p| p.stream.config().name.clone()).collect()
+    placed.iter().filter(|p| !p.stream.is_done()).map(|p| p.name.clone()).collect()
 }
 
 /// The event loop. Returns how it ended and notes worth reporting.

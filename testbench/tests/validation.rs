@@ -141,3 +141,38 @@ fn swarm_tables_are_checked() {
     let msg = parse_error(&swarm("drop = 0.1"));
     assert!(msg.contains("heal_at"), "{msg}");
 }
+
+#[test]
+fn roce_streams_check_their_own_fields() {
+    let ok =
+        Scenario::from_toml(&stream("op = \"roce\"\nsize = 64\nchannels = [0, 255]\nconsumer_delay = \"1us\""), "t")
+            .unwrap_or_else(|e| panic!("{e}"));
+    let roce = ok.streams[0].roce.as_ref().expect("a roce stream");
+    assert_eq!((roce.channels.as_slice(), roce.max_payload), (&[0u8, 255][..], 64));
+    let errors = invalid(&stream(
+        "op = \"roce\"\nsize = { min = 0, max = 100 }\nchannels = [1, 256]\nqueue_depth = 33\nmax_payload = 99\n\
+         connect = \"manual\"\ntimeout = 10",
+    ));
+    let text: Vec<String> = errors.iter().map(|e| e.to_string()).collect();
+    let fields: Vec<&str> = errors.iter().map(|e| e.field()).collect();
+    assert_eq!(
+        fields,
+        vec![
+            "streams.\"s\".timeout",
+            "streams.\"s\".connect",
+            "streams.\"s\".size",
+            "streams.\"s\".queue_depth",
+            "streams.\"s\".channels[1]",
+            "streams.\"s\".max_payload",
+        ],
+        "{text:#?}"
+    );
+    assert!(text[3].contains("1..=32 (the engine QP's max_send_wr)"), "{}", text[3]);
+    assert!(text[5].contains("99 is below the largest frame (100)"), "{}", text[5]);
+    let errors = invalid(&stream("op = \"send\"\nsize = 8\nchannels = [1]\nconsumer_delay = \"1us\""));
+    let fields: Vec<&str> = errors.iter().map(|e| e.field()).collect();
+    assert_eq!(fields, vec!["streams.\"s\".channels", "streams.\"s\".consumer_delay"]);
+    assert!(errors[0].to_string().contains("is only for op = \"roce\""), "{}", errors[0]);
+    let errors = invalid(&stream("op = \"rdma\"\nsize = 8"));
+    assert!(errors[0].to_string().contains("send, send_imm, write, write_imm, read, roce"), "{}", errors[0]);
+}

@@ -154,6 +154,14 @@ pub struct StreamFile {
     pub rnr_retry: Option<i64>,
     pub timeout: Option<i64>,
     pub min_rnr_timer: Option<i64>,
+    /// `op = "roce"` only: the FPGA's channels (frame i on the (i mod n)-th).
+    pub channels: Option<Vec<i64>>,
+    /// `op = "roce"` only: the host's receive slot size (default: `size`'s max).
+    pub max_payload: Option<i64>,
+    /// `op = "roce"` only: the consumer's time per frame (a slow consumer).
+    pub consumer_delay: Option<DurationStr>,
+    /// `op = "roce"` only: frame i is sent no earlier than i x gap after the start.
+    pub gap: Option<DurationStr>,
     #[serde(default)]
     pub expect: StreamExpectFile,
 }

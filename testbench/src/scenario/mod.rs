@@ -60,6 +60,20 @@ pub struct StreamSpec {
     /// The responder's node.
     pub to: String,
     pub expect: StreamExpect,
+    /// `op = "roce"`: `from` is an FPGA engine (the surf model) streaming
+    /// SEND_WITH_IMM frames into a receive server on `to`; `config.op` is
+    /// then `SendImm`, `queue_depth` the engine's window, `recv_depth` the
+    /// server's slots.
+    pub roce: Option<RoceSpec>,
+}
+
+/// What a RoCEv2 receive-server stream adds to a stream.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RoceSpec {
+    pub channels: Vec<u8>,
+    pub max_payload: u32,
+    pub consumer_delay: Duration,
+    pub gap: Duration,
 }
 
 /// Expectations on one stream.

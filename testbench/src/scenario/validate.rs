@@ -11,7 +11,9 @@ use rctb_sim::{FaultAction, LinkConfig, LinkFaults, NodeConfig, ScheduledFault};
 
 use super::file::{FaultsFile, ScenarioFile, SizeFile, StreamFile};
 use super::units::DurationStr;
-use super::{CM_BASE_PORT, DEFAULT_TIME_LIMIT, Invalid, LinkSpec, RunExpect, Scenario, StreamExpect, StreamSpec};
+use super::{
+    CM_BASE_PORT, DEFAULT_TIME_LIMIT, Invalid, LinkSpec, RoceSpec, RunExpect, Scenario, StreamExpect, StreamSpec,
+};
 use crate::counters::counter_names;
 use crate::traffic::{ConnectMode, Op, QpSettings, StreamConfig};
 
@@ -265,14 +267,20 @@ fn streams(c: &mut Check, files: &[StreamFile], nodes: &[NodeConfig]) -> Vec<Str
 }
 
 fn stream(c: &mut Check, field: &str, index: usize, s: &StreamFile, nodes: &[NodeConfig]) -> StreamSpec {
-    let op = Op::from_key(&s.op).unwrap_or_else(|| {
-        c.push(Invalid::NotOneOf {
-            field: format!("{field}.op"),
-            value: s.op.clone(),
-            allowed: "send, send_imm, write, write_imm, read",
-        });
-        Op::Send
-    });
+    let is_roce = s.op == "roce";
+    let op = if is_roce {
+        // The FPGA engine's frames are SEND_WITH_IMM.
+        Op::SendImm
+    } else {
+        Op::from_key(&s.op).unwrap_or_else(|| {
+            c.push(Invalid::NotOneOf {
+                field: format!("{field}.op"),
+                value: s.op.clone(),
+                allowed: "send, send_imm, write, write_imm, read, roce",
+            });
+            Op::Send
+        })
+    };
     c.node(format!("{field}.from"), &s.from, nodes);
     c.node(format!("{field}.to"), &s.to, nodes);
     if s.from == s.to {
@@ -324,7 +332,12 @@ fn stream(c: &mut Check, field: &str, index: usize, s: &StreamFile, nodes: &[Nod
         [("timeout", s.timeout, &mut qp.timeout), ("min_rnr_timer", s.min_rnr_timer, &mut qp.min_rnr_timer)]
     {
         let Some(v) = value else { continue };
-        if connect == ConnectMode::Cm {
+        if is_roce && name == "timeout" {
+            c.push(Invalid::rule(
+                format!("{field}.timeout"),
+                "does not apply to op = \"roce\" (the engine's setup fixes it: 14)",
+            ));
+        } else if connect == ConnectMode::Cm && !is_roce {
             c.push(Invalid::rule(
                 format!("{field}.{name}"),
                 "can only be set with connect = \"manual\" (RDMA CM chooses it: timeout 14, min_rnr_timer 12)",
@@ -354,7 +367,76 @@ fn stream(c: &mut Check, field: &str, index: usize, s: &StreamFile, nodes: &[Nod
         qp,
     };
     let expect = stream_expect(c, field, s, op);
-    StreamSpec { config, from: s.from.clone(), to: s.to.clone(), expect }
+    let roce = roce(c, field, s, is_roce, &config);
+    StreamSpec { config, from: s.from.clone(), to: s.to.clone(), expect, roce }
+}
+
+/// The `op = "roce"` settings, and the rule that other streams have none.
+fn roce(c: &mut Check, field: &str, s: &StreamFile, is_roce: bool, cfg: &StreamConfig) -> Option<RoceSpec> {
+    let only = [
+        ("channels", s.channels.is_some()),
+        ("max_payload", s.max_payload.is_some()),
+        ("consumer_delay", s.consumer_delay.is_some()),
+        ("gap", s.gap.is_some()),
+    ];
+    if !is_roce {
+        for (name, set) in only {
+            if set {
+                c.push(Invalid::rule(format!("{field}.{name}"), "is only for op = \"roce\""));
+            }
+        }
+        return None;
+    }
+    if s.connect.is_some() {
+        c.push(Invalid::rule(
+            format!("{field}.connect"),
+            "does not apply to op = \"roce\": the FPGA engine is set up through its registers",
+        ));
+    }
+    if cfg.min_size == 0 {
+        c.push(Invalid::rule(
+            format!("{field}.size"),
+            "frames of op = \"roce\" must be at least 1 byte (the server drops zero-length frames)",
+        ));
+    }
+    c.int(format!("{field}.queue_depth"), cfg.queue_depth as i64, 1, 32, "1..=32 (the engine QP's max_send_wr)");
+    let channels: Vec<u8> = match &s.channels {
+        None => vec![0],
+        Some(list) if list.is_empty() => {
+            c.push(Invalid::rule(format!("{field}.channels"), "needs at least one channel"));
+            vec![0]
+        }
+        Some(list) => list
+            .iter()
+            .enumerate()
+            .map(|(i, &ch)| c.int(format!("{field}.channels[{i}]"), ch, 0, 255, "0..=255") as u8)
+            .collect(),
+    };
+    let max_payload = match s.max_payload {
+        None => cfg.max_size.max(1),
+        Some(v) => {
+            let v = c.int(format!("{field}.max_payload"), v, 1, MAX_MESSAGE, "1..=16777216 bytes") as u32;
+            if v < cfg.max_size {
+                c.push(Invalid::rule(
+                    format!("{field}.max_payload"),
+                    format!("{v} is below the largest frame ({}): the server would drop it", cfg.max_size),
+                ));
+            }
+            v
+        }
+    };
+    if cfg.recv_depth as u64 * max_payload as u64 > MAX_REGION {
+        c.push(Invalid::rule(
+            format!("{field}.max_payload"),
+            "recv_depth x max_payload exceeds the 1 GiB the receive slab may take",
+        ));
+    }
+    Some(RoceSpec {
+        channels,
+        max_payload,
+        consumer_delay: s.consumer_delay.map_or(Duration::ZERO, |d| d.0),
+        gap: s.gap.map_or(Duration::ZERO, |d| d.0),
+    })
 }
 
 fn stream_expect(c: &mut Check, field: &str, s: &StreamFile, op: Op) -> StreamExpect {
