@@ -1,0 +1,8 @@
+//! The x-amz-rdma-* parameter values of PREPARE, READY and CANCEL.
+#![no_main]
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| {
+    if let Err(why) = rctb_core::fuzzing::hipobj_params(data) {
+        panic!("{why}");
+    }
+});
