@@ -369,12 +369,17 @@ impl NvmeCommand {
             (QueueKind::Admin, OPC_GET_FEATURES) => Ok(NvmeCommand::GetFeatures { fid: d[0] as u8, nsid: c.nsid }),
             (QueueKind::Admin, OPC_GET_LOG_PAGE) => {
                 let numd = (d[0] >> 16) | (d[1] & 0xFFFF) << 16;
+                // NUMD is a 0's based dword count; lengths past u32 cannot
+                // be named by this type (nor moved by one keyed SGL).
+                let len = numd.checked_add(1).and_then(|n| n.checked_mul(4)).ok_or_else(|| {
+                    ProtocolError::field("GetLogPage", "numd", numd.into(), "at most 2^30-1 (4 GiB - 4 bytes)")
+                })?;
                 Ok(NvmeCommand::GetLogPage {
                     lid: d[0] as u8,
                     lsp: ((d[0] >> 8) & 0xF) as u8,
                     rae: d[0] & (1 << 15) != 0,
                     nsid: c.nsid,
-                    len: (numd + 1).saturating_mul(4),
+                    len,
                     offset: d[2] as u64 | (d[3] as u64) << 32,
                     sgl: c.sgl,
                 })

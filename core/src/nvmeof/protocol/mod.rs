@@ -79,7 +79,14 @@ pub(crate) fn put_u64(b: &mut [u8], at: usize, v: u64) {
 pub(crate) fn text_at(b: &[u8], range: std::ops::Range<usize>) -> String {
     let raw = &b[range];
     let end = raw.iter().position(|&c| c == 0).unwrap_or(raw.len());
-    String::from_utf8_lossy(&raw[..end]).trim_end().to_string()
+    // Only the valid UTF-8 prefix: a lossy conversion would grow invalid
+    // bytes into 3-byte replacement characters that no longer fit the field,
+    // so what we parse would not survive being written back.
+    let text = match std::str::from_utf8(&raw[..end]) {
+        Ok(s) => s,
+        Err(e) => std::str::from_utf8(&raw[..e.valid_up_to()]).unwrap_or_default(),
+    };
+    text.trim_end().to_string()
 }
 
 /// Writes `s` into a fixed-width field padded with `pad`, truncating.
