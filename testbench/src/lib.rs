@@ -21,6 +21,7 @@ pub mod decode;
 pub mod expect;
 #[doc(hidden)]
 pub mod fuzzing;
+pub mod nvme;
 pub mod pattern;
 pub mod report;
 pub mod roce;

@@ -82,6 +82,8 @@ enum Command {
     /// udp backend figures: 1 MiB RDMA WRITE bandwidth (BENCH lines), 64-byte SEND round
     /// trips, CPU time while idle; between UDP endpoints or against an RDMA device.
     UdpBench(udp_cli::BenchArgs),
+    /// NVMe-oF/RDMA initiator (nvme-cli-like): discover, connect, identify, read, write, flush.
+    Nvme(rctb::nvme::NvmeArgs),
     /// Decode the RoCEv2 frames of a pcap (BTH, RETH, AETH, ImmDt, ICRC).
     Decode {
         /// The capture (classic pcap: tcpdump, tshark -F pcap, or `rctb run --pcap`).
@@ -113,6 +115,7 @@ fn main() -> ExitCode {
         Command::RoceRx(args) => rctb::roce::roce_rx(&args),
         Command::FpgaEmu(args) => rctb::roce::fpga_emu(&args),
         Command::UdpBench(args) => udp_cli::bench(&args),
+        Command::Nvme(args) => rctb::nvme::main(&args),
     }
 }
 

@@ -1,0 +1,411 @@
+//! `rctb nvme`: an nvme-cli-like front end of the NVMe-oF/RDMA initiator
+//! (`rctb_core::nvmeof`), on the simulator (a target model on a second
+//! node) or on an RDMA device (`--features verbs`).
+//!
+//! `discover`, `connect`, `identify`, `read`, `write`, `flush`, with
+//! nvme-cli's `-a` (address), `-s` (service id, the port) and `-n` (NQN).
+//! Each invocation connects, does its one thing, and disconnects cleanly.
+//! Exit status: 0 on success, 1 when the operation failed (the error says
+//! why), 2 on a usage error.
+
+use std::cell::RefCell;
+use std::fmt::Write as _;
+use std::net::{Ipv4Addr, SocketAddrV4};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::rc::Rc;
+
+use clap::{Args, Subcommand, ValueEnum};
+use rctb_core::Transport;
+use rctb_core::nvmeof::protocol::*;
+use rctb_core::nvmeof::{Buffer, Controller, ControllerConfig, NvmeError, discover};
+use rctb_core::time::Duration;
+use rctb_sim::models::nvme::{NvmeTarget, TargetConfig};
+use rctb_sim::{NodeConfig, Sim};
+
+/// The subsystem NQN of the simulated target.
+pub const SIM_NQN: &str = "nqn.2026-01.io.rctb:sim-target";
+/// The simulated target's address (the host is 10.0.0.1).
+pub const SIM_TARGET_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum NvmeBackend {
+    /// A simulated target (two namespaces: 512-byte and 4096-byte blocks).
+    Sim,
+    /// An RDMA device of this machine (build with `--features verbs`).
+    Verbs,
+}
+
+/// Options every subcommand takes.
+#[derive(Debug, Args)]
+pub struct Common {
+    #[arg(long, value_enum, default_value_t = NvmeBackend::Sim, global = true)]
+    pub backend: NvmeBackend,
+    /// The local RDMA device (verbs), e.g. rxe1.
+    #[arg(long, global = true)]
+    pub device: Option<String>,
+    /// Transport address of the target (default on sim: 10.0.0.2).
+    #[arg(short = 'a', long = "traddr", global = true)]
+    pub traddr: Option<Ipv4Addr>,
+    /// Transport service id (port).
+    #[arg(short = 's', long = "trsvcid", default_value_t = NVME_RDMA_PORT, global = true)]
+    pub trsvcid: u16,
+    /// Subsystem NQN (default on sim: the simulated target's).
+    #[arg(short = 'n', long = "nqn", global = true)]
+    pub nqn: Option<String>,
+    /// Host NQN (default: derived from the host id).
+    #[arg(short = 'q', long = "hostnqn", global = true)]
+    pub hostnqn: Option<String>,
+    /// Host id: 32 hex digits (default: a fixed rctb id).
+    #[arg(short = 'I', long = "hostid", global = true)]
+    pub hostid: Option<String>,
+    /// I/O queue depth asked for.
+    #[arg(short = 'Q', long = "queue-size", default_value_t = 128, global = true)]
+    pub queue_depth: u16,
+    /// I/O queues asked for.
+    #[arg(short = 'i', long = "nr-io-queues", default_value_t = 1, global = true)]
+    pub io_queues: u16,
+    /// Keep-alive timeout in seconds (0: off).
+    #[arg(short = 'k', long = "keep-alive-tmo", default_value_t = 0, global = true)]
+    pub keep_alive: u64,
+    /// Per-command timeout in seconds.
+    #[arg(long, default_value_t = 10, global = true)]
+    pub timeout: u64,
+    /// Seed of the simulated fabric.
+    #[arg(long, default_value_t = 1, global = true)]
+    pub seed: u64,
+}
+
+#[derive(Debug, Args)]
+pub struct NvmeArgs {
+    #[command(subcommand)]
+    pub op: NvmeOp,
+    #[command(flatten)]
+    pub common: Common,
+}
+
+/// What to transfer.
+#[derive(Debug, Args)]
+pub struct Io {
+    /// Namespace id.
+    #[arg(long, default_value_t = 1)]
+    pub nsid: u32,
+    /// Starting block.
+    #[arg(long, default_value_t = 0)]
+    pub slba: u64,
+    /// Bytes (a multiple of the block size; default: the data file's size, or one block).
+    #[arg(long)]
+    pub length: Option<u64>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum NvmeOp {
+    /// Read the discovery log page (like `nvme discover`).
+    Discover,
+    /// Connect, print the controller, and disconnect.
+    Connect,
+    /// Identify the controller and every active namespace (or --nsid).
+    Identify {
+        #[arg(long)]
+        nsid: Option<u32>,
+    },
+    /// Read blocks into a file (or print their FNV-1a checksum).
+    Read {
+        #[command(flatten)]
+        io: Io,
+        /// Write the data here.
+        #[arg(short = 'o', long)]
+        output: Option<PathBuf>,
+    },
+    /// Write blocks from a file (or a pattern when no file is given).
+    Write {
+        #[command(flatten)]
+        io: Io,
+        /// The data to write.
+        #[arg(short = 'd', long)]
+        data: Option<PathBuf>,
+        /// Flush after writing.
+        #[arg(long)]
+        flush: bool,
+    },
+    /// Commit the namespace's volatile writes.
+    Flush {
+        #[arg(long, default_value_t = 1)]
+        nsid: u32,
+    },
+}
+
+/// Why a command failed.
+#[derive(Debug)]
+pub enum Failure {
+    Usage(String),
+    Nvme(NvmeError),
+    Io(String),
+}
+
+impl From<NvmeError> for Failure {
+    fn from(e: NvmeError) -> Self {
+        Failure::Nvme(e)
+    }
+}
+
+/// Runs `rctb nvme`.
+pub fn main(a: &NvmeArgs) -> ExitCode {
+    let r = match a.common.backend {
+        NvmeBackend::Sim => run_sim(a),
+        NvmeBackend::Verbs => run_verbs(a),
+    };
+    match r {
+        Ok(lines) => {
+            print!("{lines}");
+            ExitCode::SUCCESS
+        }
+        Err(Failure::Usage(m)) => {
+            eprintln!("rctb nvme: {m}");
+            ExitCode::from(2)
+        }
+        Err(Failure::Nvme(e)) => {
+            eprintln!("rctb nvme: {e}");
+            ExitCode::from(1)
+        }
+        Err(Failure::Io(m)) => {
+            eprintln!("rctb nvme: {m}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn run_sim(a: &NvmeArgs) -> Result<String, Failure> {
+    let sim = Sim::new(a.common.seed);
+    let host = sim.add_node(NodeConfig::new("host", Ipv4Addr::new(10, 0, 0, 1))).expect("fresh fabric");
+    let tn = sim.add_node(NodeConfig::new("target", SIM_TARGET_IP)).expect("fresh fabric");
+    let target = NvmeTarget::new(TargetConfig::new(SIM_NQN), SIM_TARGET_IP).expect("default config is valid");
+    let target = Rc::new(RefCell::new(target));
+    sim.add_actor(tn, Box::new(target.clone()));
+    let out = run(sim.transport(host), a, SIM_TARGET_IP, SIM_NQN)?;
+    Ok(out)
+}
+
+#[cfg(feature = "verbs")]
+fn run_verbs(a: &NvmeArgs) -> Result<String, Failure> {
+    let device =
+        a.common.device.as_deref().ok_or_else(|| Failure::Usage("--backend verbs needs --device, e.g. rxe1".into()))?;
+    let t = rctb_hw::VerbsTransport::open(device).map_err(|e| Failure::Io(format!("opening {device}: {e}")))?;
+    let addr = a.common.traddr.ok_or_else(|| Failure::Usage("--backend verbs needs -a/--traddr".into()))?;
+    run(t, a, addr, "")
+}
+
+#[cfg(not(feature = "verbs"))]
+fn run_verbs(_: &NvmeArgs) -> Result<String, Failure> {
+    Err(Failure::Usage("this rctb was built without the verbs backend (cargo build --features verbs)".into()))
+}
+
+fn host_id(c: &Common) -> Result<[u8; 16], Failure> {
+    let Some(text) = &c.hostid else { return Ok(*b"rctb-nvme-host01") };
+    let hex: String = text.chars().filter(|c| *c != '-').collect();
+    if hex.len() != 32 {
+        return Err(Failure::Usage(format!("--hostid {text:?}: 32 hex digits")));
+    }
+    let mut id = [0u8; 16];
+    for (i, b) in id.iter_mut().enumerate() {
+        *b = u8::from_str_radix(&hex[2 * i..2 * i + 2], 16)
+            .map_err(|_| Failure::Usage(format!("--hostid {text:?}: not hex")))?;
+    }
+    Ok(id)
+}
+
+fn run<T: Transport>(mut t: T, a: &NvmeArgs, default_addr: Ipv4Addr, default_nqn: &str) -> Result<String, Failure> {
+    let c = &a.common;
+    let addr = SocketAddrV4::new(c.traddr.unwrap_or(default_addr), c.trsvcid);
+    let hid = host_id(c)?;
+    let timeout = Duration::from_secs(c.timeout.max(1));
+    if let NvmeOp::Discover = a.op {
+        let log = discover(&mut t, addr, hid, timeout)?;
+        return Ok(discovery_text(&log));
+    }
+    let nqn =
+        c.nqn.clone().filter(|s| !s.is_empty()).or_else(|| (!default_nqn.is_empty()).then(|| default_nqn.to_string()));
+    let nqn = nqn.ok_or_else(|| Failure::Usage("-n/--nqn: which subsystem?".into()))?;
+    let subnqn = Nqn::new(nqn.clone()).map_err(|e| Failure::Usage(format!("-n {nqn:?}: {e}")))?;
+    let mut cfg = ControllerConfig::new(addr, subnqn, hid);
+    if let Some(h) = &c.hostnqn {
+        cfg.hostnqn = Nqn::new(h.clone()).map_err(|e| Failure::Usage(format!("--hostnqn {h:?}: {e}")))?;
+    }
+    cfg.queue_depth = c.queue_depth.clamp(MIN_QUEUE_DEPTH, MAX_QUEUE_DEPTH);
+    cfg.io_queues = c.io_queues.max(1);
+    cfg.keep_alive = Duration::from_secs(c.keep_alive);
+    cfg.timeout = timeout;
+    let mut ctrl = Controller::connect(t, cfg).map_err(|(_, e)| Failure::Nvme(e))?;
+    let r = op(&mut ctrl, &a.op);
+    ctrl.close();
+    r
+}
+
+fn op<T: Transport>(ctrl: &mut Controller<T>, op: &NvmeOp) -> Result<String, Failure> {
+    let mut out = String::new();
+    match op {
+        NvmeOp::Discover => unreachable!("handled before connecting"),
+        NvmeOp::Connect => {
+            let i = ctrl.info();
+            let _ = writeln!(
+                out,
+                "connected: {} cntlid {} ({} {}, fw {})",
+                i.subnqn,
+                ctrl.cntlid(),
+                i.model,
+                i.serial,
+                i.firmware
+            );
+            let queues = ctrl.io_queues();
+            let _ = writeln!(
+                out,
+                "io queues: {} x depth {}; max transfer {} bytes; in-capsule {} bytes",
+                queues.len(),
+                queues.first().map_or(0, |q| q.depth()),
+                ctrl.max_transfer(),
+                queues.first().map_or(0, |q| q.in_capsule())
+            );
+        }
+        NvmeOp::Identify { nsid } => {
+            out.push_str(&controller_text(ctrl.info()));
+            let ids = match nsid {
+                Some(n) => vec![*n],
+                None => ctrl.active_namespaces()?,
+            };
+            for id in ids {
+                let ns = ctrl.namespace(id)?;
+                out.push_str(&namespace_text(&ns.info));
+            }
+        }
+        NvmeOp::Read { io, output } => {
+            let ns = ctrl.namespace(io.nsid)?;
+            let len = io.length.unwrap_or(ns.lba_size());
+            let mr = ctrl.alloc(len.max(1))?;
+            let start = ctrl.transport().now();
+            let r = ctrl.read(&ns, io.slba, Buffer::slice(mr, 0, len));
+            let elapsed = ctrl.transport().now() - start;
+            let mut data = vec![0u8; len as usize];
+            let copied = ctrl.transport().mr_read(mr.id, 0, &mut data);
+            let _ = ctrl.free(mr);
+            r?;
+            copied.map_err(NvmeError::from)?;
+            if let Some(p) = output {
+                std::fs::write(p, &data).map_err(|e| Failure::Io(format!("writing {}: {e}", p.display())))?;
+            }
+            let _ = writeln!(
+                out,
+                "read {len} bytes from nsid {} block {}: fnv1a {:016x}{}",
+                io.nsid,
+                io.slba,
+                fnv1a(&data),
+                rate(len, elapsed)
+            );
+        }
+        NvmeOp::Write { io, data, flush } => {
+            let ns = ctrl.namespace(io.nsid)?;
+            let bytes = match data {
+                Some(p) => std::fs::read(p).map_err(|e| Failure::Io(format!("reading {}: {e}", p.display())))?,
+                None => {
+                    let len = io.length.unwrap_or(ns.lba_size());
+                    (0..len).map(|i| (i as u8).wrapping_mul(167) ^ (i >> 12) as u8).collect()
+                }
+            };
+            let len = io.length.unwrap_or(bytes.len() as u64);
+            if len > bytes.len() as u64 {
+                return Err(Failure::Usage(format!("--length {len} exceeds the {} bytes of data", bytes.len())));
+            }
+            let mr = ctrl.alloc(len.max(1))?;
+            let r = ctrl.transport_mut().mr_write(mr.id, 0, &bytes[..len as usize]).map_err(NvmeError::from);
+            let start = ctrl.transport().now();
+            let r = r.and_then(|_| ctrl.write(&ns, io.slba, Buffer::slice(mr, 0, len)));
+            let elapsed = ctrl.transport().now() - start;
+            let _ = ctrl.free(mr);
+            r?;
+            if *flush {
+                ctrl.flush(&ns)?;
+            }
+            let _ = writeln!(
+                out,
+                "wrote {len} bytes to nsid {} block {}: fnv1a {:016x}{}{}",
+                io.nsid,
+                io.slba,
+                fnv1a(&bytes[..len as usize]),
+                rate(len, elapsed),
+                if *flush { "; flushed" } else { "" }
+            );
+        }
+        NvmeOp::Flush { nsid } => {
+            let ns = ctrl.namespace(*nsid)?;
+            ctrl.flush(&ns)?;
+            let _ = writeln!(out, "flushed nsid {nsid}");
+        }
+    }
+    Ok(out)
+}
+
+fn rate(len: u64, elapsed: Duration) -> String {
+    if elapsed.is_zero() {
+        return String::new();
+    }
+    format!(" ({:.1} MB/s)", len as f64 / elapsed.as_secs_f64() / 1e6)
+}
+
+/// FNV-1a 64 of the data: a short fingerprint to compare runs.
+pub fn fnv1a(data: &[u8]) -> u64 {
+    data.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3))
+}
+
+/// The discovery log as `nvme discover` prints it.
+pub fn discovery_text(log: &DiscoveryLog) -> String {
+    let mut s = String::new();
+    let _ =
+        writeln!(s, "Discovery Log Number of Records {}, Generation counter {}", log.header.numrec, log.header.genctr);
+    for (i, e) in log.entries.iter().enumerate() {
+        let _ = writeln!(s, "=====Discovery Log Entry {i}======");
+        let _ = writeln!(s, "trtype:  {}", e.trtype_name());
+        let _ = writeln!(s, "adrfam:  {}", if e.adrfam == ADRFAM_IPV4 { "ipv4" } else { "other" });
+        let _ = writeln!(s, "subtype: {}", e.subtype_name());
+        let _ = writeln!(s, "portid:  {}", e.portid);
+        let _ = writeln!(s, "trsvcid: {}", e.trsvcid);
+        let _ = writeln!(s, "subnqn:  {}", e.subnqn);
+        let _ = writeln!(s, "traddr:  {}", e.traddr);
+    }
+    s
+}
+
+/// The controller fields the initiator uses.
+pub fn controller_text(i: &ControllerInfo) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "NVME Identify Controller:");
+    let _ = writeln!(s, "sn      : {}", i.serial);
+    let _ = writeln!(s, "mn      : {}", i.model);
+    let _ = writeln!(s, "fr      : {}", i.firmware);
+    let _ = writeln!(s, "mdts    : {}", i.mdts);
+    let _ = writeln!(s, "cntlid  : {:#x}", i.cntlid);
+    let _ = writeln!(s, "ver     : {}", i.version_text());
+    let _ = writeln!(s, "kas     : {}", i.kas);
+    let _ = writeln!(s, "maxcmd  : {}", i.maxcmd);
+    let _ = writeln!(s, "nn      : {}", i.nn);
+    let _ = writeln!(s, "sgls    : {:#x}", i.sgls);
+    let _ = writeln!(s, "subnqn  : {}", i.subnqn);
+    let _ = writeln!(s, "ioccsz  : {}", i.ioccsz);
+    let _ = writeln!(s, "iorcsz  : {}", i.iorcsz);
+    let _ = writeln!(s, "icdoff  : {}", i.icdoff);
+    let _ = writeln!(s, "msdbd   : {}", i.msdbd);
+    s
+}
+
+pub fn namespace_text(n: &NamespaceInfo) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "NVME Identify Namespace {}:", n.nsid);
+    let _ = writeln!(s, "nsze    : {:#x}", n.nsze);
+    let _ = writeln!(s, "ncap    : {:#x}", n.ncap);
+    let _ = writeln!(s, "nuse    : {:#x}", n.nuse);
+    let _ = writeln!(s, "nlbaf   : {}", n.formats.len().saturating_sub(1));
+    let _ = writeln!(s, "flbas   : {:#x}", n.flbas);
+    for (i, f) in n.formats.iter().enumerate() {
+        let used = if i == (n.flbas & 0xF) as usize { " (in use)" } else { "" };
+        let _ = writeln!(s, "lbaf {i:2} : ms:{} lbads:{} rp:{:#x}{used}", f.ms, f.lbads, f.rp);
+    }
+    s
+}
