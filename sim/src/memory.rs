@@ -16,6 +16,9 @@ pub(crate) struct Region {
     pub info: MrInfo,
     pub pd: PdId,
     pub data: Vec<u8>,
+    /// GPU memory: RDMA writes wait here, invisible, until a flush (as
+    /// GPUDirect RDMA writes need a flush before the GPU sees them).
+    pub pending: Option<Vec<(u64, Vec<u8>)>>,
 }
 
 /// Why a remote access was refused (all become NAK remote access error).
@@ -165,6 +168,10 @@ impl Memory {
     /// Writes `data` at `offset` of region `mr` (already resolved and checked).
     pub(crate) fn write_resolved(&mut self, mr: MrId, offset: u64, data: &[u8]) {
         if let Some(region) = self.regions.get_mut(mr.0) {
+            if let Some(pending) = &mut region.pending {
+                pending.push((offset, data.to_vec()));
+                return;
+            }
             let start = offset as usize;
             region.data[start..start + data.len()].copy_from_slice(data);
         }

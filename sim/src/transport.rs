@@ -53,6 +53,30 @@ impl SimTransport {
         self.ready(cqs)
     }
 
+    /// Registers GPU memory: RDMA writes into it become visible only after
+    /// [`SimTransport::gpu_flush`] (local `mr_write` is immediate).
+    pub fn reg_gpu_mr(&mut self, pd: PdId, len: u64, access: Access) -> Result<MrInfo> {
+        let info = self.reg_mr(pd, len, access)?;
+        let mut w = self.world.borrow_mut();
+        if let Some(r) = w.nodes[self.node].mem.get_mut(info.id) {
+            r.pending = Some(Vec::new());
+        }
+        Ok(info)
+    }
+
+    /// Makes the RDMA writes a GPU region received visible; returns how many.
+    pub fn gpu_flush(&mut self, mr: MrId) -> Result<usize> {
+        let mut w = self.world.borrow_mut();
+        let r = w.nodes[self.node].mem.get_mut(mr).ok_or_else(|| TransportError::handle(Verb::MrAccess, mr))?;
+        let Some(pending) = r.pending.as_mut() else { return Ok(0) };
+        let writes = std::mem::take(pending);
+        for (offset, data) in &writes {
+            let start = *offset as usize;
+            r.data[start..start + data.len()].copy_from_slice(data);
+        }
+        Ok(writes.len())
+    }
+
     fn ready(&self, cqs: &[CqId]) -> bool {
         let w = self.world.borrow();
         let n = &w.nodes[self.node];
@@ -174,7 +198,7 @@ impl Transport for SimTransport {
         let lkey = n.alloc_key();
         let rkey = n.alloc_key();
         let info = MrInfo { id, addr, len, lkey, rkey, access };
-        n.mem.insert(Region { info, pd, data: vec![0; len as usize] });
+        n.mem.insert(Region { info, pd, data: vec![0; len as usize], pending: None });
         Ok(info)
     }
 

@@ -262,3 +262,49 @@ fn without_keep_alive_the_target_drops_the_controller() {
     let ns = c.namespace(1);
     assert!(ns.is_err(), "{ns:?}");
 }
+
+/// The GPU memory model: the target's RDMA writes are invisible until a flush.
+#[derive(Debug)]
+struct SimGpuFlush {
+    t: SimTransport,
+    enabled: bool,
+}
+
+impl rctb_core::nvmeof::GpuFlush for SimGpuFlush {
+    fn flush(&mut self, mr: rctb_core::transport::MrId) -> Result<(), NvmeError> {
+        if self.enabled {
+            self.t.gpu_flush(mr)?;
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn gpu_reads_are_flushed_before_the_data_is_handed_over() {
+    use rctb_core::nvmeof::MemoryKind;
+    use rctb_core::transport::Access;
+    let s = setup(12, TargetConfig::new(NQN));
+    let mut c = connect(&s, config(s.addr));
+    let ns = c.namespace(2).unwrap();
+    let host_mr = c.alloc(8192).unwrap();
+    let data = pattern(8192, 77);
+    c.transport_mut().mr_write(host_mr.id, 0, &data).unwrap();
+    c.write(&ns, 5, Buffer::host(host_mr)).unwrap();
+    let access = Access::LOCAL_WRITE | Access::REMOTE_READ | Access::REMOTE_WRITE;
+    let pd = c.pd();
+    let gpu = c.transport_mut().reg_gpu_mr(pd, 8192, access).unwrap();
+    let buf = Buffer { kind: MemoryKind::Gpu, ..Buffer::host(gpu) };
+    // Without a flush hook, a GPU read is refused rather than handing over stale data.
+    assert!(matches!(c.read(&ns, 5, buf), Err(NvmeError::Unsupported(_))));
+    // A hook that does nothing shows why the flush matters: the data is not there.
+    c.set_gpu_flush(Box::new(SimGpuFlush { t: s.host.clone(), enabled: false }));
+    c.read(&ns, 5, buf).unwrap();
+    let mut got = vec![0u8; 8192];
+    c.transport().mr_read(gpu.id, 0, &mut got).unwrap();
+    assert!(got.iter().all(|&b| b == 0), "RDMA writes to GPU memory are invisible before a flush");
+    // With the flush, the read hands over the data.
+    c.set_gpu_flush(Box::new(SimGpuFlush { t: s.host.clone(), enabled: true }));
+    c.read(&ns, 5, buf).unwrap();
+    c.transport().mr_read(gpu.id, 0, &mut got).unwrap();
+    assert!(got == data);
+}

@@ -314,6 +314,9 @@ impl NvmeTarget {
     pub fn stats(&self) -> TargetStats {
         self.stats
     }
+    pub fn faults(&self) -> TargetFaults {
+        self.faults
+    }
     pub fn faults_mut(&mut self) -> &mut TargetFaults {
         &mut self.faults
     }
