@@ -109,6 +109,14 @@ pub struct RoceRxArgs {
     /// Do not check payloads against the PRBS (for a sender with --payload unchecked).
     #[arg(long)]
     pub no_verify: bool,
+    /// After the last frame, wait (up to --handoff-timeout) for the FPGA's
+    /// `done` and check the counters against its totals.
+    #[arg(long)]
+    pub wait_done: bool,
+    /// Spin on the completion queue instead of sleeping on its channel
+    /// (lower latency, a whole CPU; what perftest does).
+    #[arg(long)]
+    pub busy_poll: bool,
     /// Append each channel's frames to DIR/channel-<N>.bin.
     #[arg(long, value_name = "DIR")]
     pub output_dir: Option<PathBuf>,
@@ -180,6 +188,9 @@ pub struct FpgaEmuArgs {
     pub rnr_retry: u8,
     #[arg(long, default_value_t = 7)]
     pub retry_count: u8,
+    /// Spin on the completion queue instead of sleeping on its channel.
+    #[arg(long)]
+    pub busy_poll: bool,
     /// Where the host parameters (and `ready`) come from: a file, or - for stdin.
     #[arg(long, default_value = "-", value_name = "FILE")]
     pub host_params: String,
@@ -529,6 +540,7 @@ fn emu_defaults() -> FpgaEmuArgs {
         pmtu: 4096,
         rnr_retry: 7,
         retry_count: 7,
+        busy_poll: false,
         host_params: "-".into(),
         fpga_params: "-".into(),
         handoff_timeout: Duration::from_secs(60),

@@ -97,7 +97,7 @@ pub fn roce_rx(a: &RoceRxArgs) -> Result<bool, CliError> {
     let tick = Duration::from_millis(50);
     let stop_reason = loop {
         let now = server.transport().now();
-        let n = server.wait_frames(&mut frames, now + tick)?;
+        let n = if a.busy_poll { server.poll(&mut frames)? } else { server.wait_frames(&mut frames, now + tick)? };
         let now = server.transport().now();
         if n > 0 {
             started.get_or_insert(now);
@@ -137,12 +137,20 @@ pub fn roce_rx(a: &RoceRxArgs) -> Result<bool, CliError> {
             (last_print, printed) = (now, (check.frames, check.bytes));
         }
     };
+    if a.wait_done && done.is_none() {
+        match from_fpga.expect("done", a.handoff_timeout) {
+            Ok(Message::Done(d)) => done = Some(d),
+            Ok(_) => unreachable!("expect checks the kind"),
+            Err(e) => console.line(&format!("roce-rx: no done message from the FPGA: {e}")),
+        }
+    }
     let elapsed = started.map_or(Duration::ZERO, |s| last_frame - s);
     outputs.finish()?;
     let counters = server.counters();
     server.stop()?;
     console.line(&format!("roce-rx: stopped: {stop_reason}"));
-    let (lines, ok) = rx_verdict(&check, &counters, a.frames, done, ms(elapsed));
+    let (lines, mut ok) = rx_verdict(&check, &counters, a.frames, done, ms(elapsed));
+    ok &= done.is_some() || !a.wait_done;
     for l in lines {
         console.line(&l);
     }
@@ -231,7 +239,9 @@ fn stream_frames(
             console.line(&format!("fpga-emu: {} frames posted, {} completed", st.posted, st.completed));
             last_print = now;
         }
-        let deadline = due.unwrap_or(now + Duration::from_millis(50)).min(now + Duration::from_millis(50));
-        engine.transport_mut().wait(&[cq], deadline)?;
+        if !a.busy_poll {
+            let deadline = due.unwrap_or(now + Duration::from_millis(50)).min(now + Duration::from_millis(50));
+            engine.transport_mut().wait(&[cq], deadline)?;
+        }
     }
 }
