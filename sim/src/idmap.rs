@@ -10,11 +10,16 @@
 pub(crate) struct IdMap<T> {
     slots: Vec<Option<Box<T>>>,
     len: usize,
+    /// No live slot below this index: iteration starts here, so a node
+    /// that churned through a million sessions does not walk a million
+    /// empty slots per `values()` (the session server's reaper destroys a
+    /// CQ and a PD per session, and each destroy scans the QPs).
+    first: usize,
 }
 
 impl<T> Default for IdMap<T> {
     fn default() -> Self {
-        IdMap { slots: Vec::new(), len: 0 }
+        IdMap { slots: Vec::new(), len: 0, first: 0 }
     }
 }
 
@@ -26,6 +31,7 @@ impl<T> IdMap<T> {
         }
         if self.slots[i].replace(Box::new(value)).is_none() {
             self.len += 1;
+            self.first = if self.len == 1 { i } else { self.first.min(i) };
         }
     }
 
@@ -41,6 +47,12 @@ impl<T> IdMap<T> {
         let v = self.slots.get_mut(id as usize).and_then(Option::take).map(|b| *b);
         if v.is_some() {
             self.len -= 1;
+            if id as usize == self.first {
+                // Every slot is passed over at most once per time it is freed.
+                while self.first < self.slots.len() && self.slots[self.first].is_none() {
+                    self.first += 1;
+                }
+            }
         }
         v
     }
@@ -54,6 +66,6 @@ impl<T> IdMap<T> {
     }
 
     pub fn values(&self) -> impl Iterator<Item = &T> {
-        self.slots.iter().filter_map(|s| s.as_deref())
+        self.slots[self.first.min(self.slots.len())..].iter().filter_map(|s| s.as_deref())
     }
 }

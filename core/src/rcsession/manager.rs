@@ -54,6 +54,9 @@ pub(super) struct Session {
     pub reap_pending: bool,
     pub prep_deadline: Option<Instant>,
     pub exec_deadline: Option<Instant>,
+    /// The session's own PD: its QP can reach its staging region and no
+    /// other session's, even with a leaked or guessed rkey.
+    pub pd: PdId,
     pub qp: QpInfo,
     pub cq: CqId,
     pub staging: MrInfo,
@@ -114,7 +117,6 @@ pub struct SessionManager<T: Transport, R: RngCore> {
     pub(super) t: T,
     rng: R,
     pub(super) cfg: ServerConfig,
-    pub(super) pd: PdId,
     pub(super) own_gid: Gid,
     pub(super) active_mtu: Mtu,
     pub(super) sessions: BTreeMap<SessionId, Session>,
@@ -132,9 +134,9 @@ pub struct SessionManager<T: Transport, R: RngCore> {
 }
 
 impl<T: Transport, R: RngCore> SessionManager<T, R> {
-    /// Opens the server: one PD, and the port's active MTU and our GID at
-    /// `cfg.gid_index` (read once; 1024 when the port does not say).
-    pub fn new(mut t: T, rng: R, cfg: ServerConfig) -> Result<Self, RcError> {
+    /// Opens the server: reads the port's active MTU and our GID at
+    /// `cfg.gid_index` once.
+    pub fn new(t: T, rng: R, cfg: ServerConfig) -> Result<Self, RcError> {
         let port = t.port(cfg.port())?;
         let own_gid = port
             .gids
@@ -142,14 +144,12 @@ impl<T: Transport, R: RngCore> SessionManager<T, R> {
             .find(|g| g.index == cfg.gid_index)
             .map(|g| g.gid)
             .ok_or(RcError::Arg { field: "gid_index", rule: "no such entry in the port's GID table" })?;
-        let pd = t.alloc_pd()?;
         Ok(SessionManager {
             t,
             rng,
             ready_slots_free: cfg.ready_slots(),
             stage_slots_free: cfg.stage_slots(),
             cfg,
-            pd,
             own_gid,
             active_mtu: port.active_mtu,
             sessions: BTreeMap::new(),
@@ -214,9 +214,16 @@ impl<T: Transport, R: RngCore> SessionManager<T, R> {
                 ClientToken::Rc { token, .. } => Some(token),
             },
         };
-        let cq = self.t.create_cq(SESSION_CQ_DEPTH)?;
+        let pd = self.t.alloc_pd()?;
+        let cq = match self.t.create_cq(SESSION_CQ_DEPTH) {
+            Ok(cq) => cq,
+            Err(e) => {
+                self.rollback(pd, None, None, None);
+                return Err(e.into());
+            }
+        };
         let qp = match self.t.create_qp(&QpInit {
-            pd: self.pd,
+            pd,
             send_cq: cq,
             recv_cq: cq,
             caps: QpCaps {
@@ -230,7 +237,7 @@ impl<T: Transport, R: RngCore> SessionManager<T, R> {
         }) {
             Ok(qp) => qp,
             Err(e) => {
-                self.rollback(None, Some(cq), None);
+                self.rollback(pd, None, Some(cq), None);
                 return Err(e.into());
             }
         };
@@ -240,13 +247,13 @@ impl<T: Transport, R: RngCore> SessionManager<T, R> {
             access: Access::LOCAL_WRITE | Access::REMOTE_WRITE,
         });
         if let Err(e) = self.t.modify_qp(qp.id, &init) {
-            self.rollback(Some(qp), Some(cq), None);
+            self.rollback(pd, Some(qp), Some(cq), None);
             return Err(e.into());
         }
-        let staging = match self.t.reg_mr(self.pd, req.size, Access::LOCAL_WRITE | Access::REMOTE_WRITE) {
+        let staging = match self.t.reg_mr(pd, req.size, Access::LOCAL_WRITE | Access::REMOTE_WRITE) {
             Ok(mr) => mr,
             Err(e) => {
-                self.rollback(Some(qp), Some(cq), None);
+                self.rollback(pd, Some(qp), Some(cq), None);
                 return Err(e.into());
             }
         };
@@ -254,7 +261,7 @@ impl<T: Transport, R: RngCore> SessionManager<T, R> {
         self.rng.fill_bytes(&mut id_bytes);
         let id = SessionId(u128::from_be_bytes(id_bytes));
         if self.sessions.contains_key(&id) {
-            self.rollback(Some(qp), Some(cq), Some(staging));
+            self.rollback(pd, Some(qp), Some(cq), Some(staging));
             return Err(RcError::Internal("session id collision"));
         }
         let epoch = self.next_epoch;
@@ -278,6 +285,7 @@ impl<T: Transport, R: RngCore> SessionManager<T, R> {
             reap_pending: false,
             prep_deadline: deadline(now, self.cfg.t_prep),
             exec_deadline: None,
+            pd,
             qp,
             cq,
             staging,
@@ -302,9 +310,10 @@ impl<T: Transport, R: RngCore> SessionManager<T, R> {
         Ok(reply)
     }
 
-    /// Undoes a half-made PREPARE; a failed destroy leaks (never frees
-    /// what the device may still hold).
-    fn rollback(&mut self, qp: Option<QpInfo>, cq: Option<CqId>, mr: Option<MrInfo>) {
+    /// Undoes a half-made PREPARE (or tears a session down): QP, CQ, staging
+    /// region, PD, in that order. What fails to go is leaked with everything
+    /// after it: never free what the device may still hold.
+    pub(super) fn rollback(&mut self, pd: PdId, qp: Option<QpInfo>, cq: Option<CqId>, mr: Option<MrInfo>) {
         let qp_ok = qp.is_none_or(|qp| self.t.destroy_qp(qp.id).is_ok());
         let cq_ok = qp_ok && cq.is_none_or(|cq| self.t.destroy_cq(cq).is_ok());
         if !(qp_ok && cq_ok) {
@@ -316,7 +325,10 @@ impl<T: Transport, R: RngCore> SessionManager<T, R> {
             && self.t.dereg_mr(mr.id).is_err()
         {
             self.leaked_mrs.push(mr);
+            return;
         }
+        // A PD that will not go holds nothing the NIC can write: no leak count.
+        let _ = self.t.dealloc_pd(pd);
     }
 
     fn take_limits(&mut self, who: &PrincipalId, staging: u64) -> Result<(), RcError> {

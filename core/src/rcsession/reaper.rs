@@ -38,22 +38,13 @@ impl<T: Transport, R: RngCore> SessionManager<T, R> {
 
     fn destroy(&mut self, s: Session) {
         self.in_flight.remove(&s.id);
-        let qp_ok = self.t.destroy_qp(s.qp.id).is_ok();
-        let cq_ok = qp_ok && self.t.destroy_cq(s.cq).is_ok();
-        if qp_ok && cq_ok {
-            if self.t.dereg_mr(s.staging.id).is_err() {
-                self.leaked_mrs.push(s.staging);
-            }
-        } else {
-            self.leaked_qps += 1;
-            self.leaked_mrs.push(s.staging);
-        }
+        self.rollback(s.pd, Some(s.qp), Some(s.cq), Some(s.staging));
         self.release_limits(&s.principal, s.size);
     }
 
     /// Shutdown after every admitted call has left: marks every session,
     /// revokes handles nobody can return any more, ends data phases, and
-    /// destroys everything; then frees the PD unless something was leaked.
+    /// destroys everything.
     pub fn shutdown(&mut self) {
         for s in self.sessions.values_mut() {
             s.reap_pending = true;
@@ -65,8 +56,5 @@ impl<T: Transport, R: RngCore> SessionManager<T, R> {
         }
         self.in_flight.clear();
         self.reap();
-        if self.leaked_mrs.is_empty() && self.leaked_qps == 0 && self.sessions.is_empty() {
-            let _ = self.t.dealloc_pd(self.pd);
-        }
     }
 }

@@ -138,6 +138,6 @@ impl Rig {
         assert_eq!((u.leaked_mrs, u.leaked_qps), (0, 0));
         let live = self.sim.live_resources();
         let n = self.clients.len();
-        assert_eq!((live.qps, live.cqs, live.mrs, live.pds), (n, n, n, n + 1), "{live:?}");
+        assert_eq!((live.qps, live.cqs, live.mrs, live.pds), (n, n, n, n), "{live:?}");
     }
 }
