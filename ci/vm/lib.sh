@@ -75,3 +75,32 @@ last_line() {
     _l=$(grep -v '^[[:space:]]*$' "$1" 2>/dev/null | tail -n 1 | cut -c1-200)
     echo "${_l:-(no output)}"
 }
+
+# udp_ns_up: the udp backend's corner of the VM (checks.d/udp.sh,
+# bench.d/udp.sh): a veth pair, veth2 (10.10.2.1) carrying soft-RoCE device
+# rxe2, and veth3 (10.10.2.2) in network namespace "udp", which has no rxe
+# device, so UDP port 4791 is free there for a user-space RoCEv2 peer.
+# Prints why and returns 1 when something failed. udp_ns_down undoes it.
+udp_ns_up() {
+    _ip=/usr/bin/ip
+    mkdir -p /run/netns
+    $_ip netns add udp || { echo "ip netns add udp failed"; return 1; }
+    $_ip link add veth2 type veth peer name veth3 || { echo "ip link add veth2 failed"; return 1; }
+    $_ip link set veth3 netns udp
+    $_ip addr add 10.10.2.1/24 dev veth2
+    $_ip link set veth2 up
+    sysctl -qw net.ipv4.conf.veth2.rp_filter=0
+    $_ip netns exec udp $_ip link set lo up
+    $_ip netns exec udp $_ip addr add 10.10.2.2/24 dev veth3
+    $_ip netns exec udp $_ip link set veth3 up
+    $_ip netns exec udp sysctl -qw net.core.netdev_max_backlog=10000
+    /usr/bin/rdma link add rxe2 type rxe netdev veth2 || { echo "rdma link add rxe2 failed"; return 1; }
+    wait_active rxe2 20 || { echo "rxe2 port 1 not ACTIVE"; return 1; }
+}
+
+udp_ns_down() {
+    /usr/bin/rdma link delete rxe2 2>/dev/null
+    /usr/bin/ip link del veth2 2>/dev/null
+    /usr/bin/ip netns del udp 2>/dev/null
+    return 0
+}

@@ -44,6 +44,8 @@ fn bind(reactor: &UdpReactor, name: &str, at: SocketAddrV4, mtu: Mtu) -> Result<
 /// Something to run between two endpoints of one transport type.
 trait Job {
     fn run<T: Transport>(&self, a: &mut T, b: &mut T) -> ExitCode;
+    /// Between two local addresses: what plain sockets do, for comparison.
+    fn baseline(&self, _a: Ipv4Addr, _b: Ipv4Addr, _mtu: Mtu) {}
 }
 
 struct Conformance<'f> {
@@ -94,6 +96,7 @@ fn with_pair(device: Option<&str>, peer: Option<&str>, mtu: u32, job: &impl Job)
             };
             let code = job.run(&mut a, &mut b);
             eprintln!("rctb: udp {x}: {:?}\nrctb: udp {y}: {:?}", a.stats(), b.stats());
+            job.baseline(*x.ip(), *y.ip(), mtu);
             code
         }
         (Spec::Device(_), Spec::Device(_)) => {
@@ -171,6 +174,10 @@ pub struct BenchArgs {
     /// 64-byte SEND round trips to time (0: none).
     #[arg(long, default_value_t = 2000)]
     pub pingpong: u32,
+    /// Between two UDP endpoints, also time plain UDP sockets moving the same
+    /// bytes (the `udp-sockets` BENCH lines), as the baseline.
+    #[arg(long)]
+    pub baseline: bool,
     /// Seconds to wait idle while measuring the process's CPU time (0: none).
     #[arg(long, default_value_t = 2.0)]
     pub idle_secs: f64,
@@ -185,6 +192,14 @@ struct Bench<'a> {
 }
 
 impl Job for Bench<'_> {
+    fn baseline(&self, a: Ipv4Addr, b: Ipv4Addr, mtu: Mtu) {
+        if self.args.baseline
+            && let Err(e) = sockets_baseline(self.args, a, b, mtu)
+        {
+            eprintln!("rctb: udp-bench: socket baseline: {e}");
+        }
+    }
+
     fn run<T: Transport>(&self, a: &mut T, b: &mut T) -> ExitCode {
         let mut ends = match conformance::Endpoints::new(a, b) {
             Ok(e) => e,
@@ -203,6 +218,44 @@ impl Job for Bench<'_> {
             }
         }
     }
+}
+
+/// The same bytes as the WRITE runs, as MTU-sized datagrams from a plain
+/// UDP socket on `a` to one on `b`, sent 64 at a time and read back: what
+/// the kernel's loopback costs without RC.
+#[allow(clippy::disallowed_methods)] // a benchmark timing real sockets reads the real clock
+fn sockets_baseline(args: &BenchArgs, a: Ipv4Addr, b: Ipv4Addr, mtu: Mtu) -> std::io::Result<()> {
+    use std::net::UdpSocket;
+    let (tx, rx) = (UdpSocket::bind((a, 0))?, UdpSocket::bind((b, 0))?);
+    rx.set_read_timeout(Some(std::time::Duration::from_millis(200)))?;
+    let to = rx.local_addr()?;
+    let dgram = vec![0x5au8; mtu.bytes() as usize + 32];
+    let mut buf = vec![0u8; 65536];
+    let total = args.size as u64 * args.iters as u64;
+    for _ in 0..args.reps {
+        let t0 = std::time::Instant::now();
+        let (mut got, mut lost) = (0u64, 0u64);
+        while got + lost < total {
+            let mut sent = 0;
+            while sent < 64 && got + lost + (sent as u64 * mtu.bytes() as u64) < total {
+                tx.send_to(&dgram, to)?;
+                sent += 1;
+            }
+            for _ in 0..sent {
+                match rx.recv_from(&mut buf) {
+                    Ok(_) => got += mtu.bytes() as u64,
+                    Err(_) => lost += mtu.bytes() as u64,
+                }
+            }
+        }
+        let mb = got as f64 / 1_048_576.0;
+        println!("BENCH write_bw-{} udp-sockets {:.1} MB/s", label(args.size), mb / t0.elapsed().as_secs_f64());
+    }
+    Ok(())
+}
+
+fn label(size: u32) -> String {
+    if size == 1 << 20 { "1MiB".to_string() } else { format!("{size}B") }
 }
 
 /// Waits for completions on `cq` of `t` and returns them (at least one, or
@@ -232,7 +285,7 @@ fn bench_body<T: Transport>(x: &mut conformance::Endpoints<'_, T>, args: &BenchA
     let pong = x.mr(false, 64, Access::LOCAL_WRITE)?;
     let pair = x.connect(conformance::Link::default())?;
     let (cq_a, cq_b) = (x.sa.cq, x.sb.cq);
-    let label = if size == 1 << 20 { "1MiB".to_string() } else { format!("{size}B") };
+    let label = label(size);
     let mut wcs = Vec::new();
     // RDMA WRITE bandwidth, `depth` outstanding.
     let sge = [Sge::new(src.id, 0, size)];
