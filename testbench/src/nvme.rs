@@ -128,6 +128,21 @@ pub enum NvmeOp {
         #[arg(long)]
         flush: bool,
     },
+    /// Random reads at a queue depth; prints a `BENCH` line (IOPS) as the
+    /// VM bench table expects, e.g. `BENCH nvme-randread-4KiB-qd32 rctb 1650 IOPS`.
+    Bench {
+        #[arg(long, default_value_t = 1)]
+        nsid: u32,
+        /// Bytes per read (a multiple of the block size).
+        #[arg(long, default_value_t = 4096)]
+        bs: u64,
+        /// Reads in flight.
+        #[arg(long, default_value_t = 32)]
+        qd: usize,
+        /// Reads in all.
+        #[arg(long, default_value_t = 2000)]
+        ios: u64,
+    },
     /// Commit the namespace's volatile writes.
     Flush {
         #[arg(long, default_value_t = 1)]
@@ -333,6 +348,33 @@ fn op<T: Transport>(ctrl: &mut Controller<T>, op: &NvmeOp) -> Result<String, Fai
                 rate(len, elapsed),
                 if *flush { "; flushed" } else { "" }
             );
+        }
+        NvmeOp::Bench { nsid, bs, qd, ios } => {
+            let ns = ctrl.namespace(*nsid)?;
+            let lba = ns.lba_size();
+            if *bs == 0 || bs % lba != 0 || *ios == 0 {
+                return Err(Failure::Usage(format!("--bs {bs} must be a multiple of the block size {lba}; --ios > 0")));
+            }
+            let per = bs / lba;
+            let slots = ns.blocks() / per;
+            // Each read has its own slice of one buffer, so nothing is reused in flight.
+            let mr = ctrl.alloc(bs * ios)?;
+            let mut x = 0x9E37_79B9_7F4A_7C15u64 ^ *nsid as u64;
+            let reqs: Vec<(u64, Buffer)> = (0..*ios)
+                .map(|i| {
+                    x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                    ((x >> 33) % slots * per, Buffer::slice(mr, i * bs, *bs))
+                })
+                .collect();
+            let start = ctrl.transport().now();
+            let r = ctrl.read_many(&ns, &reqs, *qd);
+            let elapsed = ctrl.transport().now() - start;
+            let _ = ctrl.free(mr);
+            r?;
+            let iops = *ios as f64 / elapsed.as_secs_f64().max(1e-9);
+            let size = if bs % 1024 == 0 { format!("{}KiB", bs / 1024) } else { format!("{bs}B") };
+            let _ = writeln!(out, "BENCH nvme-randread-{size}-qd{qd} rctb {iops:.0} IOPS");
+            let _ = writeln!(out, "{ios} random {bs}-byte reads of nsid {nsid} at depth {qd} in {elapsed:?}");
         }
         NvmeOp::Flush { nsid } => {
             let ns = ctrl.namespace(*nsid)?;

@@ -456,23 +456,57 @@ impl<T: Transport> Controller<T> {
     }
 
     fn transfer(&mut self, dir: Dir, ns: &Namespace, slba: u64, buf: Buffer) -> Result<(), NvmeError> {
+        self.transfer_many(dir, ns, &[(slba, buf)], usize::MAX)
+    }
+
+    /// Reads every (block, buffer) pair, keeping at most `depth` commands in
+    /// flight (and the queues full up to that): random I/O at a queue depth.
+    pub fn read_many(&mut self, ns: &Namespace, reqs: &[(u64, Buffer)], depth: usize) -> Result<(), NvmeError> {
+        self.transfer_many(Dir::Read, ns, reqs, depth.max(1))?;
+        if reqs.iter().any(|(_, b)| b.kind == MemoryKind::Gpu) {
+            let mut mrs: Vec<MrId> =
+                reqs.iter().filter(|(_, b)| b.kind == MemoryKind::Gpu).map(|(_, b)| b.mr.id).collect();
+            mrs.dedup();
+            let f = self
+                .gpu_flush
+                .as_mut()
+                .ok_or_else(|| NvmeError::Unsupported("a GPU buffer needs a flush hook (set_gpu_flush)".into()))?;
+            for mr in mrs {
+                f.flush(mr)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn transfer_many(
+        &mut self,
+        dir: Dir,
+        ns: &Namespace,
+        reqs: &[(u64, Buffer)],
+        depth: usize,
+    ) -> Result<(), NvmeError> {
         let lba = ns.lba_size();
-        if buf.len == 0 || buf.len % lba != 0 {
-            return Err(InvalidValue::new("length", buf.len, "must be a non-zero multiple of the LBA size").into());
-        }
-        if buf.offset.checked_add(buf.len).is_none_or(|end| end > buf.mr.len) {
-            return Err(InvalidValue::new(
-                "offset+length",
-                buf.offset.saturating_add(buf.len),
-                "exceeds the registered buffer",
-            )
-            .into());
-        }
-        let blocks = buf.len / lba;
-        if slba.checked_add(blocks).is_none_or(|end| end > ns.blocks()) {
-            return Err(
-                InvalidValue::new("slba+blocks", slba.saturating_add(blocks), "beyond the namespace's size").into()
-            );
+        for &(slba, buf) in reqs {
+            if buf.len == 0 || buf.len % lba != 0 {
+                return Err(InvalidValue::new("length", buf.len, "must be a non-zero multiple of the LBA size").into());
+            }
+            if buf.offset.checked_add(buf.len).is_none_or(|end| end > buf.mr.len) {
+                return Err(InvalidValue::new(
+                    "offset+length",
+                    buf.offset.saturating_add(buf.len),
+                    "exceeds the registered buffer",
+                )
+                .into());
+            }
+            let blocks = buf.len / lba;
+            if slba.checked_add(blocks).is_none_or(|end| end > ns.blocks()) {
+                return Err(InvalidValue::new(
+                    "slba+blocks",
+                    slba.saturating_add(blocks),
+                    "beyond the namespace's size",
+                )
+                .into());
+            }
         }
         if self.io.is_empty() {
             return Err(NvmeError::Unsupported("no I/O queue".into()));
@@ -480,32 +514,44 @@ impl<T: Transport> Controller<T> {
         // Chunks of whole blocks within MDTS and the NLB field.
         let per_cmd = (self.max_transfer / lba).clamp(1, MAX_BLOCKS_PER_COMMAND as u64);
         let name = if dir == Dir::Read { "Read" } else { "Write" };
-        let mut next = 0u64; // blocks submitted
+        let (mut req, mut next) = (0usize, 0u64); // request, and blocks of it submitted
         let mut inflight: Vec<(usize, u16)> = Vec::new();
         let mut first: Option<NvmeError> = None;
         loop {
-            // Fill every queue up to its capacity.
-            while first.is_none() && next < blocks {
+            // Fill the queues up to their capacity (and `depth`).
+            while first.is_none() && req < reqs.len() && inflight.len() < depth {
+                let (slba, buf) = reqs[req];
+                let blocks = buf.len / lba;
                 let n = per_cmd.min(blocks - next);
                 let Some(qi) = self.pick_queue() else { break };
                 let off = buf.offset + next * lba;
                 let len = n * lba;
                 let q = &mut self.io[qi];
                 let small = dir == Dir::Write && len <= q.in_capsule();
-                let (sgl, inline) = if small {
-                    (Sgl::InCapsule { offset: 0, len: len as u32 }, Some((buf.mr.id, off, len as u32)))
+                let built = if small {
+                    Ok((Sgl::InCapsule { offset: 0, len: len as u32 }, Some((buf.mr.id, off, len as u32))))
                 } else {
-                    (Sgl::for_region(&buf.mr, off, len).map_err(NvmeError::Build)?, None)
+                    Sgl::for_region(&buf.mr, off, len).map(|sgl| (sgl, None))
                 };
-                let cmd = match dir {
-                    Dir::Read => NvmeCommand::read(ns.nsid(), slba + next, n as u32, sgl),
-                    Dir::Write => NvmeCommand::write(ns.nsid(), slba + next, n as u32, sgl),
-                }
-                .map_err(NvmeError::Build)?;
-                match q.submit(&mut self.t, &cmd, inline) {
+                let cmd = built.and_then(|(sgl, inline)| {
+                    let cmd = match dir {
+                        Dir::Read => NvmeCommand::read(ns.nsid(), slba + next, n as u32, sgl),
+                        Dir::Write => NvmeCommand::write(ns.nsid(), slba + next, n as u32, sgl),
+                    };
+                    cmd.map(|c| (c, inline))
+                });
+                let submitted = match cmd {
+                    Ok((cmd, inline)) => q.submit(&mut self.t, &cmd, inline),
+                    Err(e) => Err(NvmeError::Build(e)),
+                };
+                match submitted {
                     Ok(cid) => {
                         inflight.push((qi, cid));
                         next += n;
+                        if next == blocks {
+                            req += 1;
+                            next = 0;
+                        }
                     }
                     Err(e) => {
                         first.get_or_insert(e);
@@ -515,10 +561,17 @@ impl<T: Transport> Controller<T> {
             if inflight.is_empty() {
                 break;
             }
-            self.pump(Instant::FAR_FUTURE)?;
+            // Commands stay in flight until they finish or their queue
+            // fails: the buffers are the caller's until then.
+            if let Err(e) = self.pump(Instant::FAR_FUTURE) {
+                for q in &mut self.io {
+                    q.close(&mut self.t);
+                }
+                first.get_or_insert(e);
+            }
             let io = &mut self.io;
             inflight.retain(|&(qi, cid)| match io[qi].take(cid) {
-                None => true,
+                None => !io[qi].is_closed(),
                 Some(r) => {
                     let r = r.and_then(|c| c.check().map_err(|error| NvmeError::Status { command: name, error }));
                     if let Err(e) = r {

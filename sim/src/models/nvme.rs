@@ -595,19 +595,25 @@ impl NvmeTarget {
         t.post_recv(q.qp, &RecvWr::new(wr_id(WR_RECV, key, rslot), &sge))?;
         q.sq_head = (q.sq_head + 1) % q.depth;
         self.stats.commands += 1;
-        let Ok(raw) = Command::decode(&capsule) else {
+        if capsule.len() < COMMAND_LEN {
             return Ok(()); // Shorter than a command: nothing to answer.
-        };
+        }
+        let cid = u16::from_le_bytes([capsule[2], capsule[3]]);
         let Some(slot) = q.slots.iter().position(|s| s.state == SlotState::Free) else {
             return Ok(()); // The host overran the queue: nvmet drops it too.
         };
-        q.slots[slot] = Slot {
-            state: SlotState::Responding,
-            cid: raw.cid,
-            cmd: None,
-            response: Completion::default(),
-            at: Instant::ZERO,
+        q.slots[slot] =
+            Slot { state: SlotState::Responding, cid, cmd: None, response: Completion::default(), at: Instant::ZERO };
+        // nvmet-rdma's SGL check: a data block descriptor must be the
+        // offset (in-capsule) subtype; other types are refused.
+        let sgl_type = capsule[39];
+        if sgl_type >> 4 == 0 && sgl_type & 0xF != 1 {
+            return self.respond(t, key, slot, Status::new(SCT_GENERIC, SC_INVALID_FIELD, true), 0);
+        }
+        let Ok(raw) = Command::decode(&capsule) else {
+            return self.respond(t, key, slot, Status::new(SCT_GENERIC, SC_SGL_INVALID_TYPE, true), 0);
         };
+        let q = self.queues.get_mut(&key).expect("present");
         let kind = if q.qid == 0 { QueueKind::Admin } else { QueueKind::Io };
         let cmd = match NvmeCommand::from_command(&raw, kind) {
             Ok(c) => c,

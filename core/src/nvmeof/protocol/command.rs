@@ -102,9 +102,10 @@ impl Command {
         self.nsid as u8
     }
 
+    /// Every command carries an SGL on RDMA (a null keyed one without
+    /// data), with PSDT set, as Linux sends them and nvmet-rdma requires.
     fn with_sgl(opcode: u8, nsid: u32, sgl: Sgl) -> Command {
-        let flags = if matches!(sgl, Sgl::None) { 0 } else { PSDT_SGL };
-        Command { opcode, flags, nsid, sgl, ..Command::default() }
+        Command { opcode, flags: PSDT_SGL, nsid, sgl, ..Command::default() }
     }
 }
 

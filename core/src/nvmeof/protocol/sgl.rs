@@ -19,7 +19,9 @@ pub const SGL_LEN: usize = 16;
 /// The first SGL descriptor of a command.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum Sgl {
-    /// No data (all zero).
+    /// No data: a keyed data block of length 0, as Linux sends it
+    /// (`nvme_rdma_set_sg_null`). nvmet-rdma refuses an all-zero descriptor
+    /// (data block, address subtype) with "invalid field".
     #[default]
     None,
     /// Remote memory of the host: `len` bytes at `addr` under `key`.
@@ -69,7 +71,7 @@ impl Sgl {
     pub fn encode(&self) -> [u8; SGL_LEN] {
         let mut b = [0u8; SGL_LEN];
         match *self {
-            Sgl::None => {}
+            Sgl::None => b[15] = SGL_KEYED_DATA_BLOCK,
             Sgl::Keyed { addr, len, key, invalidate } => {
                 put_u64(&mut b, 0, addr);
                 b[8..11].copy_from_slice(&len.to_le_bytes()[..3]);
@@ -86,11 +88,13 @@ impl Sgl {
     }
 
     /// Decodes a descriptor: keyed data blocks (address subtype, with or
-    /// without invalidate), offset data blocks, or all-zero for none.
+    /// without invalidate; all-zero fields mean no data), offset data
+    /// blocks, or all-zero bytes for none.
     pub fn decode(b: &[u8]) -> Result<Self, ProtocolError> {
         super::need("Sgl", b, SGL_LEN)?;
         let kind = b[15];
         match kind {
+            SGL_KEYED_DATA_BLOCK if b[..15].iter().all(|&x| x == 0) => Ok(Sgl::None),
             SGL_KEYED_DATA_BLOCK | SGL_KEYED_INVALIDATE => Ok(Sgl::Keyed {
                 addr: u64_at(b, 0),
                 len: u32::from_le_bytes([b[8], b[9], b[10], 0]),
@@ -99,7 +103,6 @@ impl Sgl {
             }),
             SGL_IN_CAPSULE => Ok(Sgl::InCapsule { offset: u64_at(b, 0), len: u32_at(b, 8) }),
             0 if b[..SGL_LEN].iter().all(|&x| x == 0) => Ok(Sgl::None),
-            // A zero-length keyed block is how Linux sends "no data" too.
             _ => Err(ProtocolError::field(
                 "Sgl",
                 "type",

@@ -105,7 +105,11 @@ fn property_commands_layout() {
     assert_eq!((s[4], s[40]), (0x00, 0));
     assert_eq!(&s[44..48], &0x14u32.to_le_bytes());
     assert_eq!(&s[48..56], &0x0046_0001u64.to_le_bytes());
-    assert_eq!(s[1], 0, "no data: no PSDT");
+    // No data: PSDT still set, and a null keyed SGL (nvmet-rdma refuses
+    // an all-zero descriptor).
+    assert_eq!(s[1], 0x40);
+    assert_eq!(&s[24..40], &[0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x40]);
+    assert_eq!(Sgl::decode(&s[24..40]).unwrap(), Sgl::None);
 }
 
 #[test]
