@@ -308,3 +308,40 @@ fn gpu_reads_are_flushed_before_the_data_is_handed_over() {
     c.transport().mr_read(gpu.id, 0, &mut got).unwrap();
     assert!(got == data);
 }
+
+#[test]
+fn a_response_for_an_unknown_cid_is_a_protocol_error() {
+    let s = setup(13, TargetConfig::new(NQN));
+    let mut c = connect(&s, config(s.addr));
+    let ns = c.namespace(1).unwrap();
+    let mr = c.alloc(4096).unwrap();
+    s.target.borrow_mut().faults_mut().wrong_cid_responses = 1;
+    let e = c.read(&ns, 0, Buffer::host(mr)).unwrap_err();
+    assert!(matches!(e, NvmeError::UnknownCid { qid: 1, cid } if cid & 0x8000 != 0), "{e:?}");
+    assert!(e.to_string().starts_with("protocol error from the target: response for unknown command id"), "{e}");
+}
+
+#[test]
+fn a_full_queue_is_its_own_error() {
+    use rctb_core::nvmeof::{Queue, QueueConfig};
+    let s = setup(14, TargetConfig::new(NQN));
+    let mut t = s.host.clone();
+    let pd = t.alloc_pd().unwrap();
+    let cfg = QueueConfig { addr: s.addr, qid: 0, depth: 4, cntlid: 0, in_capsule: 0, timeout: Duration::from_secs(1) };
+    let mut q = Queue::connect(&mut t, pd, &cfg, &mut |_| {}).unwrap();
+    // Nothing is sent until Connect; Property Gets before it still hold slots.
+    let cmd = NvmeCommand::PropertyGet { size: PropSize::Eight, offset: REG_CAP };
+    for _ in 0..3 {
+        q.submit(&mut t, &cmd, None).unwrap();
+    }
+    let e = q.submit(&mut t, &cmd, None).unwrap_err();
+    assert_eq!(e, NvmeError::QueueFull { qid: 0, depth: 4, outstanding: 3 });
+    // Each finishes (with the target's "command sequence error": no Connect yet).
+    while q.outstanding() > 0 {
+        q.wait(&mut t, rctb_core::time::Instant::FAR_FUTURE).unwrap();
+    }
+    let done = q.take_all();
+    assert_eq!(done.len(), 3);
+    assert!(done.iter().all(|(_, r)| r.as_ref().unwrap().status().sc == 0x0C));
+    q.close(&mut t);
+}

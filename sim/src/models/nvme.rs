@@ -135,6 +135,8 @@ pub struct TargetFaults {
     pub response_delay: Duration,
     /// The next this many responses are not sent (commands still execute).
     pub drop_responses: u32,
+    /// The next this many responses name a command id nobody sent.
+    pub wrong_cid_responses: u32,
 }
 
 /// What the target counted.
@@ -1092,6 +1094,10 @@ impl NvmeTarget {
     fn post_response<T: Transport>(&mut self, t: &mut T, key: u64, slot: usize) -> Result<(), TargetError> {
         let q = self.queues.get_mut(&key).expect("present");
         q.slots[slot].state = SlotState::Responding;
+        if self.faults.wrong_cid_responses > 0 {
+            self.faults.wrong_cid_responses -= 1;
+            q.slots[slot].response.cid ^= 0x8000;
+        }
         let at = slot as u64 * COMPLETION_LEN as u64;
         t.mr_write(q.rsp_mr.id, at, &q.slots[slot].response.encode())?;
         let sge = [Sge::new(q.rsp_mr.id, at, COMPLETION_LEN as u32)];
