@@ -27,6 +27,8 @@ mod cm;
 mod config;
 #[doc(hidden)]
 pub mod fuzzing;
+#[doc(hidden)]
+pub mod fuzzing_rcsession;
 mod idmap;
 mod memory;
 pub mod models;

@@ -174,10 +174,15 @@ impl World {
                 if self.links[from].len() <= to {
                     self.links[from].push(None);
                 }
-                if from != to && self.links[from][to].is_none() {
+                if self.links[from][to].is_none() {
                     let label = format!("link/{}/{}", self.nodes[from].cfg.name, self.nodes[to].cfg.name);
                     let rng = SimRng::child(self.seed, &label);
-                    let link = Link { cfg: self.default_link, rng, fifo: VecDeque::new(), custom: false };
+                    // A node's path to itself (a QP connected to a QP of the
+                    // same node, as verbs and rxe allow) is loopback: no
+                    // faults, and the fabric's defaults never apply to it.
+                    let (cfg, custom) =
+                        if from == to { (LinkConfig::default(), true) } else { (self.default_link, false) };
+                    let link = Link { cfg, rng, fifo: VecDeque::new(), custom };
                     self.links[from][to] = Some(link);
                 }
             }
@@ -186,7 +191,7 @@ impl World {
     }
 
     fn link(&mut self, from: NodeIdx, to: NodeIdx) -> &mut Link {
-        self.links[from][to].as_mut().expect("add_node creates every link between distinct nodes")
+        self.links[from][to].as_mut().expect("add_node creates every link, loopback included")
     }
 
     /// One-way latency from `from` to `to`.

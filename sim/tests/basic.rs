@@ -149,3 +149,54 @@ fn cm_connect_accept_carries_private_data_both_ways() {
     assert_eq!(tb.cm_poll(), Some(CmEvent::Disconnected { conn }));
     assert_eq!(tb.query_qp(qp_b).unwrap().state, QpState::Err);
 }
+
+/// Two QPs of one node connected to each other (loopback, as verbs and rxe
+/// allow; the session server's loopback tokens do it): SEND and RDMA WRITE
+/// arrive, on a fabric whose lossy default links do not apply to loopback.
+/// Found by the rcsession fuzz target: the fabric had no node-to-itself path
+/// and panicked.
+#[test]
+fn loopback_between_two_qps_of_one_node() {
+    use rctb_core::time::Duration;
+    use rctb_sim::{LinkConfig, LinkFaults, NodeConfig, Sim};
+    let sim = Sim::new(5);
+    sim.set_default_link(LinkConfig {
+        latency: Duration::from_micros(5),
+        faults: LinkFaults { drop: 1.0, ..Default::default() },
+    });
+    let node = sim.add_node(NodeConfig::new("solo", "10.0.0.9".parse().unwrap())).unwrap();
+    let mut t = sim.transport(node);
+    let pd = t.alloc_pd().unwrap();
+    let cq = t.create_cq(64).unwrap();
+    let all = Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ;
+    let mr = t.reg_mr(pd, 8192, all).unwrap();
+    let caps = QpCaps { max_send_wr: 16, max_recv_wr: 16, max_send_sge: 1, max_recv_sge: 1, max_inline_data: 0 };
+    let init = QpInit { pd, send_cq: cq, recv_cq: cq, caps, sq_sig_all: true };
+    let (q1, q2) = (t.create_qp(&init).unwrap(), t.create_qp(&init).unwrap());
+    let gid = Gid::from_ipv4("10.0.0.9".parse().unwrap());
+    for (q, peer) in [(q1.id, q2.qpn), (q2.id, q1.qpn)] {
+        t.modify_qp(q, &QpTransition::Init(InitAttr { pkey_index: 0, port: 1, access: all })).unwrap();
+        let rtr = RtrAttr {
+            path_mtu: Mtu::Mtu1024,
+            dest_qpn: peer,
+            rq_psn: Psn::wrapping(100),
+            max_dest_rd_atomic: 1,
+            min_rnr_timer: RnrTimer::from_code(1).unwrap(),
+            av: AddressVector::new(gid, 1),
+        };
+        t.modify_qp(q, &QpTransition::Rtr(rtr)).unwrap();
+        let rts = RtsAttr { sq_psn: Psn::wrapping(100), timeout: 14, retry_cnt: 0, rnr_retry: 0, max_rd_atomic: 1 };
+        t.modify_qp(q, &QpTransition::Rts(rts)).unwrap();
+    }
+    t.mr_write(mr.id, 0, &[7u8; 3000]).unwrap();
+    t.post_recv(q2.id, &RecvWr::new(1, &[Sge::new(mr.id, 4096, 3000)])).unwrap();
+    t.post_send(q1.id, &SendWr::new(2, SendOp::Send, &[Sge::new(mr.id, 0, 3000)])).unwrap();
+    sim.run_until_idle();
+    let mut wcs = Vec::new();
+    t.poll_cq(cq, 8, &mut wcs).unwrap();
+    assert_eq!(wcs.len(), 2, "{wcs:?}");
+    assert!(wcs.iter().all(|wc| wc.status == WcStatus::Success), "{wcs:?}");
+    let mut back = vec![0u8; 3000];
+    t.mr_read(mr.id, 4096, &mut back).unwrap();
+    assert_eq!(back, vec![7u8; 3000]);
+}
