@@ -240,6 +240,13 @@ impl Sim {
         self.world.borrow_mut().pcap.take().map(|p| p.into_bytes())
     }
 
+    /// Verbs objects (PDs, MRs, CQs, QPs) alive on one node.
+    pub fn node_objects(&self, node: NodeId) -> usize {
+        let w = self.world.borrow();
+        let n = &w.nodes[node.0];
+        n.pds.len() + n.cqs.len() + n.qps.len() + n.mem_regions()
+    }
+
     /// Sums of the per-QP resources still alive on every node, for leak checks.
     pub fn live_resources(&self) -> LiveResources {
         let w = self.world.borrow();

@@ -250,7 +250,8 @@ impl<T: Transport> RcClient<T> {
     }
 
     /// Takes the PREPARE reply: connects our QP to the server's (RESET,
-    /// INIT, RTR, RTS) and, for GET when `post_recv`, posts the receive.
+    /// INIT, RTR, RTS) and, for a GET when `post_recv`, posts the receive
+    /// (`post_recv` means nothing for a PUT).
     /// Returns the READY request.
     pub fn connect(
         &mut self,
@@ -261,7 +262,7 @@ impl<T: Transport> RcClient<T> {
         xfer.session = Some(reply.session);
         xfer.reply = Some(reply.clone());
         self.reconnect(xfer)?;
-        if post_recv {
+        if post_recv && xfer.op == Op::Get {
             self.post_get_recv(xfer)?;
         }
         xfer.phase = TransferPhase::Connected;
@@ -351,7 +352,11 @@ impl<T: Transport> RcClient<T> {
     }
 
     /// Checks for the data phase's completion: `Some(())` when this
-    /// transfer's data moved intact.
+    /// transfer's data moved intact. A GET is complete only here (the
+    /// receive with the cookie landed in our region). A PUT is complete
+    /// when READY answers OK: its WRITE's own completion may come late or
+    /// as RETRY_EXC_ERR, because the server may destroy its QP before the
+    /// last ACK leaves; the next transfer's reset discards it.
     pub fn poll(&mut self, xfer: &mut ClientTransfer) -> Result<Option<()>, ClientError> {
         let mut wcs = Vec::new();
         self.t.poll_cq(self.cq, 4, &mut wcs)?;

@@ -4,3 +4,4 @@
 
 pub mod fpga;
 pub mod nvme;
+pub mod rcsession;

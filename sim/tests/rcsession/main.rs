@@ -3,6 +3,7 @@
 //! proptest state-machine test of the session state chart.
 
 mod basic;
-mod model;
+mod chart;
 mod rig;
 mod security;
+mod workload;

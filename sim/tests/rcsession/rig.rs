@@ -97,9 +97,8 @@ impl Rig {
         if r.outcome != ReadyOutcome::Ok {
             return Err(format!("outcome {}", r.outcome));
         }
-        let data = complete_put(&mut self.m, &reply.session).map_err(|e| e.to_string())?;
-        self.drive_client(c, &mut x)?;
-        Ok(data)
+        // READY's OK is the PUT's completion (see RcClient::poll).
+        complete_put(&mut self.m, &reply.session).map_err(|e| e.to_string())
     }
 
     /// Drives the server until `ticket`'s data phase ends.
