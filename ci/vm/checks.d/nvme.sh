@@ -1,0 +1,126 @@
+#!/bin/sh
+# nvme: rctb's NVMe-oF/RDMA initiator (rctb nvme, verbs backend on $DEV)
+# against the kernel nvmet-rdma target on $PEER ($NVMET_ADDR:$NVMET_PORT):
+# discover, connect, identify; read namespace 1 and compare it with its
+# backing file (data the kernel holds); write 4 MiB of random data at
+# several offsets (and one in-capsule block), flush, read back and compare,
+# and check the backing file holds it too; a wrong NQN and a wrong port
+# must fail with errors that say so.
+set -u
+if [ -z "${NVMET_NQN:-}" ] || [ -z "${RCTB:-}" ]; then
+    # Not in the VM (or no rctb): nothing to test against.
+    echo "PASS skipped-no-nvmet-target"
+    exit 0
+fi
+W=${HWV_OUT:-/tmp}/nvme-work
+mkdir -p "$W"
+fails=0
+nv() {
+    "$TIMEOUT" 60 "$RCTB" nvme "$@" --backend verbs --device "$DEV" -a "$NVMET_ADDR" -s "$NVMET_PORT" -n "$NVMET_NQN"
+}
+pass() { echo "PASS $1"; }
+fail() {
+    echo "FAIL $1 $2"
+    fails=1
+}
+
+# discover: the subsystem is listed at our address.
+if nv discover >"$W/discover.out" 2>"$W/discover.err" && grep -q "subnqn:  $NVMET_NQN" "$W/discover.out"; then
+    pass discover
+else
+    fail discover "$(tail -1 "$W/discover.err") $(grep -c subnqn "$W/discover.out") entries"
+fi
+cat "$W/discover.out"
+
+if nv connect >"$W/connect.out" 2>"$W/connect.err" && grep -q "connected: $NVMET_NQN" "$W/connect.out"; then
+    pass connect
+else
+    fail connect "$(tail -1 "$W/connect.err")"
+fi
+cat "$W/connect.out"
+
+if nv identify >"$W/identify.out" 2>"$W/identify.err" && grep -q "subnqn  : $NVMET_NQN" "$W/identify.out" &&
+    grep -q "NVME Identify Namespace 1:" "$W/identify.out"; then
+    pass identify
+else
+    fail identify "$(tail -1 "$W/identify.err")"
+fi
+cat "$W/identify.out"
+# Namespace 1's block size, from the format in use.
+lbads=$(awk '/^NVME Identify Namespace 1:/ { ns = 1 } ns && /\(in use\)/ { sub(/.*lbads:/, ""); print $1; exit }' "$W/identify.out")
+bs=$((1 << ${lbads:-12}))
+echo "namespace 1 block size: $bs"
+
+# Data the kernel holds: the first 1 MiB of namespace 1 is its backing file's.
+mib=$((1048576 / bs))
+dd if="$NVMET_NS1_FILE" of="$W/ns1-head.ref" bs="$bs" count="$mib" 2>/dev/null
+if nv read --nsid 1 --slba 0 --length 1048576 -o "$W/ns1-head.got" >"$W/read-kernel.out" 2>"$W/read-kernel.err" &&
+    cmp -s "$W/ns1-head.ref" "$W/ns1-head.got"; then
+    pass read-kernel-data
+else
+    fail read-kernel-data "$(tail -1 "$W/read-kernel.err") $(cmp "$W/ns1-head.ref" "$W/ns1-head.got" 2>&1 | head -1)"
+fi
+
+# 4 MiB of random data at several offsets (in blocks), plus one block sent
+# in-capsule; flush; read back; the backing file must hold it too.
+dd if=/dev/urandom of="$W/rand.bin" bs=1048576 count=4 2>/dev/null
+ok=1
+why=""
+for off in $((4 * mib)) $((12 * mib + 1)) $((27 * mib + 3)); do
+    if ! nv write --nsid 1 --slba "$off" -d "$W/rand.bin" --flush >>"$W/write.out" 2>"$W/write.err"; then
+        ok=0
+        why="write at block $off: $(tail -1 "$W/write.err")"
+        break
+    fi
+    if ! nv read --nsid 1 --slba "$off" --length 4194304 -o "$W/back.bin" >>"$W/read.out" 2>"$W/read.err"; then
+        ok=0
+        why="read at block $off: $(tail -1 "$W/read.err")"
+        break
+    fi
+    if ! cmp -s "$W/rand.bin" "$W/back.bin"; then
+        ok=0
+        why="read-back at block $off differs: $(cmp "$W/rand.bin" "$W/back.bin" 2>&1 | head -1)"
+        break
+    fi
+    dd if="$NVMET_NS1_FILE" of="$W/file.bin" bs="$bs" skip="$off" count=$((4 * mib)) 2>/dev/null
+    if ! cmp -s "$W/rand.bin" "$W/file.bin"; then
+        ok=0
+        why="the backing file at block $off does not hold what we wrote"
+        break
+    fi
+done
+cat "$W/write.out" "$W/read.out"
+if [ "$ok" = 1 ]; then pass write-flush-read-4MiB; else fail write-flush-read-4MiB "$why"; fi
+
+# One block: small enough to travel as in-capsule data.
+dd if=/dev/urandom of="$W/small.bin" bs="$bs" count=1 2>/dev/null
+if nv write --nsid 1 --slba 100 -d "$W/small.bin" --flush >"$W/small.out" 2>"$W/small.err" &&
+    nv read --nsid 1 --slba 100 --length "$bs" -o "$W/small.got" >>"$W/small.out" 2>>"$W/small.err" &&
+    cmp -s "$W/small.bin" "$W/small.got"; then
+    pass in-capsule-write
+else
+    fail in-capsule-write "$(tail -1 "$W/small.err")"
+fi
+
+# A wrong NQN: the target refuses Connect, and the error says which field.
+if "$TIMEOUT" 60 "$RCTB" nvme connect --backend verbs --device "$DEV" -a "$NVMET_ADDR" -s "$NVMET_PORT" \
+    -n "nqn.2024-01.io.rctb:no-such-subsystem" >"$W/wrong-nqn.out" 2>"$W/wrong-nqn.err"; then
+    fail wrong-nqn "connect succeeded"
+elif grep -q "invalid subsystem NQN" "$W/wrong-nqn.err"; then
+    pass wrong-nqn
+else
+    fail wrong-nqn "unclear error: $(tail -1 "$W/wrong-nqn.err")"
+fi
+cat "$W/wrong-nqn.err"
+
+# A wrong port: nothing listens there.
+if "$TIMEOUT" 60 "$RCTB" nvme connect --backend verbs --device "$DEV" -a "$NVMET_ADDR" -s 4421 \
+    -n "$NVMET_NQN" --timeout 5 >"$W/wrong-port.out" 2>"$W/wrong-port.err"; then
+    fail wrong-port "connect succeeded"
+elif grep -q "$NVMET_ADDR:4421" "$W/wrong-port.err"; then
+    pass wrong-port
+else
+    fail wrong-port "unclear error: $(tail -1 "$W/wrong-port.err")"
+fi
+cat "$W/wrong-port.err"
+exit $fails
