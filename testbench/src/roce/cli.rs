@@ -562,6 +562,27 @@ mod tests {
     }
 
     #[test]
+    fn outputs_append_each_channel_to_its_file() {
+        let dir = std::env::temp_dir().join(format!("rctb-roce-out-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let mut o = Outputs::new(Some(&dir)).unwrap();
+        o.write(3, b"ab");
+        o.write(0, b"x");
+        o.write(3, b"cd");
+        o.finish().unwrap();
+        assert_eq!(std::fs::read(dir.join("channel-3.bin")).unwrap(), b"abcd");
+        assert_eq!(std::fs::read(dir.join("channel-0.bin")).unwrap(), b"x");
+        // A directory that cannot be made is an error naming it.
+        let blocked = dir.join("channel-0.bin").join("sub");
+        let e = Outputs::new(Some(&blocked)).unwrap_err();
+        assert!(e.to_string().starts_with(&blocked.display().to_string()), "{e}");
+        let _ = std::fs::remove_dir_all(&dir);
+        let mut none = Outputs::new(None).unwrap();
+        none.write(1, b"ignored");
+        none.finish().unwrap();
+    }
+
+    #[test]
     fn gid_parser_names_the_bad_value() {
         assert_eq!(gid_index("auto"), Ok(GidIndex::Auto));
         assert_eq!(gid_index("3"), Ok(GidIndex::Index(3)));
