@@ -129,14 +129,15 @@ for f in "$HWV_BENCH_DIR"/*.sh; do
     [ -e "$f" ] || continue
     n=$(basename "$f" .sh)
     say "bench: $n"
-    $TIMEOUT "$HWV_T_CHECK" /bin/sh "$f" >"$RAW/$n.out" 2>"$RAW/$n.err" </dev/null
+    t=$(hook_timeout "$f")
+    $TIMEOUT "$t" /bin/sh "$f" >"$RAW/$n.out" 2>"$RAW/$n.err" </dev/null
     rc=$?
     grep '^BENCH ' "$RAW/$n.out" | cut -d' ' -f2- >>"$BENCH"
     nb=$(grep -c '^BENCH ' "$RAW/$n.out")
     if [ $rc = 0 ] && [ "$nb" -gt 0 ]; then
         result PASS "bench-$n" "$nb measurements"
     elif [ $rc = 124 ]; then
-        result FAIL "bench-$n" "timed out after ${HWV_T_CHECK}s"
+        result FAIL "bench-$n" "timed out after ${t}s"
     elif [ $rc != 0 ]; then
         result FAIL "bench-$n" "exit $rc: $(last_line "$RAW/$n.err")"
     else

@@ -162,7 +162,7 @@ fi
 for f in "$HWV_CHECKS_DIR"/*.sh; do
     [ -e "$f" ] || continue
     n=$(basename "$f" .sh)
-    run_suite "$n" "$HWV_T_CHECK" /bin/sh "$f"
+    run_suite "$n" "$(hook_timeout "$f")" /bin/sh "$f"
 done
 
 # ------------------------------------------------------------------ end capture

@@ -104,3 +104,15 @@ udp_ns_down() {
     /usr/bin/ip netns del udp 2>/dev/null
     return 0
 }
+
+# hook_timeout FILE: a hook script's time budget in s: its own
+# `# hwv-timeout: S` header line when that is longer than HWV_T_CHECK (for
+# hooks that need more than the default under TCG), else HWV_T_CHECK.
+hook_timeout() {
+    _ht=$(sed -n 's/^# hwv-timeout: *\([0-9][0-9]*\).*/\1/p' "$1" | head -n 1)
+    if [ -n "$_ht" ] && [ "$_ht" -gt "${HWV_T_CHECK:-90}" ]; then
+        echo "$_ht"
+    else
+        echo "${HWV_T_CHECK:-90}"
+    fi
+}

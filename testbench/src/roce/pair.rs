@@ -53,7 +53,8 @@ enum Phase {
 pub struct RocePair<T: Transport> {
     cfg: PairConfig,
     host_t: Option<T>,
-    fpga_ip_host: std::net::Ipv4Addr,
+    /// The host node's address, which the engine sends to.
+    host_ip: std::net::Ipv4Addr,
     engine: FpgaEngine<T>,
     server: Option<RoceServer<T>>,
     fpga: Option<FpgaParams>,
@@ -82,7 +83,7 @@ impl<T: Transport> RocePair<T> {
         let engine = FpgaEngine::new(fpga, host_ip, cfg.fpga_sgid_index);
         let check = FrameCheck::new(cfg.verify);
         RocePair {
-            fpga_ip_host: host_ip,
+            host_ip,
             host_t: Some(host),
             engine,
             server: None,
@@ -113,7 +114,7 @@ impl<T: Transport> RocePair<T> {
     }
     /// The host's IP the engine was pointed at.
     pub fn host_ip(&self) -> std::net::Ipv4Addr {
-        self.fpga_ip_host
+        self.host_ip
     }
 
     fn now(&self) -> Instant {

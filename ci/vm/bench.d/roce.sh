@@ -1,0 +1,49 @@
+#!/bin/sh
+# roce: receiver throughput of `rctb roce-rx` fed by `rctb fpga-emu`
+# (SEND_WITH_IMM, DEV -> PEER), at the message sizes ib_send_bw runs, so the
+# table puts rctb beside perftest in the rows send_bw-4KiB and send_bw-1MiB.
+# Like perftest: both sides busy-poll, each pinned to its own CPU, payloads
+# are not generated or checked (--payload unchecked / --no-verify), 32 sends
+# in flight (the engine's window; ib_send_bw keeps 128). The figure is the
+# receiver's: bytes / (last frame - first frame), in perftest's MB (2^20).
+# ROCE_N_4K (8000) and ROCE_N_1M (40) frames per run: about 3-4 s each here.
+# hwv-timeout: 150
+set -u
+: "${ROCE_N_4K:=8000}" "${ROCE_N_1M:=40}" "${HWV_BENCH_REPS:=3}" "${TIMEOUT:=timeout}" "${HWV_OUT:=/tmp}"
+fails=0
+# run WORKLOAD SIZE FRAMES DEPTH REP
+run() {
+    dir=${TMPDIR:-/tmp}/roce-bench.$$
+    mkdir -p "$dir"
+    log=$HWV_OUT/bench-roce-$1-r$5
+    taskset 1 "$TIMEOUT" 60 "$RCTB" roce-rx --device "$PEER" --fpga-ip "$DEV_IP" --frames "$3" --wait-done \
+        --busy-poll --no-verify --max-payload "$2" --depth "$4" --interval 0s \
+        --host-params "$dir/h" --fpga-params "$dir/f" --handoff-timeout 20s --idle-timeout 10s >"$log.rx" 2>&1 &
+    rx=$!
+    taskset 2 "$TIMEOUT" 60 "$RCTB" fpga-emu --device "$DEV" --host-ip "$PEER_IP" --frames "$3" --size "$2" \
+        --window 32 --busy-poll --payload unchecked --interval 0s \
+        --host-params "$dir/h" --fpga-params "$dir/f" --handoff-timeout 20s >"$log.emu" 2>&1
+    erc=$?
+    wait $rx
+    rrc=$?
+    rm -rf "$dir"
+    # roce-rx: N frames, B bytes in T s: ...
+    mbs=$(awk '/^roce-rx: [0-9]+ frames, [0-9]+ bytes in / { printf "%.1f", $4 / 1048576 / $7 }' "$log.rx")
+    if [ $erc = 0 ] && [ $rrc = 0 ] && [ -n "$mbs" ]; then
+        echo "BENCH $1 rctb $mbs MB/s"
+    else
+        echo "roce $1 r$5: fpga-emu exit $erc, roce-rx exit $rrc: $(tail -n 1 "$log.rx")" >&2
+        fails=1
+    fi
+}
+if [ -z "${RCTB:-}" ]; then
+    echo "no rctb binary" >&2
+    exit 1
+fi
+for r in $(seq 1 "$HWV_BENCH_REPS"); do
+    run send_bw-4KiB 4096 "$ROCE_N_4K" 256 "$r"
+done
+for r in $(seq 1 "$HWV_BENCH_REPS"); do
+    run send_bw-1MiB 1048576 "$ROCE_N_1M" 64 "$r"
+done
+exit $fails
