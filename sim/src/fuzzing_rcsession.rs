@@ -194,8 +194,10 @@ pub fn session_calls_reached(bytes: &[u8]) -> Result<Reached, String> {
         }
         check_limits(&m, &limits)?;
     }
-    // Drain: return every handle, cancel everything, let deadlines and data
-    // phases run out, reap.
+    // Drain as a well-behaved gateway would: return every handle, release
+    // the completion reference a READY took (finish_final, once the data
+    // phase is over), cancel everything, let deadlines and data phases run
+    // out, reap.
     for lease in leases {
         let _ = m.finish_staging(lease, false, 0, "", "");
     }
@@ -205,11 +207,17 @@ pub fn session_calls_reached(bytes: &[u8]) -> Result<Reached, String> {
     m.cancel_all();
     for _ in 0..50 {
         m.progress();
+        for (id, _) in &ids {
+            let _ = m.finish_final(id);
+        }
         m.reap();
         if m.usage().sessions == 0 {
             break;
         }
         sim.run_until(sim.now() + Duration::from_millis(100));
+    }
+    if std::env::var_os("RCTB_FUZZ_DEBUG").is_some() {
+        eprintln!("now {:?} sessions {:?} live {:?}", sim.now(), m.sessions(), sim.live_resources());
     }
     let u = m.usage();
     if (u.sessions, u.staging_bytes, u.qps) != (0, 0, 0) || !u.per_user.is_empty() || u.leaked_mrs + u.leaked_qps != 0 {

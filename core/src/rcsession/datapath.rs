@@ -163,6 +163,23 @@ impl<T: Transport, R: RngCore> SessionManager<T, R> {
                     .filter(|d| now >= *d)
                     .map(|_| Verdict::Wire(ReadyOutcome::Timeout, "the data phase passed its deadline".into()))
             });
+            // CANCEL or Close during a data phase: without a deadline
+            // (t_exec 0) a PUT whose client never writes would hold the
+            // session forever. Stop the QP (nothing more lands in staging)
+            // and end the phase as a wire failure; the reaper frees it.
+            let verdict = verdict.or_else(|| {
+                let s = &self.sessions[&id];
+                s.reap_pending.then(|| {
+                    let stopped = self.t.modify_qp(s.qp.id, &QpTransition::Err);
+                    Verdict::Wire(
+                        ReadyOutcome::WireFail,
+                        match stopped {
+                            Ok(()) => "cancelled during the data phase".into(),
+                            Err(e) => format!("cancelled during the data phase; stopping the QP: {e}"),
+                        },
+                    )
+                })
+            });
             if let Some(v) = verdict {
                 self.finish_transfer(&id, transfer.ticket, v);
             }
