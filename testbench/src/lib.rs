@@ -29,4 +29,5 @@ pub mod runner;
 pub mod scenario;
 pub mod sweep;
 pub mod traffic;
+pub mod udp_faults;
 pub mod wiretrace;

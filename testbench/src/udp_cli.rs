@@ -16,6 +16,7 @@ use rctb::conformance::{self, CaseResult};
 use rctb_core::Transport;
 use rctb_core::time::Duration;
 use rctb_core::transport::{Access, Completion, CqId, Mtu, Readiness, RecvWr, SendOp, SendWr, Sge, WcOpcode, WcStatus};
+use rctb_udp::mixed::Either;
 use rctb_udp::{UdpConfig, UdpReactor, UdpTransport};
 
 enum Spec {
@@ -43,7 +44,8 @@ fn bind(reactor: &UdpReactor, name: &str, at: SocketAddrV4, mtu: Mtu) -> Result<
 
 /// Something to run between two endpoints of one transport type.
 trait Job {
-    fn run<T: Transport>(&self, a: &mut T, b: &mut T) -> ExitCode;
+    /// `a` requests, `b` responds; a UDP endpoint is `Either::A`.
+    fn run<O: Transport>(&self, a: &mut Either<UdpTransport, O>, b: &mut Either<UdpTransport, O>) -> ExitCode;
     /// Between two local addresses: what plain sockets do, for comparison.
     fn baseline(&self, _a: Ipv4Addr, _b: Ipv4Addr, _mtu: Mtu) {}
 }
@@ -53,17 +55,18 @@ struct Conformance<'f> {
 }
 
 impl Job for Conformance<'_> {
-    fn run<T: Transport>(&self, a: &mut T, b: &mut T) -> ExitCode {
+    fn run<O: Transport>(&self, a: &mut Either<UdpTransport, O>, b: &mut Either<UdpTransport, O>) -> ExitCode {
         let filter = self.filter;
         let mut skipped = 0;
-        for (name, _) in conformance::cases::<T>() {
+        for (name, _) in conformance::cases::<Either<UdpTransport, O>>() {
             if name.contains(filter) && name.starts_with("cm/") {
                 println!("SKIP {name} (RDMA CM is not carried over UDP)");
                 skipped += 1;
             }
         }
         let select = |name: &str| name.contains(filter) && !name.starts_with("cm/");
-        let results = conformance::run_selected(a, b, &select, &mut |r: &CaseResult| println!("{}", r.line()));
+        let mut results = conformance::run_selected(a, b, &select, &mut |r: &CaseResult| println!("{}", r.line()));
+        results.extend(rctb::udp_faults::run(a, b, filter, &mut |r: &CaseResult| println!("{}", r.line())));
         let failed = results.iter().filter(|r| !r.passed()).count();
         println!("conformance: {} passed, {} failed, {} skipped", results.len() - failed, failed, skipped);
         if results.is_empty() {
@@ -90,12 +93,15 @@ fn with_pair(device: Option<&str>, peer: Option<&str>, mtu: u32, job: &impl Job)
     let reactor = UdpReactor::new(None);
     match (a, b) {
         (Spec::Udp(x), Spec::Udp(y)) => {
-            let (mut a, mut b) = match (bind(&reactor, "udp1", x, mtu), bind(&reactor, "udp0", y, mtu)) {
+            let (a, b) = match (bind(&reactor, "udp1", x, mtu), bind(&reactor, "udp0", y, mtu)) {
                 (Ok(a), Ok(b)) => (a, b),
                 (Err(code), _) | (_, Err(code)) => return code,
             };
+            let (mut a, mut b): (Either<_, UdpTransport>, _) = (Either::A(a), Either::A(b));
             let code = job.run(&mut a, &mut b);
-            eprintln!("rctb: udp {x}: {:?}\nrctb: udp {y}: {:?}", a.stats(), b.stats());
+            if let (Either::A(a), Either::A(b)) = (&a, &b) {
+                eprintln!("rctb: udp {x}: {:?}\nrctb: udp {y}: {:?}", a.stats(), b.stats());
+            }
             job.baseline(*x.ip(), *y.ip(), mtu);
             code
         }
@@ -117,7 +123,7 @@ fn mixed(
     udp_requests: bool,
     job: &impl Job,
 ) -> ExitCode {
-    use rctb_udp::mixed::{Driven, Either};
+    use rctb_udp::mixed::Driven;
     let udp = match bind(reactor, "udp", at, mtu) {
         Ok(t) => t,
         Err(code) => return code,
@@ -192,6 +198,10 @@ struct Bench<'a> {
 }
 
 impl Job for Bench<'_> {
+    fn run<O: Transport>(&self, a: &mut Either<UdpTransport, O>, b: &mut Either<UdpTransport, O>) -> ExitCode {
+        self.run_any(a, b)
+    }
+
     fn baseline(&self, a: Ipv4Addr, b: Ipv4Addr, mtu: Mtu) {
         if self.args.baseline
             && let Err(e) = sockets_baseline(self.args, a, b, mtu)
@@ -199,8 +209,10 @@ impl Job for Bench<'_> {
             eprintln!("rctb: udp-bench: socket baseline: {e}");
         }
     }
+}
 
-    fn run<T: Transport>(&self, a: &mut T, b: &mut T) -> ExitCode {
+impl Bench<'_> {
+    fn run_any<T: Transport>(&self, a: &mut T, b: &mut T) -> ExitCode {
         let mut ends = match conformance::Endpoints::new(a, b) {
             Ok(e) => e,
             Err(why) => {

@@ -31,8 +31,19 @@ pub enum Dir {
     Rx,
 }
 
-/// Decides whether a packet is lost on the UDP path (`true`: drop it).
-pub type DropHook = Box<dyn FnMut(Dir, &Packet) -> bool>;
+/// What becomes of a packet on the UDP path.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fate {
+    Pass,
+    /// Lost.
+    Drop,
+    /// Delivered (sent, or handed to the RC engine) twice.
+    Duplicate,
+}
+
+/// Decides each packet's [`Fate`] on the way out ([`Dir::Tx`], before the
+/// socket) and in ([`Dir::Rx`], after the ICRC check).
+pub type PathHook = Box<dyn FnMut(Dir, &Packet) -> Fate>;
 
 /// One UDP endpoint.
 pub struct UdpConfig {
@@ -55,8 +66,10 @@ pub struct UdpConfig {
     /// Socket buffer size asked for (SO_RCVBUFFORCE when privileged, else
     /// SO_RCVBUF, which the kernel caps at net.core.rmem_max).
     pub socket_buffer: usize,
-    /// Loses packets on the way out or in (tests of loss recovery).
-    pub drop_hook: Option<DropHook>,
+    /// Loses or duplicates packets on the way out or in (tests of
+    /// recovery); [`UdpTransport::set_hook`](crate::UdpTransport::set_hook)
+    /// changes it later.
+    pub hook: Option<PathHook>,
 }
 
 impl fmt::Debug for UdpConfig {
@@ -70,7 +83,7 @@ impl fmt::Debug for UdpConfig {
             .field("seed", &self.seed)
             .field("raw_rx", &self.raw_rx)
             .field("socket_buffer", &self.socket_buffer)
-            .field("drop_hook", &self.drop_hook.as_ref().map(|_| "set"))
+            .field("hook", &self.hook.as_ref().map(|_| "set"))
             .finish()
     }
 }
@@ -87,7 +100,7 @@ impl UdpConfig {
             seed: None,
             raw_rx: RawRx::Auto,
             socket_buffer: 8 << 20,
-            drop_hook: None,
+            hook: None,
         }
     }
 
@@ -96,7 +109,10 @@ impl UdpConfig {
     /// numbers).
     pub fn with_loss(mut self, tx: f64, rx: f64, seed: u64) -> Self {
         let mut rng = SimRng::child(seed, &format!("udp-loss/{}", self.name));
-        self.drop_hook = Some(Box::new(move |dir, _| rng.chance(if dir == Dir::Tx { tx } else { rx })));
+        self.hook = Some(Box::new(move |dir, _| match rng.chance(if dir == Dir::Tx { tx } else { rx }) {
+            true => Fate::Drop,
+            false => Fate::Pass,
+        }));
         self
     }
 }

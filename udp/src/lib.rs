@@ -33,7 +33,7 @@ mod stats;
 mod transport;
 pub mod wire;
 
-pub use config::{Dir, DropHook, RawRx, UdpConfig};
+pub use config::{Dir, Fate, PathHook, RawRx, UdpConfig};
 pub use error::UdpError;
 pub use stats::UdpStats;
 pub use transport::{UdpReactor, UdpTransport};

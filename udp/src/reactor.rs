@@ -17,11 +17,12 @@ use std::net::SocketAddrV4;
 
 use rctb_core::time::{Duration, Instant};
 use rctb_core::transport::{TransportError, Verb};
+use rctb_core::wire::roce::{AckKind, NakCode, Opcode};
 use rctb_sim::{NodeConfig, NodeId, Packet, Sim};
 use rustix::event::{PollFd, PollFlags, Timespec};
 use rustix::io::Errno;
 
-use crate::config::{Dir, DropHook, UdpConfig};
+use crate::config::{Dir, Fate, PathHook, UdpConfig};
 use crate::endpoint::Sockets;
 use crate::stats::UdpStats;
 use crate::wire::{self, HEADERS_LEN, RxDrop};
@@ -40,7 +41,7 @@ pub(crate) struct Endpoint {
     pub peer_port: u16,
     pub sockets: Sockets,
     pub stats: UdpStats,
-    pub drop_hook: Option<DropHook>,
+    pub hook: Option<PathHook>,
 }
 
 /// The real clock of this backend (the only place it is read).
@@ -103,7 +104,7 @@ impl Reactor {
             peer_port: cfg.peer_port,
             sockets,
             stats: UdpStats { raw_rx: false, ..UdpStats::default() },
-            drop_hook: cfg.drop_hook.take(),
+            hook: cfg.hook.take(),
         });
         let ep = self.endpoints.len() - 1;
         self.endpoints[ep].stats.raw_rx = self.endpoints[ep].sockets.raw.is_some();
@@ -215,13 +216,26 @@ impl Reactor {
             Ok(pkt) => {
                 ep.stats.rx_frames += 1;
                 ep.stats.rx_bytes += n.saturating_sub(HEADERS_LEN) as u64;
-                if ep.drop_hook.as_mut().is_some_and(|hook| hook(Dir::Rx, &pkt)) {
+                if let Some(aeth) = pkt.aeth.filter(|_| pkt.bth.opcode == Opcode::ACKNOWLEDGE) {
+                    match aeth.kind() {
+                        AckKind::Ack { .. } => ep.stats.rx_acks += 1,
+                        AckKind::RnrNak { .. } => ep.stats.rx_naks_rnr += 1,
+                        AckKind::Nak(NakCode::PsnSequenceError) => ep.stats.rx_naks_seq += 1,
+                        _ => ep.stats.rx_naks_other += 1,
+                    }
+                }
+                let fate = ep.hook.as_mut().map_or(Fate::Pass, |hook| hook(Dir::Rx, &pkt));
+                if fate == Fate::Drop {
                     ep.stats.rx_dropped += 1;
                     self.sim.recycle(pkt.payload);
                     return;
                 }
                 // The world's clock must be now: the engine stamps timers.
                 self.sim.run_until(self.clock.now());
+                if fate == Fate::Duplicate {
+                    ep.stats.rx_duplicated += 1;
+                    self.sim.inject(pkt.clone());
+                }
                 self.sim.inject(pkt);
             }
             Err((why, payload)) => {
@@ -241,7 +255,8 @@ fn send_one(endpoints: &mut [Endpoint], buf: &mut Vec<u8>, pkt: &Packet) -> Resu
     let Some(ep) = endpoints.iter_mut().find(|e| *e.local.ip() == pkt.src_ip) else {
         return Ok(());
     };
-    if ep.drop_hook.as_mut().is_some_and(|hook| hook(Dir::Tx, pkt)) {
+    let fate = ep.hook.as_mut().map_or(Fate::Pass, |hook| hook(Dir::Tx, pkt));
+    if fate == Fate::Drop {
         ep.stats.tx_dropped += 1;
         return Ok(());
     }
@@ -251,15 +266,19 @@ fn send_one(endpoints: &mut [Endpoint], buf: &mut Vec<u8>, pkt: &Packet) -> Resu
     };
     let to = SocketAddrV4::new(pkt.dst_ip, ep.peer_port);
     let datagram = &buf[start..];
-    match ep.sockets.udp.send_to(datagram, to) {
-        Ok(_) => {
-            ep.stats.tx_frames += 1;
-            ep.stats.tx_bytes += datagram.len() as u64;
+    let copies = if fate == Fate::Duplicate { 2 } else { 1 };
+    ep.stats.tx_duplicated += copies - 1;
+    for _ in 0..copies {
+        match ep.sockets.udp.send_to(datagram, to) {
+            Ok(_) => {
+                ep.stats.tx_frames += 1;
+                ep.stats.tx_bytes += datagram.len() as u64;
+            }
+            // A full socket buffer, no route, an ICMP error from an earlier
+            // datagram: the frame is lost, and RC recovers as from any loss.
+            Err(e) if is_transient(&e) => ep.stats.tx_errors += 1,
+            Err(e) => return Err(os("sendto", e)),
         }
-        // A full socket buffer, no route, an ICMP error from an earlier
-        // datagram: the frame is lost, and RC recovers as from any loss.
-        Err(e) if is_transient(&e) => ep.stats.tx_errors += 1,
-        Err(e) => return Err(os("sendto", e)),
     }
     Ok(())
 }

@@ -119,6 +119,12 @@ impl UdpTransport {
         self.reactor.borrow().endpoints[self.ep].stats
     }
 
+    /// Replaces the hook that loses or duplicates packets on this
+    /// endpoint's UDP path (`None`: every packet passes).
+    pub fn set_hook(&self, hook: Option<crate::PathHook>) {
+        self.reactor.borrow_mut().endpoints[self.ep].hook = hook;
+    }
+
     /// The address and port it is bound to.
     pub fn local_addr(&self) -> std::net::SocketAddrV4 {
         self.reactor.borrow().endpoints[self.ep].local

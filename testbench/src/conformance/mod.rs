@@ -19,7 +19,7 @@ mod harness;
 
 use rctb_core::Transport;
 
-pub use harness::{Endpoints, Link, QpPair, Side};
+pub use harness::{Endpoints, Link, QpPair, Side, completions, expect_wc, pattern, pause};
 
 /// How one case ended.
 #[derive(Clone, Debug, PartialEq, Eq)]
