@@ -1,0 +1,5 @@
+//! rctb-gateway: the hipobj-rc-v2 gateway around the RC session server
+//! (`rctb_core::rcsession`): the object backend ([`store`]), and the HTTP
+//! control plane with SigV4 (PROTOCOLS.md §3).
+
+pub mod store;

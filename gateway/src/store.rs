@@ -1,0 +1,412 @@
+//! The object backend: an [`ObjectStore`] trait and [`FsStore`], a
+//! filesystem store with atomic PUTs.
+//!
+//! A PREPARE target (`/bucket/key[?partNumber=N&uploadId=U]`, already
+//! checked by [`rctb_core::wire::hipobj::parse_target`]) becomes an
+//! [`ObjectPath`]: the bucket, the percent-decoded key and the optional
+//! part. Decoded keys are checked again before they touch the filesystem:
+//! no `..` or `.` segment, no empty segment (so no absolute part), no NUL,
+//! each segment short enough for a file name. Each rule broken is its own
+//! [`StoreError::BadKey`] naming the rule.
+//!
+//! Layout under the root (nothing a key spells can collide with it): key
+//! `a/b/c` of bucket `bk` is the file `bk/a.d/b.d/c.o`; intermediate
+//! segments are directories ending `.d`, objects files ending `.o`, parts
+//! of an upload `bk/a.d/b.d/c.u/<uploadId>/<partNumber>`. Temporary files
+//! live in `.tmp/` at the root (a bucket name cannot start with `.`).
+//!
+//! Each object file is a 68-byte header (`HOBJ`, the 32-hex MD5 ETag, the
+//! 32-hex version id) followed by the data, written as one file: a temporary
+//! file is filled, fsynced and renamed over the object, then the directory
+//! is fsynced. A crash at any point leaves either the old object or the new
+//! one, never a part of one; leftover temporaries are removed by
+//! [`FsStore::open`].
+
+use std::fmt;
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use md5::{Digest, Md5};
+use rand_core::RngCore;
+use thiserror::Error;
+
+/// Longest bucket name (S3's rule).
+pub const MAX_BUCKET_LEN: usize = 63;
+/// Longest key segment: a file name is at most 255 bytes, less our suffix.
+pub const MAX_SEGMENT_LEN: usize = 253;
+/// Highest part number (S3's rule).
+pub const MAX_PART_NUMBER: u32 = 10_000;
+/// Longest upload id.
+pub const MAX_UPLOAD_ID_LEN: usize = 128;
+
+const MAGIC: &[u8; 4] = b"HOBJ";
+const HEADER_LEN: u64 = 4 + 32 + 32;
+const TMP_DIR: &str = ".tmp";
+
+/// Why a backend call failed.
+#[derive(Debug, Error)]
+pub enum StoreError {
+    /// The bucket name breaks a rule.
+    #[error("bucket: {0}")]
+    BadBucket(&'static str),
+    /// The key breaks a rule (checked after percent-decoding).
+    #[error("key: {0}")]
+    BadKey(&'static str),
+    /// The part-upload query breaks a rule.
+    #[error("part upload: {0}")]
+    BadPart(&'static str),
+    #[error("no such object")]
+    NoSuchKey,
+    /// `offset + size` is past the end of the object.
+    #[error("range {offset}+{size} is outside the object's {len} bytes")]
+    Range { offset: u64, size: u64, len: u64 },
+    /// An object file without our header (damaged, or not ours).
+    #[error("object file {path} is corrupt: {why}")]
+    Corrupt { path: PathBuf, why: &'static str },
+    #[error("{op} {path}: {source}")]
+    Io {
+        op: &'static str,
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+}
+
+fn io_err<'a>(op: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> StoreError + 'a {
+    move |source| StoreError::Io { op, path: path.to_path_buf(), source }
+}
+
+/// One part of a multipart upload (`?partNumber=N&uploadId=U`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Part {
+    pub number: u32,
+    pub upload_id: String,
+}
+
+/// Where an object (or a part) lives: bucket, decoded key, optional part.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ObjectPath {
+    pub bucket: String,
+    pub key: String,
+    pub part: Option<Part>,
+}
+
+impl fmt::Display for ObjectPath {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.bucket, self.key)?;
+        if let Some(p) = &self.part {
+            write!(f, " (part {} of upload {})", p.number, p.upload_id)?;
+        }
+        Ok(())
+    }
+}
+
+fn decode(s: &str, what: fn(&'static str) -> StoreError) -> Result<String, StoreError> {
+    percent_encoding::percent_decode_str(s)
+        .decode_utf8()
+        .map(|c| c.into_owned())
+        .map_err(|_| what("not UTF-8 after percent-decoding"))
+}
+
+impl ObjectPath {
+    /// Builds a path from a bucket and a decoded key, checking both.
+    pub fn new(bucket: &str, key: &str) -> Result<Self, StoreError> {
+        let p = ObjectPath { bucket: bucket.to_string(), key: key.to_string(), part: None };
+        p.check()?;
+        Ok(p)
+    }
+
+    /// Parses a PREPARE target `/bucket/key[?partNumber=N&uploadId=U]`
+    /// (segments percent-encoded) and checks the decoded parts.
+    pub fn from_target(target: &str) -> Result<Self, StoreError> {
+        let (path, query) = match target.split_once('?') {
+            Some((p, q)) => (p, Some(q)),
+            None => (target, None),
+        };
+        let rest = path.strip_prefix('/').ok_or(StoreError::BadKey("the target must start with /"))?;
+        let (bucket, key) = rest.split_once('/').ok_or(StoreError::BadKey("the target must be /bucket/key"))?;
+        let bucket = decode(bucket, StoreError::BadBucket)?;
+        // Decode each segment on its own: an encoded `/` (%2F) inside a
+        // segment stays part of that segment's text and is refused below.
+        let mut segments = Vec::new();
+        for seg in key.split('/') {
+            let d = decode(seg, StoreError::BadKey)?;
+            if d.contains('/') {
+                return Err(StoreError::BadKey("a segment must not contain an encoded /"));
+            }
+            segments.push(d);
+        }
+        let mut part = None;
+        if let Some(q) = query {
+            let (mut number, mut upload_id) = (None, None);
+            for pair in q.split('&') {
+                let (k, v) = pair.split_once('=').ok_or(StoreError::BadPart("query pairs must be key=value"))?;
+                let v = decode(v, StoreError::BadPart)?;
+                match k {
+                    "partNumber" if number.is_none() => number = Some(v),
+                    "uploadId" if upload_id.is_none() => upload_id = Some(v),
+                    _ => return Err(StoreError::BadPart("only partNumber and uploadId, once each")),
+                }
+            }
+            let (Some(n), Some(u)) = (number, upload_id) else {
+                return Err(StoreError::BadPart("needs both partNumber and uploadId"));
+            };
+            if n.is_empty() || !n.bytes().all(|c| c.is_ascii_digit()) || n.len() > 5 {
+                return Err(StoreError::BadPart("partNumber must be a decimal number"));
+            }
+            let number: u32 = n.parse().map_err(|_| StoreError::BadPart("partNumber must be a decimal number"))?;
+            part = Some(Part { number, upload_id: u });
+        }
+        let p = ObjectPath { bucket, key: segments.join("/"), part };
+        p.check()?;
+        Ok(p)
+    }
+
+    fn check(&self) -> Result<(), StoreError> {
+        let b = &self.bucket;
+        if b.is_empty() || b.len() > MAX_BUCKET_LEN {
+            return Err(StoreError::BadBucket("must be 1..=63 bytes"));
+        }
+        if !b.bytes().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'-' || c == b'.') {
+            return Err(StoreError::BadBucket("only lowercase letters, digits, '-' and '.'"));
+        }
+        if !b.as_bytes()[0].is_ascii_alphanumeric() {
+            return Err(StoreError::BadBucket("must start with a letter or digit"));
+        }
+        if self.key.contains('\0') {
+            return Err(StoreError::BadKey("must not contain NUL"));
+        }
+        if self.key.is_empty() {
+            return Err(StoreError::BadKey("must not be empty"));
+        }
+        if self.key.starts_with('/') {
+            return Err(StoreError::BadKey("must not be absolute (start with /)"));
+        }
+        for seg in self.key.split('/') {
+            match seg {
+                "" => return Err(StoreError::BadKey("must not have an empty segment (//, or a trailing /)")),
+                "." | ".." => return Err(StoreError::BadKey("must not have a . or .. segment")),
+                s if s.len() > MAX_SEGMENT_LEN => return Err(StoreError::BadKey("a segment is longer than 253 bytes")),
+                _ => {}
+            }
+        }
+        if let Some(p) = &self.part {
+            if p.number == 0 || p.number > MAX_PART_NUMBER {
+                return Err(StoreError::BadPart("partNumber must be 1..=10000"));
+            }
+            let u = &p.upload_id;
+            if u.is_empty() || u.len() > MAX_UPLOAD_ID_LEN {
+                return Err(StoreError::BadPart("uploadId must be 1..=128 bytes"));
+            }
+            if !u.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'-' || c == b'_' || c == b'.')
+                || u.starts_with('.')
+            {
+                return Err(StoreError::BadPart("uploadId: letters, digits, '-', '_', '.' and not starting with '.'"));
+            }
+        }
+        Ok(())
+    }
+
+    /// The file under `root` (the checks above make every component a
+    /// plain name: nothing leaves `root`).
+    fn file(&self, root: &Path) -> PathBuf {
+        let mut p = root.join(&self.bucket);
+        let segs: Vec<&str> = self.key.split('/').collect();
+        let (last, dirs) = segs.split_last().unwrap_or((&"", &[]));
+        for d in dirs {
+            p.push(format!("{d}.d"));
+        }
+        match &self.part {
+            None => p.push(format!("{last}.o")),
+            Some(part) => {
+                p.push(format!("{last}.u"));
+                p.push(&part.upload_id);
+                p.push(part.number.to_string());
+            }
+        }
+        p
+    }
+}
+
+/// What a stored object is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ObjectMeta {
+    pub size: u64,
+    /// MD5 of the data, 32 lowercase hex (S3's ETag of a single PUT).
+    pub etag: String,
+    /// 32 lowercase hex, new for every PUT.
+    pub version_id: String,
+}
+
+/// An object backend. Calls block; the HTTP layer runs them off its
+/// reactor.
+pub trait ObjectStore: Send + Sync + fmt::Debug {
+    /// Stores `data` at `path` (an object, or a part when `path.part` is
+    /// set), replacing what was there atomically.
+    fn put(&self, path: &ObjectPath, data: &[u8]) -> Result<ObjectMeta, StoreError>;
+
+    /// Reads `buf.len()` bytes at `offset` of the object. A range past the
+    /// end is [`StoreError::Range`].
+    fn read_range(&self, path: &ObjectPath, offset: u64, buf: &mut [u8]) -> Result<ObjectMeta, StoreError>;
+
+    /// The object's size, ETag and version id.
+    fn head(&self, path: &ObjectPath) -> Result<ObjectMeta, StoreError>;
+}
+
+/// A filesystem [`ObjectStore`] (see the module docs for the layout).
+pub struct FsStore {
+    root: PathBuf,
+    rng: Mutex<Box<dyn RngCore + Send>>,
+    /// Test hook: fail a PUT after this many data bytes are written (a
+    /// crash mid-write, for the crash-safety tests).
+    fail_after: Mutex<Option<usize>>,
+}
+
+impl fmt::Debug for FsStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FsStore").field("root", &self.root).finish_non_exhaustive()
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+impl FsStore {
+    /// Opens (creating) a store at `root`. Version ids and temporary names
+    /// come from `rng`. Leftover temporaries of a crashed PUT are removed.
+    pub fn open(root: impl Into<PathBuf>, rng: Box<dyn RngCore + Send>) -> Result<Self, StoreError> {
+        let root = root.into();
+        let tmp = root.join(TMP_DIR);
+        fs::create_dir_all(&tmp).map_err(io_err("create", &tmp))?;
+        for e in fs::read_dir(&tmp).map_err(io_err("list", &tmp))? {
+            let e = e.map_err(io_err("list", &tmp))?;
+            let p = e.path();
+            fs::remove_file(&p).map_err(io_err("remove", &p))?;
+        }
+        Ok(FsStore { root, rng: Mutex::new(rng), fail_after: Mutex::new(None) })
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// Test hook: the next PUT fails (as a crash would stop it) after
+    /// writing `n` data bytes to its temporary file, and leaves that file
+    /// behind as a killed process would.
+    pub fn fail_next_put_after(&self, n: usize) {
+        *self.fail_after.lock().unwrap_or_else(|p| p.into_inner()) = Some(n);
+    }
+
+    fn random_hex(&self) -> String {
+        let mut b = [0u8; 16];
+        self.rng.lock().unwrap_or_else(|p| p.into_inner()).fill_bytes(&mut b);
+        hex(&b)
+    }
+
+    fn read_header(file: &mut File, path: &Path) -> Result<ObjectMeta, StoreError> {
+        let len = file.metadata().map_err(io_err("stat", path))?.len();
+        let corrupt = |why| StoreError::Corrupt { path: path.to_path_buf(), why };
+        if len < HEADER_LEN {
+            return Err(corrupt("shorter than its header"));
+        }
+        let mut h = [0u8; HEADER_LEN as usize];
+        file.read_exact(&mut h).map_err(io_err("read", path))?;
+        if &h[..4] != MAGIC {
+            return Err(corrupt("bad magic"));
+        }
+        let field = |r: std::ops::Range<usize>| {
+            let s = std::str::from_utf8(&h[r]).map_err(|_| corrupt("header is not hex"))?;
+            if s.bytes().all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(&c)) {
+                Ok(s.to_string())
+            } else {
+                Err(corrupt("header is not hex"))
+            }
+        };
+        Ok(ObjectMeta { size: len - HEADER_LEN, etag: field(4..36)?, version_id: field(36..68)? })
+    }
+
+    fn open_object(&self, path: &ObjectPath) -> Result<(File, PathBuf), StoreError> {
+        let file = path.file(&self.root);
+        match File::open(&file) {
+            Ok(f) => Ok((f, file)),
+            Err(e) if e.kind() == io::ErrorKind::NotFound || e.kind() == io::ErrorKind::NotADirectory => {
+                Err(StoreError::NoSuchKey)
+            }
+            Err(e) => Err(StoreError::Io { op: "open", path: file, source: e }),
+        }
+    }
+}
+
+fn sync_dir(dir: &Path) -> Result<(), StoreError> {
+    File::open(dir).and_then(|d| d.sync_all()).map_err(io_err("fsync", dir))
+}
+
+impl ObjectStore for FsStore {
+    fn put(&self, path: &ObjectPath, data: &[u8]) -> Result<ObjectMeta, StoreError> {
+        path.check()?;
+        let dest = path.file(&self.root);
+        let dir = dest.parent().unwrap_or(&self.root).to_path_buf();
+        fs::create_dir_all(&dir).map_err(io_err("create", &dir))?;
+        let etag = hex(&Md5::digest(data));
+        let version_id = self.random_hex();
+        let tmp = self.root.join(TMP_DIR).join(format!("{}.tmp", self.random_hex()));
+        let fail_after = self.fail_after.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let written = (|| {
+            let mut f = OpenOptions::new().write(true).create_new(true).open(&tmp).map_err(io_err("create", &tmp))?;
+            f.write_all(MAGIC).map_err(io_err("write", &tmp))?;
+            f.write_all(etag.as_bytes()).map_err(io_err("write", &tmp))?;
+            f.write_all(version_id.as_bytes()).map_err(io_err("write", &tmp))?;
+            if let Some(n) = fail_after {
+                f.write_all(&data[..n.min(data.len())]).map_err(io_err("write", &tmp))?;
+                return Err(StoreError::Io {
+                    op: "write",
+                    path: tmp.clone(),
+                    source: io::Error::other("injected crash (test hook)"),
+                });
+            }
+            f.write_all(data).map_err(io_err("write", &tmp))?;
+            f.sync_all().map_err(io_err("fsync", &tmp))
+        })();
+        if let Err(e) = written {
+            // A crash leaves the temporary behind (open() sweeps it); an
+            // ordinary error removes it now.
+            if fail_after.is_none() {
+                let _ = fs::remove_file(&tmp);
+            }
+            return Err(e);
+        }
+        if let Err(e) = fs::rename(&tmp, &dest) {
+            let _ = fs::remove_file(&tmp);
+            // A directory where the object would go (e.g. `a.o/`) cannot
+            // arise from our layout; report it as it is.
+            return Err(StoreError::Io { op: "rename", path: dest, source: e });
+        }
+        sync_dir(&dir)?;
+        Ok(ObjectMeta { size: data.len() as u64, etag, version_id })
+    }
+
+    fn read_range(&self, path: &ObjectPath, offset: u64, buf: &mut [u8]) -> Result<ObjectMeta, StoreError> {
+        path.check()?;
+        let (mut f, file) = self.open_object(path)?;
+        let meta = Self::read_header(&mut f, &file)?;
+        let size = buf.len() as u64;
+        if offset.checked_add(size).is_none_or(|end| end > meta.size) {
+            return Err(StoreError::Range { offset, size, len: meta.size });
+        }
+        f.seek(SeekFrom::Start(HEADER_LEN + offset)).map_err(io_err("seek", &file))?;
+        f.read_exact(buf).map_err(io_err("read", &file))?;
+        Ok(meta)
+    }
+
+    fn head(&self, path: &ObjectPath) -> Result<ObjectMeta, StoreError> {
+        path.check()?;
+        let (mut f, file) = self.open_object(path)?;
+        Self::read_header(&mut f, &file)
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,213 @@
+use rand_chacha::ChaCha8Rng;
+use rand_core::SeedableRng;
+
+use super::*;
+
+fn store(dir: &Path) -> FsStore {
+    FsStore::open(dir, Box::new(ChaCha8Rng::seed_from_u64(7))).unwrap()
+}
+
+fn obj(target: &str) -> ObjectPath {
+    ObjectPath::from_target(target).unwrap()
+}
+
+/// Every file under `dir` (relative), sorted.
+fn files(dir: &Path) -> Vec<String> {
+    fn walk(base: &Path, d: &Path, out: &mut Vec<String>) {
+        for e in fs::read_dir(d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                walk(base, &p, out);
+            } else {
+                out.push(p.strip_prefix(base).unwrap().to_string_lossy().into_owned());
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(dir, dir, &mut out);
+    out.sort();
+    out
+}
+
+#[test]
+fn put_get_head_range() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = store(dir.path());
+    let p = obj("/bk/dir/sub/obj%20one.bin");
+    assert_eq!(p.key, "dir/sub/obj one.bin");
+    let data: Vec<u8> = (0..10_000u32).map(|i| (i * 7) as u8).collect();
+    let m = s.put(&p, &data).unwrap();
+    assert_eq!(m.size, 10_000);
+    assert_eq!(m.etag, hex(&Md5::digest(&data)));
+    assert_eq!(m.version_id.len(), 32);
+    assert_eq!(s.head(&p).unwrap(), m);
+    let mut buf = vec![0u8; 100];
+    assert_eq!(s.read_range(&p, 9_900, &mut buf).unwrap(), m);
+    assert_eq!(buf, data[9_900..]);
+    let mut all = vec![0u8; 10_000];
+    s.read_range(&p, 0, &mut all).unwrap();
+    assert_eq!(all, data);
+    // Past the end, by one byte, and an overflowing offset.
+    let mut one = [0u8; 1];
+    assert!(matches!(
+        s.read_range(&p, 10_000, &mut one),
+        Err(StoreError::Range { offset: 10_000, size: 1, len: 10_000 })
+    ));
+    assert!(matches!(s.read_range(&p, u64::MAX, &mut one), Err(StoreError::Range { .. })));
+    assert_eq!(files(dir.path()), ["bk/dir.d/sub.d/obj one.bin.o"]);
+}
+
+#[test]
+fn md5_etag_of_known_values() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = store(dir.path());
+    // `printf '' | md5sum`, `printf abc | md5sum`
+    assert_eq!(s.put(&obj("/b0/empty"), b"").unwrap().etag, "d41d8cd98f00b204e9800998ecf8427e");
+    assert_eq!(s.put(&obj("/b0/abc"), b"abc").unwrap().etag, "900150983cd24fb0d6963f7d28e17f72");
+    assert_eq!(s.head(&obj("/b0/empty")).unwrap().size, 0);
+}
+
+#[test]
+fn overwrite_gives_a_new_version_and_keys_do_not_collide() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = store(dir.path());
+    let a = obj("/bk/a");
+    let ab = obj("/bk/a/b");
+    let m1 = s.put(&a, b"first").unwrap();
+    let m2 = s.put(&a, b"second!").unwrap();
+    assert_ne!(m1.version_id, m2.version_id);
+    assert_ne!(m1.etag, m2.etag);
+    // "a" and "a/b" are both objects (S3 allows it), and "a.d" or "a.o" as
+    // keys are yet other objects.
+    s.put(&ab, b"under a").unwrap();
+    s.put(&obj("/bk/a.d"), b"x").unwrap();
+    s.put(&obj("/bk/a.o"), b"y").unwrap();
+    let mut buf = vec![0u8; 7];
+    s.read_range(&a, 0, &mut buf).unwrap();
+    assert_eq!(buf, b"second!");
+    let mut buf = vec![0u8; 7];
+    s.read_range(&ab, 0, &mut buf).unwrap();
+    assert_eq!(buf, b"under a");
+    assert_eq!(s.head(&obj("/bk/a.d")).unwrap().size, 1);
+    assert!(matches!(s.head(&obj("/bk/nope")), Err(StoreError::NoSuchKey)));
+    assert!(matches!(s.head(&obj("/bk/a/b/c")), Err(StoreError::NoSuchKey)));
+    assert!(matches!(s.head(&obj("/other/a")), Err(StoreError::NoSuchKey)));
+}
+
+#[test]
+fn parts_are_stored_apart_from_the_object() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = store(dir.path());
+    let p1 = obj("/bk/big?partNumber=1&uploadId=up-1");
+    let p2 = obj("/bk/big?partNumber=2&uploadId=up-1");
+    assert_eq!(p1.part, Some(Part { number: 1, upload_id: "up-1".into() }));
+    s.put(&p1, b"one").unwrap();
+    s.put(&p2, b"two!").unwrap();
+    assert!(matches!(s.head(&obj("/bk/big")), Err(StoreError::NoSuchKey)));
+    assert_eq!(s.head(&p2).unwrap().size, 4);
+    assert_eq!(files(dir.path()), ["bk/big.u/up-1/1", "bk/big.u/up-1/2"]);
+}
+
+#[test]
+fn bad_keys_are_typed_errors_and_touch_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = store(dir.path());
+    let cases: &[(&str, &str)] = &[
+        ("/bk/../etc/passwd", "key: must not have a . or .. segment"),
+        ("/bk/a/%2e%2e/b", "key: must not have a . or .. segment"),
+        ("/bk/./a", "key: must not have a . or .. segment"),
+        ("/bk/a%2Fb", "key: a segment must not contain an encoded /"),
+        ("/bk/%2Fetc", "key: a segment must not contain an encoded /"),
+        ("/bk//etc", "key: must not be absolute (start with /)"),
+        ("/bk/a//b", "key: must not have an empty segment (//, or a trailing /)"),
+        ("/bk/a/", "key: must not have an empty segment (//, or a trailing /)"),
+        ("/bk/a%00b", "key: must not contain NUL"),
+        ("/bk/%ff", "key: not UTF-8 after percent-decoding"),
+        ("/..", "key: the target must be /bucket/key"),
+        ("bk/a", "key: the target must start with /"),
+        ("/../a", "bucket: must start with a letter or digit"),
+        ("/.tmp/a", "bucket: must start with a letter or digit"),
+        ("/a%2Fb/c", "bucket: only lowercase letters, digits, '-' and '.'"),
+        ("/%2e%2e/a", "bucket: must start with a letter or digit"),
+        ("/.b/a", "bucket: must start with a letter or digit"),
+        ("/Bk/a", "bucket: only lowercase letters, digits, '-' and '.'"),
+        ("//a", "bucket: must be 1..=63 bytes"),
+        ("/bk/a?partNumber=0&uploadId=u", "part upload: partNumber must be 1..=10000"),
+        ("/bk/a?partNumber=10001&uploadId=u", "part upload: partNumber must be 1..=10000"),
+        (
+            "/bk/a?partNumber=1&uploadId=..",
+            "part upload: uploadId: letters, digits, '-', '_', '.' and not starting with '.'",
+        ),
+        (
+            "/bk/a?partNumber=1&uploadId=a%2Fb",
+            "part upload: uploadId: letters, digits, '-', '_', '.' and not starting with '.'",
+        ),
+        ("/bk/a?partNumber=1", "part upload: needs both partNumber and uploadId"),
+        ("/bk/a?acl=1", "part upload: only partNumber and uploadId, once each"),
+        ("/bk/a?partNumber=-1&uploadId=u", "part upload: partNumber must be a decimal number"),
+    ];
+    for (target, want) in cases {
+        let e = ObjectPath::from_target(target).expect_err(target);
+        assert_eq!(e.to_string(), *want, "{target}");
+    }
+    let long = format!("/bk/{}", "k".repeat(254));
+    assert_eq!(ObjectPath::from_target(&long).unwrap_err().to_string(), "key: a segment is longer than 253 bytes");
+    assert!(ObjectPath::from_target(&format!("/bk/{}", "k".repeat(253))).is_ok());
+    // ObjectPath::new checks too: an absolute key, NUL.
+    assert_eq!(
+        ObjectPath::new("bk", "/etc/passwd").unwrap_err().to_string(),
+        "key: must not be absolute (start with /)"
+    );
+    assert_eq!(ObjectPath::new("bk", "a\0").unwrap_err().to_string(), "key: must not contain NUL");
+    assert_eq!(ObjectPath::new("bk", "").unwrap_err().to_string(), "key: must not be empty");
+    // A hand-built path that skipped the checks is refused by the store.
+    let forged = ObjectPath { bucket: "bk".into(), key: "../../x".into(), part: None };
+    assert!(matches!(s.put(&forged, b"x"), Err(StoreError::BadKey(_))));
+    assert!(matches!(s.head(&forged), Err(StoreError::BadKey(_))));
+    assert!(matches!(s.read_range(&forged, 0, &mut [0u8; 1]), Err(StoreError::BadKey(_))));
+    assert!(files(dir.path()).is_empty());
+}
+
+#[test]
+fn a_crash_mid_put_leaves_no_partial_object() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = obj("/bk/obj");
+    let old = vec![1u8; 4096];
+    let new = vec![2u8; 8192];
+    {
+        let s = store(dir.path());
+        let m_old = s.put(&p, &old).unwrap();
+        // Crash while writing the new version: the old one stays, whole.
+        s.fail_next_put_after(3000);
+        assert!(matches!(s.put(&p, &new), Err(StoreError::Io { op: "write", .. })));
+        assert_eq!(s.head(&p).unwrap(), m_old);
+        let mut buf = vec![0u8; 4096];
+        s.read_range(&p, 0, &mut buf).unwrap();
+        assert_eq!(buf, old);
+        // A crash of the first PUT of a key: nothing visible at all.
+        s.fail_next_put_after(10);
+        assert!(s.put(&obj("/bk/fresh"), &new).is_err());
+        assert!(matches!(s.head(&obj("/bk/fresh")), Err(StoreError::NoSuchKey)));
+        // The killed writes left their temporaries behind...
+        assert_eq!(files(dir.path()).iter().filter(|f| f.starts_with(".tmp/")).count(), 2);
+    }
+    // ...which a restart removes; the objects are as before the crashes.
+    let s = store(dir.path());
+    assert_eq!(files(dir.path()), ["bk/obj.o"]);
+    let mut buf = vec![0u8; 4096];
+    s.read_range(&p, 0, &mut buf).unwrap();
+    assert_eq!(buf, old);
+    // And the store works after the restart.
+    assert_eq!(s.put(&p, &new).unwrap().size, 8192);
+}
+
+#[test]
+fn a_foreign_file_is_corrupt_not_a_panic() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = store(dir.path());
+    fs::create_dir_all(dir.path().join("bk")).unwrap();
+    fs::write(dir.path().join("bk/short.o"), b"HOBJ").unwrap();
+    fs::write(dir.path().join("bk/magic.o"), [b'x'; 80]).unwrap();
+    assert!(matches!(s.head(&obj("/bk/short")), Err(StoreError::Corrupt { why: "shorter than its header", .. })));
+    assert!(matches!(s.head(&obj("/bk/magic")), Err(StoreError::Corrupt { why: "bad magic", .. })));
+}
