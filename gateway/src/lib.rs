@@ -2,4 +2,5 @@
 //! (`rctb_core::rcsession`): the object backend ([`store`]), and the HTTP
 //! control plane with SigV4 (PROTOCOLS.md §3).
 
+pub mod auth;
 pub mod store;
