@@ -345,3 +345,25 @@ fn a_full_queue_is_its_own_error() {
     assert!(done.iter().all(|(_, r)| r.as_ref().unwrap().status().sc == 0x0C));
     q.close(&mut t);
 }
+
+#[test]
+fn bring_up_errors_are_clear() {
+    // CSTS.RDY later than CAP.TO allows: NotReady, after polling 10 ms apart.
+    let mut cfg = TargetConfig::new(NQN);
+    cfg.cap_to = 1; // 1 s
+    cfg.ready_delay = Duration::from_secs(3);
+    let s = setup(15, cfg);
+    let start = s.sim.now();
+    let (_, e) = Controller::connect(s.host.clone(), config(s.addr)).unwrap_err();
+    assert!(matches!(e, NvmeError::NotReady { waited } if waited >= Duration::from_secs(1)), "{e:?}");
+    assert!(s.sim.now() - start < Duration::from_secs(2), "bounded by CAP.TO, not the target's delay");
+    // A target that requires in-band authentication.
+    let mut cfg = TargetConfig::new(NQN);
+    cfg.require_auth = true;
+    let s = setup(16, cfg);
+    let (_, e) = Controller::connect(s.host.clone(), config(s.addr)).unwrap_err();
+    assert_eq!(e, NvmeError::AuthRequired);
+    assert!(e.to_string().contains("requires authentication"));
+    s.sim.run_until(s.sim.now() + Duration::from_millis(10));
+    assert_eq!(s.sim.live_resources().qps, 0, "a refused bring-up leaves nothing behind");
+}

@@ -70,6 +70,9 @@ pub struct TargetConfig {
     pub max_io_queues: u16,
     /// Keep-alive granularity reported (KAS, 100 ms units).
     pub kas: u16,
+    /// Answer Connect with "authentication required" (AUTHREQ in DW0), as
+    /// a target with DH-HMAC-CHAP configured does.
+    pub require_auth: bool,
 }
 
 impl TargetConfig {
@@ -93,6 +96,7 @@ impl TargetConfig {
             ready_delay: Duration::from_millis(20),
             max_io_queues: 4,
             kas: 10,
+            require_auth: false,
         }
     }
 
@@ -979,7 +983,8 @@ impl NvmeTarget {
             d.cntlid
         };
         self.queues.get_mut(&key).expect("present").cntlid = Some(cntlid);
-        self.respond(t, key, slot, Status::SUCCESS, cntlid as u64)
+        let auth = if self.cfg.require_auth { 1u64 << 17 } else { 0 };
+        self.respond(t, key, slot, Status::SUCCESS, cntlid as u64 | auth)
     }
 
     fn identify_controller(&self, cntlid: u16, subsystem: Option<usize>) -> Box<[u8; IDENTIFY_LEN]> {
