@@ -3,4 +3,6 @@
 //! control plane with SigV4 (PROTOCOLS.md §3).
 
 pub mod auth;
+pub mod engine;
+pub mod http;
 pub mod store;

@@ -1,0 +1,316 @@
+//! The HTTP control plane (PROTOCOLS.md §3): POST `/.hipobj-rc/prepare`,
+//! `/ready`, `/cancel` with `x-amz-rdma-*` headers, `GET /rc-sessions`
+//! for admins; every request SigV4-verified; errors as S3-style XML.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use rctb_core::rcsession::{PrepareRequest, RcError, ReadyOutcome, ReadyRequest, SessionId};
+use rctb_core::wire::hipobj::{
+    self as wire, Crc64Nvme, PROTOCOL, ParamError, format_hex_u32, format_psn, parse_cookie, parse_mr_addr,
+    parse_mr_rkey, parse_offset, parse_op, parse_protocol, parse_psn, parse_qpn, parse_size, parse_target,
+};
+use tokio::net::TcpListener;
+
+use crate::auth::{self, AuthError, Clock, Principal, Users};
+use crate::engine::{Engine, EngineError};
+use crate::store::{ObjectPath, StoreError};
+
+/// Request bodies larger than this are refused (the control plane carries
+/// everything in headers).
+pub const MAX_BODY: usize = 64 * 1024;
+
+/// The gateway's shared state.
+#[derive(Clone)]
+pub struct Gateway {
+    pub engine: Engine,
+    pub users: Arc<Users>,
+    pub region: String,
+    pub clock: Clock,
+}
+
+impl std::fmt::Debug for Gateway {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Gateway").field("region", &self.region).finish_non_exhaustive()
+    }
+}
+
+/// An error answer: status, S3 code, message.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ErrorReply {
+    pub status: u16,
+    pub code: &'static str,
+    pub message: String,
+}
+
+fn xml_escape(s: &str) -> String {
+    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+}
+
+impl ErrorReply {
+    fn new(status: u16, code: &'static str, message: impl Into<String>) -> Self {
+        ErrorReply { status, code, message: message.into() }
+    }
+
+    fn bad(message: impl Into<String>) -> Self {
+        Self::new(400, "InvalidRdmaRequest", message)
+    }
+
+    pub fn xml(&self, resource: &str) -> String {
+        format!(
+            "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>{}</Code><Message>{}</Message><Resource>{}</Resource></Error>",
+            self.code,
+            xml_escape(&self.message),
+            xml_escape(resource)
+        )
+    }
+}
+
+impl From<AuthError> for ErrorReply {
+    fn from(e: AuthError) -> Self {
+        ErrorReply::new(403, e.code(), e.to_string())
+    }
+}
+
+impl From<RcError> for ErrorReply {
+    fn from(e: RcError) -> Self {
+        let (status, code) = e.http();
+        // SESSION answers exactly as NO_SESSION: never reveal a session
+        // that exists for someone else.
+        let message = match e {
+            RcError::Session | RcError::NoSession => "no such session".to_string(),
+            // RcError's text says ARG for every parameter; name the status
+            // it really maps to (TRUNC for an oversize value).
+            RcError::Param(ref p) => format!("{}: {p}", e.status().name()),
+            other => other.to_string(),
+        };
+        ErrorReply::new(status, code, message)
+    }
+}
+
+impl From<StoreError> for ErrorReply {
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::NoSuchKey => ErrorReply::new(404, "NoSuchKey", "the object does not exist"),
+            StoreError::Range { .. } => ErrorReply::new(416, "InvalidRange", e.to_string()),
+            StoreError::BadBucket(_) | StoreError::BadKey(_) | StoreError::BadPart(_) => {
+                ErrorReply::bad(format!("x-amz-rdma-target: {e}"))
+            }
+            StoreError::Corrupt { .. } | StoreError::Io { .. } => ErrorReply::new(500, "InternalError", e.to_string()),
+        }
+    }
+}
+
+impl From<EngineError> for ErrorReply {
+    fn from(e: EngineError) -> Self {
+        match e {
+            EngineError::Rc(e) => e.into(),
+            EngineError::Store(e) => e.into(),
+            EngineError::Stopped => ErrorReply::new(503, "RdmaServiceUnavailable", "the session engine has stopped"),
+        }
+    }
+}
+
+impl From<ParamError> for ErrorReply {
+    fn from(e: ParamError) -> Self {
+        RcError::Param(e).into()
+    }
+}
+
+/// A request's headers, looked up case-insensitively.
+struct Headers(Vec<(String, String)>);
+
+impl Headers {
+    fn get(&self, name: &str) -> Option<&str> {
+        self.0.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+    }
+
+    /// `x-amz-rdma-<field>`, required.
+    fn rdma(&self, field: &str) -> Result<&str, ErrorReply> {
+        self.get(&format!("x-amz-rdma-{field}")).ok_or_else(|| ErrorReply::bad(format!("x-amz-rdma-{field}: missing")))
+    }
+
+    fn rdma_opt(&self, field: &str) -> Option<&str> {
+        self.get(&format!("x-amz-rdma-{field}"))
+    }
+}
+
+type Reply = Result<Vec<(&'static str, String)>, ErrorReply>;
+
+fn session_of(h: &Headers) -> Result<SessionId, ErrorReply> {
+    // A malformed id is answered as an unknown one.
+    SessionId::parse(h.rdma("session")?).map_err(|_| RcError::NoSession.into())
+}
+
+async fn prepare(gw: &Gateway, who: &Principal, h: &Headers) -> Reply {
+    parse_protocol(h.rdma("protocol")?)?;
+    let op = parse_op(h.rdma("op")?)?;
+    let target = parse_target(h.rdma("target")?)?.to_string();
+    let size = parse_size(h.rdma("size")?)?;
+    let offset = parse_offset(h.rdma("offset")?)?;
+    if offset > wire::MAX_OFFSET_PLUS_SIZE - size {
+        return Err(ErrorReply::bad("x-amz-rdma-offset: offset + size must be at most 2147483647"));
+    }
+    let psn = parse_psn(h.rdma("psn")?)?;
+    let cookie = parse_cookie(h.rdma("cookie")?)?;
+    let token = h.rdma_opt("token").filter(|t| !t.is_empty()).map(str::to_string);
+    if let Some(t) = &token {
+        wire::ClientToken::parse(t).map_err(|e| ErrorReply::from(RcError::Token(e)))?;
+    }
+    let checksum = match h.rdma_opt("checksum") {
+        None => None,
+        Some(c) => Some(Crc64Nvme::parse(c).map_err(|e| ErrorReply::from(RcError::Checksum(e)))?),
+    };
+    let path = ObjectPath::from_target(&target)?;
+    let req =
+        PrepareRequest { principal: who.id, op, target, offset, size, client_psn: psn, cookie, client_token: token };
+    let r = gw.engine.call(move |s| s.prepare(&req, path, checksum)).await??;
+    let mut out = vec![
+        ("x-amz-rdma-protocol", PROTOCOL.to_string()),
+        ("x-amz-rdma-reply", r.reply_header()),
+        ("x-amz-rdma-session", r.session.to_string()),
+        ("x-amz-rdma-psn", format_psn(r.server_psn)),
+        ("x-amz-rdma-qpn", format!("{:x}", r.server_qpn)),
+    ];
+    if op == rctb_core::rcsession::Op::Put {
+        out.push(("x-amz-rdma-mr-addr", format!("{:x}", r.staging_addr)));
+        out.push(("x-amz-rdma-mr-rkey", format!("{:x}", r.staging_rkey)));
+    }
+    Ok(out)
+}
+
+async fn ready(gw: &Gateway, who: &Principal, h: &Headers) -> Reply {
+    parse_protocol(h.rdma("protocol")?)?;
+    let session = session_of(h)?;
+    let cookie = parse_cookie(h.rdma("cookie")?)?;
+    let qpn = parse_qpn(h.rdma("qpn")?)?;
+    let addr = parse_mr_addr(h.rdma("mr-addr")?)?;
+    let rkey = parse_mr_rkey(h.rdma("mr-rkey")?)?;
+    let req = ReadyRequest {
+        principal: who.id,
+        session,
+        cookie,
+        client_qpn: qpn,
+        client_mr_addr: addr,
+        client_mr_rkey: rkey,
+    };
+    let r = gw.engine.call(move |s| s.ready(&req)).await??;
+    if r.outcome == ReadyOutcome::Busy {
+        return Err(ErrorReply::new(409, "RdmaSessionConflict", "BUSY: the peer was not ready; READY may be retried"));
+    }
+    let mut out = vec![
+        ("x-amz-rdma-protocol", PROTOCOL.to_string()),
+        ("x-amz-rdma-bytes-transferred", r.bytes_transferred.to_string()),
+        ("x-amz-rdma-cookie", format_hex_u32(r.cookie_echo)),
+    ];
+    if !r.etag.is_empty() {
+        out.push(("x-amz-rdma-etag", r.etag));
+    }
+    if !r.version_id.is_empty() {
+        out.push(("x-amz-rdma-version-id", r.version_id));
+    }
+    Ok(out)
+}
+
+async fn cancel(gw: &Gateway, who: &Principal, h: &Headers) -> Reply {
+    parse_protocol(h.rdma("protocol")?)?;
+    let session = session_of(h)?;
+    let id = who.id;
+    gw.engine.call(move |s| s.cancel(&session, &id)).await??;
+    Ok(vec![("x-amz-rdma-protocol", PROTOCOL.to_string())])
+}
+
+fn respond(status: u16, headers: Vec<(&'static str, String)>, body: String) -> Response<Full<Bytes>> {
+    let mut r = Response::new(Full::new(Bytes::from(body)));
+    *r.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    for (k, v) in headers {
+        if let Ok(v) = hyper::header::HeaderValue::from_str(&v) {
+            r.headers_mut().insert(k, v);
+        }
+    }
+    r
+}
+
+fn error(e: ErrorReply, resource: &str) -> Response<Full<Bytes>> {
+    respond(e.status, vec![("content-type", "application/xml".into())], e.xml(resource))
+}
+
+/// Answers one request.
+pub async fn handle(gw: Gateway, req: Request<Incoming>) -> Response<Full<Bytes>> {
+    let (parts, body) = req.into_parts();
+    let resource = parts.uri.path().to_string();
+    let uri = parts.uri.path_and_query().map(|p| p.as_str().to_string()).unwrap_or_else(|| "/".into());
+    let headers = Headers(
+        parts
+            .headers
+            .iter()
+            .filter_map(|(k, v)| v.to_str().ok().map(|v| (k.as_str().to_string(), v.to_string())))
+            .collect(),
+    );
+    let body = match http_body_util::Limited::new(body, MAX_BODY).collect().await {
+        Ok(b) => b.to_bytes(),
+        Err(_) => return error(ErrorReply::bad("the request body is too large or broken"), &resource),
+    };
+    let now = (gw.clock)();
+    let who = match auth::verify(&gw.users, &gw.region, now, parts.method.as_str(), &uri, &headers.0, &body) {
+        Ok(p) => p,
+        Err(e) => return error(e.into(), &resource),
+    };
+    let result = match (&parts.method, resource.as_str()) {
+        (&Method::POST, "/.hipobj-rc/prepare") => prepare(&gw, &who, &headers).await,
+        (&Method::POST, "/.hipobj-rc/ready") => ready(&gw, &who, &headers).await,
+        (&Method::POST, "/.hipobj-rc/cancel") => cancel(&gw, &who, &headers).await,
+        (&Method::GET, "/rc-sessions") => {
+            if !who.admin {
+                Err(ErrorReply::new(403, "AccessDenied", "listing sessions needs an admin principal"))
+            } else {
+                match gw.engine.call(|s| (s.is_closing(), s.list())).await {
+                    Ok((true, _)) => Err(RcError::ShuttingDown.into()),
+                    Ok((false, list)) => {
+                        let mut body = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<RcSessions>");
+                        for s in list {
+                            body.push_str(&format!(
+                                "<Session><Id>{}</Id><Principal>{}</Principal><Op>{}</Op><Target>{}</Target><Size>{}</Size><State>{:?}</State><Published>{}</Published><ReapPending>{}</ReapPending></Session>",
+                                s.session, s.principal, s.op, xml_escape(&s.target), s.size, s.state, s.published, s.reap_pending
+                            ));
+                        }
+                        body.push_str("</RcSessions>");
+                        return respond(200, vec![("content-type", "application/xml".into())], body);
+                    }
+                    Err(e) => Err(e.into()),
+                }
+            }
+        }
+        (_, "/.hipobj-rc/prepare" | "/.hipobj-rc/ready" | "/.hipobj-rc/cancel" | "/rc-sessions") => {
+            Err(ErrorReply::new(405, "MethodNotAllowed", "the method is not allowed on this resource"))
+        }
+        _ => Err(ErrorReply::new(404, "NoSuchRoute", "no such control-plane route")),
+    };
+    match result {
+        Ok(h) => respond(200, h, String::new()),
+        Err(e) => error(e, &resource),
+    }
+}
+
+/// Serves connections from `listener` until the task is dropped.
+pub async fn serve(gw: Gateway, listener: TcpListener) -> std::io::Result<()> {
+    loop {
+        let (stream, _peer): (_, SocketAddr) = listener.accept().await?;
+        let gw = gw.clone();
+        tokio::spawn(async move {
+            let svc = service_fn(move |req| {
+                let gw = gw.clone();
+                async move { Ok::<_, Infallible>(handle(gw, req).await) }
+            });
+            let _ = http1::Builder::new().serve_connection(TokioIo::new(stream), svc).await;
+        });
+    }
+}

@@ -1,0 +1,322 @@
+//! The control plane over real HTTP on 127.0.0.1, the session server on the
+//! simulator: every route, SigV4, each malformed-header class, foreign
+//! principals, shutdown.
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use rand_chacha::ChaCha8Rng;
+use rand_core::SeedableRng;
+use rctb_core::rcsession::{ServerConfig, SessionManager};
+use rctb_gateway::auth::{self, User, Users};
+use rctb_gateway::engine::Engine;
+use rctb_gateway::http::{Gateway, serve};
+use rctb_gateway::store::{FsStore, ObjectPath, ObjectStore};
+use rctb_sim::{NodeConfig, Sim};
+use tokio::net::{TcpListener, TcpStream};
+
+const ADMIN: (&str, &str) = ("AKADMIN", "adminsecret");
+const ALICE: (&str, &str) = ("AKALICE", "alicesecret");
+const BOB: (&str, &str) = ("AKBOB", "bobsecret");
+
+fn t0() -> SystemTime {
+    auth::parse_amz_date("20261129T120000Z").unwrap()
+}
+
+struct Server {
+    addr: std::net::SocketAddr,
+    gw: Gateway,
+    _dir: tempfile::TempDir,
+}
+
+async fn start() -> Server {
+    let dir = tempfile::tempdir().unwrap();
+    let store = FsStore::open(dir.path(), Box::new(ChaCha8Rng::seed_from_u64(3))).unwrap();
+    store.put(&ObjectPath::new("bk", "obj").unwrap(), &[7u8; 1000]).unwrap();
+    let engine = Engine::spawn(
+        || {
+            let sim = Sim::new(1);
+            let n = sim.add_node(NodeConfig::new("gw", "10.0.0.1".parse().unwrap())).unwrap();
+            SessionManager::new(sim.transport(n), ChaCha8Rng::seed_from_u64(5), ServerConfig::default())
+        },
+        Arc::new(store),
+    )
+    .unwrap();
+    let user = |(a, s): (&str, &str), admin| User { access_key: a.into(), secret_key: s.into(), admin };
+    let gw = Gateway {
+        engine,
+        users: Arc::new(Users::new([user(ADMIN, true), user(ALICE, false), user(BOB, false)])),
+        region: "us-east-1".into(),
+        clock: Arc::new(t0),
+    };
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(serve(gw.clone(), listener));
+    Server { addr, gw, _dir: dir }
+}
+
+struct Answer {
+    status: u16,
+    headers: Vec<(String, String)>,
+    body: String,
+}
+
+impl Answer {
+    fn h(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
+    }
+
+    fn code(&self) -> String {
+        self.body.split("<Code>").nth(1).and_then(|s| s.split("</Code>").next()).unwrap_or("").to_string()
+    }
+
+    fn message(&self) -> String {
+        self.body.split("<Message>").nth(1).and_then(|s| s.split("</Message>").next()).unwrap_or("").to_string()
+    }
+}
+
+/// Sends one request, signed by `who` at `at` (unsigned when `who` is None).
+async fn send(
+    s: &Server,
+    method: &str,
+    path: &str,
+    who: Option<(&str, &str)>,
+    at: SystemTime,
+    headers: &[(&str, &str)],
+) -> Answer {
+    let host = s.addr.to_string();
+    let mut h: Vec<(String, String)> = vec![("host".into(), host.clone())];
+    h.extend(headers.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+    if let Some((a, sk)) = who {
+        let u = User { access_key: a.into(), secret_key: sk.into(), admin: false };
+        let add = auth::sign(&u, "us-east-1", at, method, path, &h, b"").unwrap();
+        h.extend(add);
+    }
+    let stream = TcpStream::connect(s.addr).await.unwrap();
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream)).await.unwrap();
+    tokio::spawn(conn);
+    let mut req = hyper::Request::builder().method(method).uri(path);
+    for (k, v) in &h {
+        req = req.header(k.as_str(), v.as_str());
+    }
+    let resp = sender.send_request(req.body(Full::new(Bytes::new())).unwrap()).await.unwrap();
+    let status = resp.status().as_u16();
+    let headers =
+        resp.headers().iter().map(|(k, v)| (k.as_str().to_string(), v.to_str().unwrap().to_string())).collect();
+    let body = String::from_utf8(resp.into_body().collect().await.unwrap().to_bytes().to_vec()).unwrap();
+    Answer { status, headers, body }
+}
+
+async fn post(s: &Server, path: &str, who: (&str, &str), headers: &[(&str, &str)]) -> Answer {
+    send(s, "POST", path, Some(who), t0(), headers).await
+}
+
+fn prepare_headers<'a>(op: &'a str, target: &'a str, size: &'a str) -> Vec<(&'a str, &'a str)> {
+    vec![
+        ("x-amz-rdma-protocol", "hipobj-rc-v2"),
+        ("x-amz-rdma-op", op),
+        ("x-amz-rdma-target", target),
+        ("x-amz-rdma-size", size),
+        ("x-amz-rdma-offset", "0"),
+        ("x-amz-rdma-psn", "abc"),
+        ("x-amz-rdma-cookie", "1234abcd"),
+    ]
+}
+
+async fn live_sessions(s: &Server) -> usize {
+    s.gw.engine.call(|x| x.usage().sessions).await.unwrap() as usize
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prepare_cancel_and_list() {
+    let s = start().await;
+    let a = post(&s, "/.hipobj-rc/prepare", ALICE, &prepare_headers("PUT", "/bk/new%20obj", "4096")).await;
+    assert_eq!(a.status, 200, "{}", a.body);
+    assert_eq!(a.h("x-amz-rdma-protocol"), Some("hipobj-rc-v2"));
+    assert_eq!(a.h("x-amz-rdma-reply"), Some(format!("200:{}", "0".repeat(88)).as_str()));
+    let session = a.h("x-amz-rdma-session").unwrap().to_string();
+    assert!(session.len() == 32 && session.bytes().all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(&c)));
+    let qpn = u32::from_str_radix(a.h("x-amz-rdma-qpn").unwrap(), 16).unwrap();
+    // Server PSN = QPN & 0xFFFFFF, as %06X.
+    assert_eq!(a.h("x-amz-rdma-psn").unwrap(), format!("{:06X}", qpn & 0xFF_FFFF));
+    assert!(a.h("x-amz-rdma-mr-addr").is_some() && a.h("x-amz-rdma-mr-rkey").is_some());
+    assert_eq!(live_sessions(&s).await, 1);
+
+    // The admin lists it; Alice may not list.
+    let l = send(&s, "GET", "/rc-sessions", Some(ADMIN), t0(), &[]).await;
+    assert_eq!(l.status, 200);
+    assert!(l.body.contains(&format!("<Id>{session}</Id>")) && l.body.contains("<Target>/bk/new%20obj</Target>"));
+    let l = send(&s, "GET", "/rc-sessions", Some(ALICE), t0(), &[]).await;
+    assert_eq!((l.status, l.code().as_str()), (403, "AccessDenied"));
+
+    // Bob cannot cancel or READY Alice's session: 404, as if it did not exist.
+    let cancel = [("x-amz-rdma-protocol", "hipobj-rc-v2"), ("x-amz-rdma-session", session.as_str())];
+    let b = post(&s, "/.hipobj-rc/cancel", BOB, &cancel).await;
+    assert_eq!((b.status, b.code().as_str(), b.message().as_str()), (404, "NoSuchRdmaSession", "no such session"));
+    let ready = |sess: &'static str, cookie: &'static str| {
+        vec![
+            ("x-amz-rdma-protocol", "hipobj-rc-v2"),
+            ("x-amz-rdma-session", sess),
+            ("x-amz-rdma-cookie", cookie),
+            ("x-amz-rdma-qpn", "12"),
+            ("x-amz-rdma-mr-addr", "1000"),
+            ("x-amz-rdma-mr-rkey", "5"),
+        ]
+    };
+    let leaked: &'static str = Box::leak(session.clone().into_boxed_str());
+    let b = post(&s, "/.hipobj-rc/ready", BOB, &ready(leaked, "1234abcd")).await;
+    assert_eq!((b.status, b.code().as_str(), b.message().as_str()), (404, "NoSuchRdmaSession", "no such session"));
+    // Alice with the wrong cookie: the same answer.
+    let b = post(&s, "/.hipobj-rc/ready", ALICE, &ready(leaked, "1234abce")).await;
+    assert_eq!((b.status, b.code().as_str()), (404, "NoSuchRdmaSession"));
+    // Unknown and malformed ids: the same answer too.
+    let b = post(&s, "/.hipobj-rc/ready", ALICE, &ready("0123456789abcdef0123456789abcdef", "1")).await;
+    assert_eq!((b.status, b.code().as_str()), (404, "NoSuchRdmaSession"));
+    let b = post(&s, "/.hipobj-rc/ready", ALICE, &ready("XYZ", "1")).await;
+    assert_eq!((b.status, b.code().as_str()), (404, "NoSuchRdmaSession"));
+    assert_eq!(live_sessions(&s).await, 1);
+
+    // Alice cancels; cancelling again (already gone) is 200 too.
+    let c = post(&s, "/.hipobj-rc/cancel", ALICE, &cancel).await;
+    assert_eq!(c.status, 200, "{}", c.body);
+    assert_eq!(live_sessions(&s).await, 0);
+    let c = post(&s, "/.hipobj-rc/cancel", ALICE, &cancel).await;
+    assert_eq!(c.status, 200);
+
+    // Unknown routes and methods.
+    assert_eq!(post(&s, "/.hipobj-rc/other", ALICE, &[]).await.status, 404);
+    assert_eq!(send(&s, "GET", "/.hipobj-rc/prepare", Some(ALICE), t0(), &[]).await.status, 405);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn get_prepare_stages_from_the_store() {
+    let s = start().await;
+    let a = post(&s, "/.hipobj-rc/prepare", ALICE, &prepare_headers("get", "/bk/obj", "1000")).await;
+    assert_eq!(a.status, 200, "{}", a.body);
+    assert_eq!(a.h("x-amz-rdma-mr-addr"), None);
+    let l = send(&s, "GET", "/rc-sessions", Some(ADMIN), t0(), &[]).await;
+    assert!(l.body.contains("<Op>GET</Op>") && l.body.contains("<Published>true</Published>"), "{}", l.body);
+    let a = post(&s, "/.hipobj-rc/prepare", ALICE, &prepare_headers("GET", "/bk/nope", "10")).await;
+    assert_eq!((a.status, a.code().as_str()), (404, "NoSuchKey"));
+    let a = post(&s, "/.hipobj-rc/prepare", ALICE, &prepare_headers("GET", "/bk/obj", "1001")).await;
+    assert_eq!((a.status, a.code().as_str()), (416, "InvalidRange"));
+    assert_eq!(live_sessions(&s).await, 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_malformed_header_class_is_400_and_changes_nothing() {
+    let s = start().await;
+    let long_target = format!("/bk/{}", "k".repeat(2045));
+    let cases: Vec<(&str, &str, Option<&str>, &str)> = vec![
+        // (header, value or None to drop it, expected message)
+        ("missing", "x-amz-rdma-size", None, "x-amz-rdma-size: missing"),
+        ("missing", "x-amz-rdma-offset", None, "x-amz-rdma-offset: missing"),
+        ("not hex", "x-amz-rdma-psn", Some("12g"), "ARG: x-amz-rdma-psn: must be bare hex digits"),
+        ("not hex", "x-amz-rdma-cookie", Some("0xdead"), "ARG: x-amz-rdma-cookie: must be bare hex digits"),
+        ("zero cookie", "x-amz-rdma-cookie", Some("0"), "ARG: x-amz-rdma-cookie: must be non-zero"),
+        ("psn range", "x-amz-rdma-psn", Some("1000000"), "ARG: x-amz-rdma-psn: out of range"),
+        ("psn range", "x-amz-rdma-psn", Some("0"), "ARG: x-amz-rdma-psn: must be 1..=0xFFFFFF"),
+        (
+            "percent",
+            "x-amz-rdma-target",
+            Some("/bk/a%2"),
+            "ARG: x-amz-rdma-target: % must be followed by two hex digits",
+        ),
+        ("percent", "x-amz-rdma-target", Some("/bk/a b"), "ARG: x-amz-rdma-target: segments must be percent-encoded"),
+        (
+            "oversize",
+            "x-amz-rdma-target",
+            Some(long_target.as_str()),
+            "TRUNC: x-amz-rdma-target: 2049 bytes, at most 2047",
+        ),
+        ("protocol", "x-amz-rdma-protocol", Some("hipobj-rc-v1"), "ARG: x-amz-rdma-protocol: must be hipobj-rc-v2"),
+        ("op", "x-amz-rdma-op", Some("DELETE"), "ARG: x-amz-rdma-op: must be GET or PUT"),
+        ("size", "x-amz-rdma-size", Some("0"), "ARG: x-amz-rdma-size: must be 1..=2147483647"),
+        (
+            "traversal",
+            "x-amz-rdma-target",
+            Some("/bk/a/%2e%2e/b"),
+            "x-amz-rdma-target: key: must not have a . or .. segment",
+        ),
+        ("nul", "x-amz-rdma-target", Some("/bk/a%00"), "x-amz-rdma-target: key: must not contain NUL"),
+    ];
+    let token_bad = "zz".repeat(44);
+    let mut all = cases;
+    all.push(("bad token", "x-amz-rdma-token", Some(token_bad.as_str()), ""));
+    all.push(("checksum", "x-amz-rdma-checksum", Some("CRC64NVME AAAAAAAAAAA"), ""));
+    all.push(("checksum", "x-amz-rdma-checksum", Some("CRC32 AAAAAAAAAAA="), ""));
+    for (class, name, value, want) in all {
+        let mut h = prepare_headers("PUT", "/bk/x", "10");
+        h.retain(|(k, _)| *k != name);
+        if let Some(v) = value {
+            h.push((name, v));
+        }
+        let a = post(&s, "/.hipobj-rc/prepare", ALICE, &h).await;
+        assert_eq!((a.status, a.code().as_str()), (400, "InvalidRdmaRequest"), "{class}: {}", a.body);
+        if want.is_empty() {
+            assert!(a.message().starts_with("ARG: "), "{class}: {}", a.message());
+        } else {
+            assert_eq!(a.message(), want, "{class}");
+        }
+        assert_eq!(live_sessions(&s).await, 0, "{class} changed state");
+    }
+    // The exact messages of the token and checksum classes.
+    let mut h = prepare_headers("PUT", "/bk/x", "10");
+    h.push(("x-amz-rdma-checksum", "CRC64NVME AAAAAAAAAAA"));
+    assert_eq!(
+        post(&s, "/.hipobj-rc/prepare", ALICE, &h).await.message(),
+        "ARG: checksum: 11 base64 characters, must be exactly 12"
+    );
+    // READY's own headers.
+    let ready = [
+        ("x-amz-rdma-protocol", "hipobj-rc-v2"),
+        ("x-amz-rdma-session", "0123456789abcdef0123456789abcdef"),
+        ("x-amz-rdma-cookie", "1"),
+        ("x-amz-rdma-qpn", "0"),
+        ("x-amz-rdma-mr-addr", "0"),
+        ("x-amz-rdma-mr-rkey", "0"),
+    ];
+    let a = post(&s, "/.hipobj-rc/ready", ALICE, &ready).await;
+    assert_eq!((a.status, a.message().as_str()), (400, "ARG: x-amz-rdma-qpn: must be non-zero"));
+    // And a good PREPARE still works afterwards.
+    assert_eq!(post(&s, "/.hipobj-rc/prepare", ALICE, &prepare_headers("PUT", "/bk/x", "10")).await.status, 200);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigv4_is_checked_on_every_route() {
+    let s = start().await;
+    let h = prepare_headers("PUT", "/bk/x", "10");
+    let a = send(&s, "POST", "/.hipobj-rc/prepare", None, t0(), &h).await;
+    assert_eq!((a.status, a.code().as_str()), (403, "AccessDenied"));
+    let a = send(&s, "POST", "/.hipobj-rc/prepare", Some(("AKALICE", "wrong")), t0(), &h).await;
+    assert_eq!((a.status, a.code().as_str()), (403, "SignatureDoesNotMatch"));
+    let a = send(&s, "POST", "/.hipobj-rc/prepare", Some(("AKNOBODY", "x")), t0(), &h).await;
+    assert_eq!((a.status, a.code().as_str()), (403, "InvalidAccessKeyId"));
+    let late = t0() - Duration::from_secs(15 * 60 + 1);
+    let a = send(&s, "POST", "/.hipobj-rc/prepare", Some(ALICE), late, &h).await;
+    assert_eq!((a.status, a.code().as_str()), (403, "RequestTimeTooSkewed"));
+    let ok = t0() - Duration::from_secs(15 * 60);
+    assert_eq!(send(&s, "POST", "/.hipobj-rc/prepare", Some(ALICE), ok, &h).await.status, 200);
+    for (m, p) in [("POST", "/.hipobj-rc/ready"), ("POST", "/.hipobj-rc/cancel"), ("GET", "/rc-sessions")] {
+        let a = send(&s, m, p, None, t0(), &[]).await;
+        assert_eq!(a.status, 403, "{p}");
+        let a = send(&s, m, p, Some(("AKADMIN", "nope")), t0(), &[]).await;
+        assert_eq!(a.status, 403, "{p}");
+    }
+    assert_eq!(live_sessions(&s).await, 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn close_answers_503() {
+    let s = start().await;
+    assert_eq!(post(&s, "/.hipobj-rc/prepare", ALICE, &prepare_headers("PUT", "/bk/x", "10")).await.status, 200);
+    s.gw.engine.call(|x| x.close()).await.unwrap();
+    let a = post(&s, "/.hipobj-rc/prepare", ALICE, &prepare_headers("PUT", "/bk/x", "10")).await;
+    assert_eq!((a.status, a.code().as_str()), (503, "RdmaServiceUnavailable"));
+    let cancel = [("x-amz-rdma-protocol", "hipobj-rc-v2"), ("x-amz-rdma-session", "0123456789abcdef0123456789abcdef")];
+    assert_eq!(post(&s, "/.hipobj-rc/cancel", ALICE, &cancel).await.status, 503);
+    assert_eq!(send(&s, "GET", "/rc-sessions", Some(ADMIN), t0(), &[]).await.status, 503);
+    assert_eq!(live_sessions(&s).await, 0);
+}
