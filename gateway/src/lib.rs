@@ -5,4 +5,5 @@
 pub mod auth;
 pub mod engine;
 pub mod http;
+pub mod serve;
 pub mod store;

@@ -12,6 +12,7 @@ use rctb::runner;
 use rctb::scenario::Scenario;
 use rctb::sweep::{self, Shard};
 
+mod object_cli;
 mod udp_cli;
 
 #[derive(Debug, Parser)]
@@ -84,6 +85,8 @@ enum Command {
     UdpBench(udp_cli::BenchArgs),
     /// NVMe-oF/RDMA initiator (nvme-cli-like): discover, connect, identify, read, write, flush.
     Nvme(rctb::nvme::NvmeArgs),
+    /// The hipobj gateway: `object serve` (HTTP control plane with SigV4, filesystem objects).
+    Object(object_cli::ObjectArgs),
     /// Decode the RoCEv2 frames of a pcap (BTH, RETH, AETH, ImmDt, ICRC).
     Decode {
         /// The capture (classic pcap: tcpdump, tshark -F pcap, or `rctb run --pcap`).
@@ -116,6 +119,7 @@ fn main() -> ExitCode {
         Command::FpgaEmu(args) => rctb::roce::fpga_emu(&args),
         Command::UdpBench(args) => udp_cli::bench(&args),
         Command::Nvme(args) => rctb::nvme::main(&args),
+        Command::Object(args) => object_cli::main(&args),
     }
 }
 
