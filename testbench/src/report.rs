@@ -121,7 +121,8 @@ impl Report {
                 op: spec.config.op,
                 from: spec.from.clone(),
                 to: spec.to.clone(),
-                connect: spec.config.connect.key(),
+                // A session stream's QPs are connected by the session protocol.
+                connect: if spec.session.is_some() { "rcsession" } else { spec.config.connect.key() },
                 count: spec.config.count,
                 min_size: spec.config.min_size,
                 max_size: spec.config.max_size,

@@ -20,6 +20,7 @@ use crate::report::Report;
 use crate::roce::check::FrameCheck;
 use crate::roce::pair::{PairConfig, RocePair};
 use crate::scenario::{RoceSpec, Scenario, StreamSpec};
+use crate::session_stream::SessionStream;
 use crate::traffic::{Progress, Role, Stream, StreamStats};
 
 /// How a run ended.
@@ -56,6 +57,7 @@ struct Placed {
 enum Workload {
     Traffic(Box<Stream<SimTransport>>),
     Roce(Box<RocePair<SimTransport>>),
+    Session(Box<SessionStream>),
 }
 
 impl Workload {
@@ -63,36 +65,40 @@ impl Workload {
         match self {
             Workload::Traffic(s) => s.step(),
             Workload::Roce(p) => p.step(),
+            Workload::Session(w) => w.step(),
         }
     }
     fn is_done(&self) -> bool {
         match self {
             Workload::Traffic(s) => s.is_done(),
             Workload::Roce(p) => p.is_done(),
+            Workload::Session(w) => w.is_done(),
         }
     }
     fn abort(&mut self) {
         match self {
             Workload::Traffic(s) => s.abort(),
             Workload::Roce(p) => p.abort(),
+            Workload::Session(w) => w.abort(),
         }
     }
     fn stats(&self) -> &StreamStats {
         match self {
             Workload::Traffic(s) => s.stats(),
             Workload::Roce(p) => p.stats(),
+            Workload::Session(w) => w.stats(),
         }
     }
     /// The engine and server set up through registers: no CM events.
     fn offer_cm(&mut self, role: Role, ev: &rctb_core::transport::CmEvent) -> bool {
         match self {
             Workload::Traffic(s) => s.offer_cm(role, ev),
-            Workload::Roce(_) => false,
+            Workload::Roce(_) | Workload::Session(_) => false,
         }
     }
     fn roce_check(&self) -> Option<FrameCheck> {
         match self {
-            Workload::Traffic(_) => None,
+            Workload::Traffic(_) | Workload::Session(_) => None,
             Workload::Roce(p) => Some(p.check().clone()),
         }
     }
@@ -179,18 +185,31 @@ pub fn run(scenario: &Scenario, seed: u64, capture: bool) -> Result<RunOutput, S
     for spec in &scenario.streams {
         let (requester, responder) = (sim.node(&spec.from)?.0, sim.node(&spec.to)?.0);
         let (req_t, resp_t) = (transports[requester].clone(), transports[responder].clone());
-        let stream = match &spec.roce {
-            None => Workload::Traffic(Box::new(Stream::new(spec.config.clone(), seed, req_t, resp_t))),
-            Some(roce) => Workload::Roce(Box::new(roce_pair(spec, roce, scenario, seed, resp_t, req_t))),
+        let stream = match (&spec.roce, &spec.session) {
+            (Some(roce), _) => Workload::Roce(Box::new(roce_pair(spec, roce, scenario, seed, resp_t, req_t))),
+            (None, Some(cfg)) => {
+                let start = Instant::ZERO + spec.config.start;
+                let (server, client) = (nodes[responder], nodes[requester]);
+                match SessionStream::new(&sim, cfg.clone(), server, client, start) {
+                    Ok(s) => Workload::Session(Box::new(s)),
+                    Err(e) => return Err(SimError::UnknownNode(format!("rcsession stream {}: {e}", spec.config.name))),
+                }
+            }
+            (None, None) => Workload::Traffic(Box::new(Stream::new(spec.config.clone(), seed, req_t, resp_t))),
         };
         placed.push(Placed { name: spec.config.name.clone(), stream, requester, responder });
     }
 
     let (outcome, drive_notes) = drive(&sim, &mut transports, &mut placed, Instant::ZERO + scenario.time_limit);
-    let notes: Vec<String> = swarm_notes.into_iter().chain(drive_notes).collect();
+    let mut notes: Vec<String> = swarm_notes.into_iter().chain(drive_notes).collect();
     let finished_at = sim.now();
     for p in placed.iter_mut() {
         p.stream.abort();
+    }
+    for p in &placed {
+        if let Workload::Session(w) = &p.stream {
+            notes.push(format!("{}: {}", p.name, w.summary()));
+        }
     }
     let leaked = sim.live_resources();
     let streams: Vec<_> = placed.iter().map(|p| p.stream.stats().clone()).collect();

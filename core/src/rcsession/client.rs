@@ -108,7 +108,13 @@ pub struct ClientTransfer {
     recv_posted: bool,
 }
 
-/// The client: one QP (reset per transfer), one CQ, one data region.
+fn qp_init(pd: PdId, cq: CqId) -> QpInit {
+    let caps = QpCaps { max_send_wr: 4, max_recv_wr: 4, max_send_sge: 1, max_recv_sge: 1, max_inline_data: 0 };
+    QpInit { pd, send_cq: cq, recv_cq: cq, caps, sq_sig_all: true }
+}
+
+/// The client: one QP per session (a fresh QPN from `begin`), one CQ, one
+/// data region.
 #[derive(Debug)]
 pub struct RcClient<T: Transport> {
     t: T,
@@ -135,8 +141,7 @@ impl<T: Transport> RcClient<T> {
         let pd = t.alloc_pd()?;
         let made = (|| -> Result<(CqId, QpInfo, MrInfo), TransportError> {
             let cq = t.create_cq(16)?;
-            let caps = QpCaps { max_send_wr: 4, max_recv_wr: 4, max_send_sge: 1, max_recv_sge: 1, max_inline_data: 0 };
-            let qp = match t.create_qp(&QpInit { pd, send_cq: cq, recv_cq: cq, caps, sq_sig_all: true }) {
+            let qp = match t.create_qp(&qp_init(pd, cq)) {
                 Ok(qp) => qp,
                 Err(e) => {
                     let _ = t.destroy_cq(cq);
@@ -206,6 +211,7 @@ impl<T: Transport> RcClient<T> {
         if size > self.cfg.capacity {
             return Err(ClientError::TooLarge { size, capacity: self.cfg.capacity });
         }
+        self.fresh_qp()?;
         let psn = match Psn::wrapping(psn) {
             p if p.get() == 0 => Psn::wrapping(1),
             p => p,
@@ -235,6 +241,18 @@ impl<T: Transport> RcClient<T> {
             recv_posted: false,
         };
         Ok((xfer, req))
+    }
+
+    /// Replaces our QP with a new one (a new QPN) for a new session. RoCE's
+    /// BTH carries no source QPN and server PSNs are QPN-derived (so close
+    /// for sessions made back to back), so a QP reused across sessions
+    /// would accept a still-retransmitting old server QP's packets as the
+    /// new session's: a new QPN makes them miss.
+    fn fresh_qp(&mut self) -> Result<(), ClientError> {
+        let qp = self.t.create_qp(&qp_init(self.pd, self.cq))?;
+        let old = std::mem::replace(&mut self.qp, qp);
+        self.t.destroy_qp(old.id)?;
+        Ok(())
     }
 
     /// Copies the object to send (PUT) into our region.
@@ -274,6 +292,12 @@ impl<T: Transport> RcClient<T> {
         let server_gid = reply.reply_token.map_or(self.gid, |t| t.gid);
         let qp = self.qp.id;
         self.t.modify_qp(qp, &QpTransition::Reset)?;
+        // Completions of an earlier transfer or attempt (a PUT's late
+        // RETRY_EXC_ERR, say) must not be taken for this one's.
+        let mut wcs = Vec::new();
+        while self.t.poll_cq(self.cq, 16, &mut wcs)? > 0 {
+            wcs.clear();
+        }
         self.t.modify_qp(
             qp,
             &QpTransition::Init(InitAttr {
@@ -397,11 +421,6 @@ impl<T: Transport> RcClient<T> {
             return Err(ClientError::BusyExhausted(xfer.busy_retries - 1));
         }
         self.reconnect(xfer)?;
-        // Drop whatever the aborted attempt left on our CQ.
-        let mut wcs = Vec::new();
-        while self.t.poll_cq(self.cq, 16, &mut wcs)? > 0 {
-            wcs.clear();
-        }
         if xfer.op == Op::Get {
             self.post_get_recv(xfer)?;
         }

@@ -25,7 +25,8 @@ pub struct WorkloadConfig {
     pub clients: usize,
     /// Principals the clients are spread over (client i is principal i % n).
     pub principals: usize,
-    pub transfers_per_client: u32,
+    /// Transfers in all, spread over the clients.
+    pub transfers: u64,
     pub min_size: u64,
     pub max_size: u64,
     /// Probabilities per transfer.
@@ -43,7 +44,7 @@ impl Default for WorkloadConfig {
         WorkloadConfig {
             clients: 8,
             principals: 3,
-            transfers_per_client: 10,
+            transfers: 80,
             min_size: 1,
             max_size: 64 * 1024,
             put: 0.5,
@@ -78,6 +79,8 @@ pub struct WorkloadStats {
     /// Bytes a client or the server received that were not the object of
     /// that very transfer: must stay 0.
     pub foreign_bytes: u64,
+    /// The first such transfer, described.
+    pub first_foreign: Option<String>,
     /// Errors that are bugs (unexpected statuses), with their text.
     pub errors: BTreeMap<String, u64>,
     pub max_sessions_seen: u32,
@@ -109,7 +112,7 @@ enum Phase {
 struct Actor {
     client: RcClient<SimTransport>,
     principal: PrincipalId,
-    left: u32,
+    left: u64,
     index: u64,
     phase: Phase,
     wake: Instant,
@@ -130,6 +133,8 @@ pub struct SessionWorkload {
     rng: SimRng,
     cfg: WorkloadConfig,
     pub stats: WorkloadStats,
+    /// READYs of crashed clients: their results are still taken (and counted).
+    orphans: Vec<ReadyTicket>,
 }
 
 /// The object of transfer `index` of client `client`: distinct per transfer.
@@ -147,44 +152,102 @@ impl SessionWorkload {
     /// Builds the fabric's session nodes on `sim`: a server at `server_ip`
     /// and `clients` nodes at 10.77.x.y.
     pub fn new(sim: &Sim, cfg: WorkloadConfig, server_ip: std::net::Ipv4Addr) -> Result<Self, String> {
+        let server = sim.add_node(NodeConfig::new("rc-server", server_ip)).map_err(|e| e.to_string())?;
+        let mut clients = Vec::new();
+        for i in 0..cfg.clients {
+            let ip = std::net::Ipv4Addr::new(10, 77, (i / 250) as u8, (i % 250) as u8 + 1);
+            clients.push(sim.add_node(NodeConfig::new(format!("rc-client{i}"), ip)).map_err(|e| e.to_string())?);
+        }
+        Self::on_nodes(sim, cfg, server, &clients)
+    }
+
+    /// The workload on existing nodes: the server on `server_node`, the
+    /// clients spread round-robin over `client_nodes` (several clients may
+    /// share a node: each has its own QP, CQ and region).
+    pub fn on_nodes(
+        sim: &Sim,
+        cfg: WorkloadConfig,
+        server_node: NodeId,
+        client_nodes: &[NodeId],
+    ) -> Result<Self, String> {
         let seed = sim.seed();
-        let server_node = sim.add_node(NodeConfig::new("rc-server", server_ip)).map_err(|e| e.to_string())?;
+        if client_nodes.is_empty() {
+            return Err("a session workload needs a client node".into());
+        }
         let server =
             SessionManager::new(sim.transport(server_node), ChaCha8Rng::seed_from_u64(seed ^ 0x5e55), cfg.server)
                 .map_err(|e| e.to_string())?;
-        let mut client_nodes = Vec::new();
         let mut actors = Vec::new();
-        for i in 0..cfg.clients {
-            let ip = std::net::Ipv4Addr::new(10, 77, (i / 250) as u8, (i % 250) as u8 + 1);
-            let node = sim.add_node(NodeConfig::new(format!("rc-client{i}"), ip)).map_err(|e| e.to_string())?;
+        let clients = cfg.clients.max(1);
+        for i in 0..clients {
+            let node = client_nodes[i % client_nodes.len()];
             let ccfg =
                 ClientConfig { capacity: cfg.max_size.max(1), timeout: 12, retry_cnt: 4, ..ClientConfig::default() };
             let client = RcClient::new(sim.transport(node), ccfg).map_err(|e| e.to_string())?;
             let p = i % cfg.principals.max(1);
+            let share = cfg.transfers / clients as u64 + u64::from((i as u64) < cfg.transfers % clients as u64);
             actors.push(Actor {
                 client,
                 principal: PrincipalId::from_credentials(&format!("user{p}"), "secret"),
-                left: cfg.transfers_per_client,
+                left: share,
                 index: 0,
-                phase: Phase::Idle,
+                phase: if share == 0 { Phase::Finished } else { Phase::Idle },
                 wake: Instant::ZERO,
                 xfer: None,
                 ready: None,
                 object: Vec::new(),
                 behaviour: Behaviour::Normal,
             });
-            client_nodes.push(node);
         }
         Ok(SessionWorkload {
             sim: sim.clone(),
             server_node,
-            client_nodes,
+            client_nodes: client_nodes.to_vec(),
             server,
             actors,
             rng: SimRng::child(seed, "rcsession/workload"),
             cfg,
             stats: WorkloadStats::default(),
+            orphans: Vec::new(),
         })
+    }
+
+    /// The next instant a client acts on its own (a start, a backoff, a
+    /// late receive; possibly already past), or one tick after the
+    /// server's next deadline.
+    pub fn next_wake(&self) -> Option<Instant> {
+        let pending = |a: &Actor| match a.phase {
+            Phase::Idle | Phase::Backoff => true,
+            Phase::Ready(_) => {
+                a.behaviour == Behaviour::Slow && a.xfer.as_ref().is_some_and(|x| !a.client.recv_posted(x))
+            }
+            _ => false,
+        };
+        let wake = self.actors.iter().filter(|a| pending(a)).map(|a| a.wake).min();
+        let (_, server_next) = self.server.wait_set();
+        let server_next = (server_next != Instant::FAR_FUTURE).then(|| server_next + Duration::from_nanos(1));
+        [wake, server_next].into_iter().flatten().min()
+    }
+
+    /// Destroys every client's verbs objects (after `settle`).
+    pub fn close_clients(&mut self) -> Vec<String> {
+        let mut errors = Vec::new();
+        for a in self.actors.drain(..) {
+            if let Err(e) = a.client.close() {
+                errors.push(e.to_string());
+            }
+        }
+        errors
+    }
+
+    /// The server, for reports and checks.
+    pub fn server(&self) -> &SessionManager<SimTransport, ChaCha8Rng> {
+        &self.server
+    }
+
+    /// Transfers started so far (each accepted PREPARE counts once).
+    pub fn started(&self) -> u64 {
+        self.actors.iter().map(|a| a.index).sum()
     }
 
     fn error(&mut self, what: String) {
@@ -225,6 +288,19 @@ impl SessionWorkload {
     /// One pass: the server progresses, then every client acts.
     pub fn step(&mut self) {
         self.server.progress();
+        let mut orphans = std::mem::take(&mut self.orphans);
+        orphans.retain(|t| match self.server.take_ready(*t) {
+            None => true,
+            Some(Ok(r)) => {
+                self.stats.busy += u64::from(r.outcome == ReadyOutcome::Busy);
+                false
+            }
+            Some(Err(_)) => {
+                self.stats.wire += 1;
+                false
+            }
+        });
+        self.orphans = orphans;
         let u = self.server.usage();
         self.stats.max_sessions_seen = self.stats.max_sessions_seen.max(u.sessions);
         self.stats.max_staging_seen = self.stats.max_staging_seen.max(u.staging_bytes);
@@ -361,6 +437,7 @@ impl SessionWorkload {
                     let x = a.xfer.as_mut().expect("a transfer");
                     let _ = a.client.abandon(x);
                     self.stats.crashed += 1;
+                    self.orphans.push(t);
                     return self.next_transfer(i, Duration::ZERO);
                 }
                 if a.behaviour == Behaviour::Slow && !a.client.recv_posted(a.xfer.as_ref().expect("a transfer")) {
@@ -397,6 +474,8 @@ impl SessionWorkload {
                         Ok(data) => {
                             if data != self.actors[i].object {
                                 self.stats.foreign_bytes += data.len() as u64;
+                                let what = self.describe(i, &data);
+                                self.stats.first_foreign.get_or_insert(what);
                             }
                         }
                         Err(e) => self.error(format!("PUT completion: {e}")),
@@ -457,6 +536,8 @@ impl SessionWorkload {
                 let mut got = vec![0u8; size as usize];
                 if a.client.read_payload(&mut got).is_ok() && got != a.object {
                     self.stats.foreign_bytes += size;
+                    let what = self.describe(i, &got);
+                    self.stats.first_foreign.get_or_insert(what);
                 }
                 self.stats.gets_ok += 1;
                 self.stats.transfers_ok += 1;
@@ -470,6 +551,21 @@ impl SessionWorkload {
                 self.next_transfer(i, Duration::ZERO);
             }
         }
+    }
+
+    fn describe(&self, i: usize, got: &[u8]) -> String {
+        let a = &self.actors[i];
+        let x = a.xfer.as_ref();
+        let first = got.iter().zip(&a.object).position(|(g, o)| g != o);
+        format!(
+            "client {i} transfer {} {:?} {:?} of {} bytes at {}, busy retries {:?}: first difference at byte {first:?}",
+            a.index,
+            x.map(|x| x.op),
+            a.behaviour,
+            a.object.len(),
+            self.sim.now(),
+            x.map(|x| x.busy_retries)
+        )
     }
 
     /// Lets every deadline pass and the reaper run (after the fabric healed).

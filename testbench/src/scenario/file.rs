@@ -162,8 +162,26 @@ pub struct StreamFile {
     pub consumer_delay: Option<DurationStr>,
     /// `op = "roce"` only: frame i is sent no earlier than i x gap after the start.
     pub gap: Option<DurationStr>,
+    /// `op = "rcsession"` only: the session workload's mix and server limits.
+    pub session: Option<SessionFile>,
     #[serde(default)]
     pub expect: StreamExpectFile,
+}
+
+/// `[streams.session]`: what an `op = "rcsession"` stream's clients do and
+/// how the session server is configured. Probabilities are per transfer.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SessionFile {
+    pub put: Option<f64>,
+    pub cancel: Option<f64>,
+    pub slow: Option<f64>,
+    pub crash: Option<f64>,
+    pub principals: Option<i64>,
+    pub max_sessions: Option<i64>,
+    pub max_staging_bytes: Option<i64>,
+    pub t_prep: Option<DurationStr>,
+    pub t_exec: Option<DurationStr>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -8,6 +8,7 @@
 
 mod error;
 mod file;
+mod session;
 mod swarm;
 mod units;
 mod validate;
@@ -65,6 +66,10 @@ pub struct StreamSpec {
     /// then `SendImm`, `queue_depth` the engine's window, `recv_depth` the
     /// server's slots.
     pub roce: Option<RoceSpec>,
+    /// `op = "rcsession"`: `queue_depth` session clients on `from` run
+    /// `count` GET/PUT transfers of `size` against an RC session server on
+    /// `to` (the `rctb_sim::models::rcsession` workload).
+    pub session: Option<rctb_sim::models::rcsession::WorkloadConfig>,
 }
 
 /// What a RoCEv2 receive-server stream adds to a stream.

@@ -27,25 +27,25 @@ const MAX_COUNT: i64 = 10_000_000;
 
 /// Collects broken rules while building the scenario.
 #[derive(Default)]
-struct Check {
+pub(super) struct Check {
     errors: Vec<Invalid>,
 }
 
 impl Check {
-    fn push(&mut self, e: Invalid) {
+    pub(super) fn push(&mut self, e: Invalid) {
         self.errors.push(e);
     }
 
     /// `value` within `lo..=hi`, else an error; returns the value clamped so
     /// validation can go on.
-    fn int(&mut self, field: String, value: i64, lo: i64, hi: i64, range: &'static str) -> i64 {
+    pub(super) fn int(&mut self, field: String, value: i64, lo: i64, hi: i64, range: &'static str) -> i64 {
         if value < lo || value > hi {
             self.push(Invalid::OutOfRange { field, value: value.to_string(), range });
         }
         value.clamp(lo, hi)
     }
 
-    fn probability(&mut self, field: String, p: f64) -> f64 {
+    pub(super) fn probability(&mut self, field: String, p: f64) -> f64 {
         if !(0.0..=1.0).contains(&p) {
             self.push(Invalid::OutOfRange { field, value: p.to_string(), range: "0..=1 (a probability)" });
             return 0.0;
@@ -268,15 +268,19 @@ fn streams(c: &mut Check, files: &[StreamFile], nodes: &[NodeConfig]) -> Vec<Str
 
 fn stream(c: &mut Check, field: &str, index: usize, s: &StreamFile, nodes: &[NodeConfig]) -> StreamSpec {
     let is_roce = s.op == "roce";
+    let is_session = s.op == super::session::OP;
     let op = if is_roce {
         // The FPGA engine's frames are SEND_WITH_IMM.
         Op::SendImm
+    } else if is_session {
+        // The data phase is one RDMA WRITE with immediate per transfer.
+        Op::WriteImm
     } else {
         Op::from_key(&s.op).unwrap_or_else(|| {
             c.push(Invalid::NotOneOf {
                 field: format!("{field}.op"),
                 value: s.op.clone(),
-                allowed: "send, send_imm, write, write_imm, read, roce",
+                allowed: "send, send_imm, write, write_imm, read, roce, rcsession",
             });
             Op::Send
         })
@@ -368,7 +372,8 @@ fn stream(c: &mut Check, field: &str, index: usize, s: &StreamFile, nodes: &[Nod
     };
     let expect = stream_expect(c, field, s, op);
     let roce = roce(c, field, s, is_roce, &config);
-    StreamSpec { config, from: s.from.clone(), to: s.to.clone(), expect, roce }
+    let session = super::session::validate(c, field, s, is_session, &config);
+    StreamSpec { config, from: s.from.clone(), to: s.to.clone(), expect, roce, session }
 }
 
 /// The `op = "roce"` settings, and the rule that other streams have none.

@@ -1,0 +1,104 @@
+//! An `op = "rcsession"` stream: the session workload of
+//! [`rctb_sim::models::rcsession`] driven by the scenario runner, its
+//! counters mapped onto [`StreamStats`] (completed and received = transfers
+//! that moved intact; mismatches = bytes of another transfer seen; local
+//! errors = broken invariants after the run settles).
+
+use rctb_core::time::Instant;
+use rctb_sim::models::rcsession::{SessionWorkload, WorkloadConfig};
+use rctb_sim::{NodeId, Sim};
+
+use crate::traffic::{Progress, StreamStats};
+
+/// The session workload as a scenario stream.
+#[derive(Debug)]
+pub struct SessionStream {
+    w: SessionWorkload,
+    stats: StreamStats,
+    start: Instant,
+    settled: bool,
+}
+
+impl SessionStream {
+    pub fn new(sim: &Sim, cfg: WorkloadConfig, server: NodeId, client: NodeId, start: Instant) -> Result<Self, String> {
+        let w = SessionWorkload::on_nodes(sim, cfg, server, &[client])?;
+        Ok(SessionStream { w, stats: StreamStats::default(), start, settled: false })
+    }
+
+    fn sync(&mut self) {
+        let s = &self.w.stats;
+        self.stats.posted = self.w.started();
+        self.stats.completed = s.transfers_ok;
+        self.stats.received = s.transfers_ok;
+        self.stats.bytes = s.bytes_ok;
+        if s.foreign_bytes > 0 {
+            self.stats.mismatches = 1;
+            self.stats.first_mismatch = Some(format!(
+                "{} bytes of another transfer's data ({})",
+                s.foreign_bytes,
+                s.first_foreign.as_deref().unwrap_or("?")
+            ));
+        }
+    }
+
+    pub fn step(&mut self) -> Progress {
+        if self.settled || self.w.finished() {
+            if self.stats.finished_at.is_none() {
+                self.stats.finished_at = Some(self.w.sim.now());
+            }
+            return Progress::Done;
+        }
+        let now = self.w.sim.now();
+        if now < self.start {
+            return Progress::Idle { wake_at: Some(self.start) };
+        }
+        if self.stats.started_at.is_none() {
+            self.stats.started_at = Some(now);
+        }
+        let before = (self.w.stats.clone(), self.w.started());
+        self.w.step();
+        self.sync();
+        if self.w.finished() {
+            self.stats.finished_at = Some(now);
+            return Progress::Done;
+        }
+        if (self.w.stats.clone(), self.w.started()) != before {
+            return Progress::Busy;
+        }
+        match self.w.next_wake() {
+            Some(t) if t <= now => Progress::Busy,
+            wake_at => Progress::Idle { wake_at },
+        }
+    }
+
+    pub fn is_done(&self) -> bool {
+        self.settled || self.w.finished()
+    }
+
+    /// The end of the run: lets every deadline pass so the reaper runs,
+    /// checks the invariants, then closes the clients.
+    pub fn abort(&mut self) {
+        if self.settled {
+            return;
+        }
+        self.settled = true;
+        self.w.settle();
+        self.sync();
+        let broken = self.w.check();
+        self.stats.local_errors.extend(broken.into_iter().filter(|b| b != "not every client finished"));
+        self.stats.local_errors.extend(self.w.close_clients());
+    }
+
+    pub fn stats(&self) -> &StreamStats {
+        &self.stats
+    }
+
+    /// Counters for the report's note lines.
+    pub fn summary(&self) -> String {
+        let s = &self.w.stats;
+        format!(
+            "rcsession: {} GET + {} PUT ok, {} cancelled, {} crashed, {} BUSY, {} WIRE, {} refused (limits)",
+            s.gets_ok, s.puts_ok, s.cancelled, s.crashed, s.busy, s.wire, s.refused
+        )
+    }
+}
