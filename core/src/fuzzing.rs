@@ -314,3 +314,43 @@ pub fn hipobj_params(bytes: &[u8]) -> Result<(), String> {
     }
     Ok(())
 }
+
+/// Header sets of PREPARE, READY and CANCEL (`name: value` lines; the
+/// first byte picks the request): what parses renders to canonical headers
+/// that parse equal, and no rule violation panics.
+pub fn hipobj_headers(bytes: &[u8]) -> Result<(), String> {
+    use crate::wire::hipobj::{CancelHeaders, PrepareHeaders, ReadyHeaders};
+    let Some((&which, rest)) = bytes.split_first() else { return Ok(()) };
+    let text = String::from_utf8_lossy(rest);
+    let pairs: Vec<(&str, &str)> =
+        text.lines().map(|l| l.split_once(':').map_or((l, ""), |(k, v)| (k.trim(), v.trim()))).collect();
+    fn again<T: PartialEq + std::fmt::Debug, E: std::fmt::Display>(
+        value: &T,
+        headers: Vec<(String, String)>,
+        parse: impl Fn(Vec<(&str, &str)>) -> Result<T, E>,
+    ) -> Result<(), String> {
+        match parse(headers.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect()) {
+            Ok(v) if v == *value => Ok(()),
+            Ok(v) => Err(format!("{value:?} rendered and re-parsed as {v:?}")),
+            Err(e) => Err(format!("{value:?} renders to {headers:?}, which does not parse: {e}")),
+        }
+    }
+    match which % 3 {
+        0 => {
+            if let Ok(p) = PrepareHeaders::parse(pairs) {
+                again(&p, p.to_headers(), |h| PrepareHeaders::parse(h))?;
+            }
+        }
+        1 => {
+            if let Ok(r) = ReadyHeaders::parse(pairs) {
+                again(&r, r.to_headers(), |h| ReadyHeaders::parse(h))?;
+            }
+        }
+        _ => {
+            if let Ok(c) = CancelHeaders::parse(pairs) {
+                again(&c, c.to_headers(), |h| CancelHeaders::parse(h))?;
+            }
+        }
+    }
+    Ok(())
+}

@@ -41,6 +41,7 @@ fn hipobj_corpora_pass_their_checks() {
     replay("hipobj_token", fuzzing::hipobj_token);
     replay("hipobj_checksum", fuzzing::hipobj_checksum);
     replay("hipobj_params", fuzzing::hipobj_params);
+    replay("hipobj_headers", fuzzing::hipobj_headers);
 }
 
 #[test]
@@ -65,4 +66,8 @@ fn capture_seeds_parse() {
         Ok(ClientToken::Rc { suffix: Some(_), .. })
     ));
     Crc64Nvme::parse(&String::from_utf8(seed("hipobj_checksum", "valid")).unwrap()).expect("checksum header");
+    let prepare = String::from_utf8(seed("hipobj_headers", "prepare-get")[1..].to_vec()).unwrap();
+    let pairs = prepare.lines().filter_map(|l| l.split_once(':')).map(|(k, v)| (k.trim(), v.trim()));
+    let p = rctb_core::wire::hipobj::PrepareHeaders::parse(pairs).expect("the PREPARE seed parses");
+    assert!(p.checksum.is_some() && p.target.contains("partNumber"), "{p:?}");
 }

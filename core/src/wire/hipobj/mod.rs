@@ -7,11 +7,13 @@
 //! ARG (or TRUNC) status. Nothing here knows about sessions or transports.
 
 mod checksum;
+mod headers;
 mod params;
 mod principal;
 mod token;
 
 pub use checksum::{ChecksumError, Crc64Nvme, crc64nvme};
+pub use headers::{CancelHeaders, HEADER_PREFIX, HeaderError, PrepareHeaders, ReadyHeaders};
 pub use params::{
     MAX_OFFSET_PLUS_SIZE, MAX_TARGET_LEN, Op, PROTOCOL, ParamError, SessionId, format_hex_u32, format_psn,
     parse_cookie, parse_mr_addr, parse_mr_rkey, parse_offset, parse_op, parse_protocol, parse_psn, parse_qpn,
