@@ -13,10 +13,9 @@ use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
-use rctb_core::rcsession::{PrepareRequest, RcError, ReadyOutcome, ReadyRequest, SessionId};
+use rctb_core::rcsession::{PrepareRequest, RcError, ReadyOutcome, ReadyRequest};
 use rctb_core::wire::hipobj::{
-    self as wire, Crc64Nvme, PROTOCOL, ParamError, format_hex_u32, format_psn, parse_cookie, parse_mr_addr,
-    parse_mr_rkey, parse_offset, parse_op, parse_protocol, parse_psn, parse_qpn, parse_size, parse_target,
+    CancelHeaders, HeaderError, PROTOCOL, ParamError, PrepareHeaders, ReadyHeaders, format_hex_u32, format_psn,
 };
 use tokio::net::TcpListener;
 
@@ -125,50 +124,37 @@ impl From<ParamError> for ErrorReply {
     }
 }
 
-/// A request's headers, looked up case-insensitively.
+/// A request's headers (core's header-set parsers match names
+/// case-insensitively).
 struct Headers(Vec<(String, String)>);
 
 impl Headers {
-    fn get(&self, name: &str) -> Option<&str> {
-        self.0.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
-    }
-
-    /// `x-amz-rdma-<field>`, required.
-    fn rdma(&self, field: &str) -> Result<&str, ErrorReply> {
-        self.get(&format!("x-amz-rdma-{field}")).ok_or_else(|| ErrorReply::bad(format!("x-amz-rdma-{field}: missing")))
-    }
-
-    fn rdma_opt(&self, field: &str) -> Option<&str> {
-        self.get(&format!("x-amz-rdma-{field}"))
+    /// The header list as (name, value) pairs for core's header-set parsers.
+    fn pairs(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.0.iter().map(|(k, v)| (k.as_str(), v.as_str()))
     }
 }
 
 type Reply = Result<Vec<(&'static str, String)>, ErrorReply>;
 
-fn session_of(h: &Headers) -> Result<SessionId, ErrorReply> {
-    // A malformed id is answered as an unknown one.
-    SessionId::parse(h.rdma("session")?).map_err(|_| RcError::NoSession.into())
+/// The answer to a header set core's parser refused. A malformed session
+/// id is answered as an unknown one (NO_SESSION), so the shape of ids
+/// reveals nothing.
+fn header_error(e: HeaderError) -> ErrorReply {
+    match e {
+        HeaderError::Param(ParamError::Invalid { field: "session", .. }) => RcError::NoSession.into(),
+        HeaderError::Param(p) => p.into(),
+        HeaderError::Token(t) => RcError::Token(t).into(),
+        HeaderError::Checksum(c) => RcError::Checksum(c).into(),
+        other @ (HeaderError::Missing { .. } | HeaderError::Repeated { .. } | HeaderError::Range) => {
+            ErrorReply::bad(other.to_string())
+        }
+    }
 }
 
 async fn prepare(gw: &Gateway, who: &Principal, h: &Headers) -> Reply {
-    parse_protocol(h.rdma("protocol")?)?;
-    let op = parse_op(h.rdma("op")?)?;
-    let target = parse_target(h.rdma("target")?)?.to_string();
-    let size = parse_size(h.rdma("size")?)?;
-    let offset = parse_offset(h.rdma("offset")?)?;
-    if offset > wire::MAX_OFFSET_PLUS_SIZE - size {
-        return Err(ErrorReply::bad("x-amz-rdma-offset: offset + size must be at most 2147483647"));
-    }
-    let psn = parse_psn(h.rdma("psn")?)?;
-    let cookie = parse_cookie(h.rdma("cookie")?)?;
-    let token = h.rdma_opt("token").filter(|t| !t.is_empty()).map(str::to_string);
-    if let Some(t) = &token {
-        wire::ClientToken::parse(t).map_err(|e| ErrorReply::from(RcError::Token(e)))?;
-    }
-    let checksum = match h.rdma_opt("checksum") {
-        None => None,
-        Some(c) => Some(Crc64Nvme::parse(c).map_err(|e| ErrorReply::from(RcError::Checksum(e)))?),
-    };
+    let PrepareHeaders { op, target, size, offset, psn, cookie, token, checksum } =
+        PrepareHeaders::parse(h.pairs()).map_err(header_error)?;
     let path = ObjectPath::from_target(&target)?;
     let req =
         PrepareRequest { principal: who.id, op, target, offset, size, client_psn: psn, cookie, client_token: token };
@@ -188,19 +174,15 @@ async fn prepare(gw: &Gateway, who: &Principal, h: &Headers) -> Reply {
 }
 
 async fn ready(gw: &Gateway, who: &Principal, h: &Headers) -> Reply {
-    parse_protocol(h.rdma("protocol")?)?;
-    let session = session_of(h)?;
-    let cookie = parse_cookie(h.rdma("cookie")?)?;
-    let qpn = parse_qpn(h.rdma("qpn")?)?;
-    let addr = parse_mr_addr(h.rdma("mr-addr")?)?;
-    let rkey = parse_mr_rkey(h.rdma("mr-rkey")?)?;
+    let ReadyHeaders { session, cookie, qpn, mr_addr, mr_rkey } =
+        ReadyHeaders::parse(h.pairs()).map_err(header_error)?;
     let req = ReadyRequest {
         principal: who.id,
         session,
         cookie,
         client_qpn: qpn,
-        client_mr_addr: addr,
-        client_mr_rkey: rkey,
+        client_mr_addr: mr_addr,
+        client_mr_rkey: mr_rkey,
     };
     let r = gw.engine.call(move |s| s.ready(&req)).await??;
     if r.outcome == ReadyOutcome::Busy {
@@ -221,8 +203,7 @@ async fn ready(gw: &Gateway, who: &Principal, h: &Headers) -> Reply {
 }
 
 async fn cancel(gw: &Gateway, who: &Principal, h: &Headers) -> Reply {
-    parse_protocol(h.rdma("protocol")?)?;
-    let session = session_of(h)?;
+    let CancelHeaders { session } = CancelHeaders::parse(h.pairs()).map_err(header_error)?;
     let id = who.id;
     gw.engine.call(move |s| s.cancel(&session, &id)).await??;
     Ok(vec![("x-amz-rdma-protocol", PROTOCOL.to_string())])
