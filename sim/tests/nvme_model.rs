@@ -203,3 +203,41 @@ proptest! {
         run_case(seed, mdts, depth, queues, &ops)?;
     }
 }
+
+/// Found by this model in CI: a queue failed by a timeout kept its QP's
+/// flush completions in its CQ, the controller kept waiting on that CQ,
+/// the wait reported it ready at once, and a transfer spun forever without
+/// virtual time moving. Failed queues now drain their CQ and leave the wait
+/// set.
+#[test]
+fn a_queue_failed_by_a_timeout_does_not_spin_the_transfer() {
+    use Op::*;
+    let ops = [
+        Delay(0),
+        Delay(0),
+        Write { ns: 1, slba: 204, blocks: 85, fill: 227 },
+        Delay(200),
+        Drop,
+        Read { ns: 0, slba: 703, blocks: 64 },
+        Delay(200),
+        Write { ns: 0, slba: 124, blocks: 51, fill: 145 },
+        Write { ns: 1, slba: 1021, blocks: 63, fill: 117 },
+        Write { ns: 0, slba: 934, blocks: 80, fill: 27 },
+        Read { ns: 1, slba: 758, blocks: 89 },
+        Flush { ns: 0 },
+        Delay(200),
+        Flush { ns: 1 },
+        Read { ns: 0, slba: 781, blocks: 73 },
+        Delay(200),
+        Flush { ns: 1 },
+        Read { ns: 0, slba: 884, blocks: 18 },
+        Write { ns: 1, slba: 598, blocks: 3, fill: 122 },
+        Write { ns: 1, slba: 42, blocks: 1, fill: 182 },
+        Drop,
+        Write { ns: 1, slba: 385, blocks: 33, fill: 44 },
+        Flush { ns: 0 },
+        Write { ns: 0, slba: 839, blocks: 85, fill: 133 },
+        Read { ns: 1, slba: 884, blocks: 17 },
+    ];
+    run_case(7422709015275864554, 2, 2, 3, &ops).unwrap();
+}

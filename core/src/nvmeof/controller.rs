@@ -272,8 +272,12 @@ impl<T: Transport> Controller<T> {
     /// Waits for anything (completions, CM events, a keep-alive due, a
     /// deadline) once, then processes it.
     fn pump(&mut self, deadline: Instant) -> Result<(), NvmeError> {
-        let mut cqs = vec![self.admin.cq()];
-        cqs.extend(self.io.iter().map(|q| q.cq()));
+        // Only live queues: a failed one has nothing left to wait for.
+        let cqs: Vec<_> = std::iter::once(&self.admin)
+            .chain(self.io.iter())
+            .filter(|q| q.failure().is_none() && !q.is_closed())
+            .map(|q| q.cq())
+            .collect();
         let mut until = deadline;
         for q in std::iter::once(&self.admin).chain(self.io.iter()) {
             if let Some(d) = q.next_deadline() {

@@ -268,7 +268,17 @@ impl Queue {
     /// Processes completions and deadlines without blocking. Finished
     /// commands wait in the queue for [`Queue::take`].
     pub fn poll<T: Transport>(&mut self, t: &mut T) -> Result<(), NvmeError> {
-        if self.failed.is_some() || self.closed {
+        if self.closed {
+            return Ok(());
+        }
+        if self.failed.is_some() {
+            // A failed queue's QP is in ERR: its outstanding work flushes
+            // into the CQ. Drain and drop it, or a wait on this CQ would
+            // report it ready forever.
+            let mut comps = std::mem::take(&mut self.scratch);
+            comps.clear();
+            let _ = t.poll_cq(self.cq, usize::MAX, &mut comps);
+            self.scratch = comps;
             return Ok(());
         }
         let mut comps = std::mem::take(&mut self.scratch);
