@@ -14,13 +14,13 @@ use std::sync::mpsc;
 use rand_core::RngCore;
 use rctb_core::rcsession::{
     Op, PrepareReply, PrepareRequest, RcError, RcService, ReadyOutcome, ReadyReply, ReadyRequest, SessionId,
-    SessionManager, SessionSummary, Usage,
+    SessionManager, SessionSummary, Usage, inproc,
 };
 use rctb_core::transport::Transport;
 use rctb_core::wire::hipobj::{Crc64Nvme, PrincipalId};
 use tokio::sync::oneshot;
 
-use crate::store::{ObjectMeta, ObjectPath, ObjectStore, StoreError};
+use crate::store::{ObjectPath, ObjectStore, StoreError};
 
 /// Why a job failed: the session API's error, or the backend's.
 #[derive(Debug, thiserror::Error)]
@@ -63,36 +63,6 @@ struct Core<T: Transport, R: RngCore> {
     meta: BTreeMap<SessionId, SessionMeta>,
 }
 
-fn prepare_get<T: Transport, R: RngCore>(
-    m: &mut SessionManager<T, R>,
-    req: &PrepareRequest,
-    object: &[u8],
-    meta: &ObjectMeta,
-) -> Result<PrepareReply, RcError> {
-    let reply = m.prepare(req)?;
-    let id = reply.session;
-    let staged = (|| {
-        m.try_acquire_stage()?;
-        let r = (|| {
-            let lease = m.borrow_staging(&id)?;
-            if let Err(e) = m.write_staging(&lease, 0, object) {
-                let _ = m.finish_staging(lease, false, 0, "", "");
-                return Err(e);
-            }
-            m.finish_staging(lease, true, object.len() as u64, &meta.etag, &meta.version_id)
-        })();
-        m.release_stage();
-        r
-    })();
-    match staged.and_then(|()| m.finish_prepare(&id, true)) {
-        Ok(()) => Ok(reply),
-        Err(e) => {
-            let _ = m.finish_prepare(&id, false);
-            Err(e)
-        }
-    }
-}
-
 impl<T: Transport, R: RngCore> Sessions for Core<T, R> {
     fn prepare(
         &mut self,
@@ -117,7 +87,7 @@ impl<T: Transport, R: RngCore> Sessions for Core<T, R> {
                 }
                 let mut buf = vec![0u8; req.size as usize];
                 let meta = self.store.read_range(&path, req.offset, &mut buf)?;
-                adm.with(|m| prepare_get(m, req, &buf, &meta))?
+                adm.with(|m| inproc::prepare_get_versioned(m, req, &buf, &meta.etag, &meta.version_id))?
             }
             Op::Put => adm.with(|m| rctb_core::rcsession::inproc::prepare_put(m, req))?,
         };

@@ -19,6 +19,17 @@ pub fn prepare_get<T: Transport, R: RngCore>(
     object: &[u8],
     etag: &str,
 ) -> Result<PrepareReply, RcError> {
+    prepare_get_versioned(m, req, object, etag, "")
+}
+
+/// [`prepare_get`] for a store with version ids: the reply's `version-id`.
+pub fn prepare_get_versioned<T: Transport, R: RngCore>(
+    m: &mut SessionManager<T, R>,
+    req: &PrepareRequest,
+    object: &[u8],
+    etag: &str,
+    version_id: &str,
+) -> Result<PrepareReply, RcError> {
     if req.op != Op::Get {
         return Err(RcError::Arg { field: "op", rule: "prepare_get needs a GET" });
     }
@@ -32,7 +43,7 @@ pub fn prepare_get<T: Transport, R: RngCore>(
                 let _ = m.finish_staging(lease, false, 0, "", "");
                 return Err(e);
             }
-            m.finish_staging(lease, true, object.len() as u64, etag, "")
+            m.finish_staging(lease, true, object.len() as u64, etag, version_id)
         })();
         m.release_stage();
         r
