@@ -128,6 +128,7 @@ fi
 for f in "$HWV_BENCH_DIR"/*.sh; do
     [ -e "$f" ] || continue
     n=$(basename "$f" .sh)
+    case " ${HWV_HOOKS:-$n} " in *" $n "*) ;; *) continue ;; esac
     say "bench: $n"
     t=$(hook_timeout "$f")
     $TIMEOUT "$t" /bin/sh "$f" >"$RAW/$n.out" 2>"$RAW/$n.err" </dev/null
