@@ -27,6 +27,7 @@ pub mod report;
 pub mod roce;
 pub mod runner;
 pub mod scenario;
+pub mod session_selftest;
 pub mod session_stream;
 pub mod sweep;
 pub mod traffic;

@@ -87,6 +87,9 @@ enum Command {
     Nvme(rctb::nvme::NvmeArgs),
     /// The hipobj gateway: `object serve` (HTTP control plane with SigV4, filesystem objects).
     Object(object_cli::ObjectArgs),
+    /// The RC session server (hipobj-rc-v2): `rc-session selftest` runs server and client
+    /// in one process over sim or two RDMA devices.
+    RcSession(rctb::session_selftest::RcSessionArgs),
     /// Decode the RoCEv2 frames of a pcap (BTH, RETH, AETH, ImmDt, ICRC).
     Decode {
         /// The capture (classic pcap: tcpdump, tshark -F pcap, or `rctb run --pcap`).
@@ -120,6 +123,7 @@ fn main() -> ExitCode {
         Command::UdpBench(args) => udp_cli::bench(&args),
         Command::Nvme(args) => rctb::nvme::main(&args),
         Command::Object(args) => object_cli::main(&args),
+        Command::RcSession(args) => rctb::session_selftest::main(&args),
     }
 }
 

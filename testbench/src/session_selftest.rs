@@ -1,0 +1,828 @@
+//! `rctb rc-session selftest`: the RC session server
+//! ([`rctb_core::rcsession`]) and its client in one process, on two
+//! endpoints of one backend: two simulated nodes (`--backend sim`), or two
+//! RDMA devices (`--backend verbs --device rxe1 --peer rxe0`: the client on
+//! the device, the server on the peer). The control plane is in-process
+//! ([`rctb_core::rcsession::inproc`], what the HTTP gateway does around the
+//! manager); the data phase is real RC between the two endpoints.
+//!
+//! Transfer `i` of a run is a GET or a PUT of a size drawn from (seed, i):
+//! log-uniform in `min..=max`, with the edges first (GET and PUT of the
+//! minimum, then of the maximum). Each object is a PRBS of (seed, i); GETs
+//! are checked in the client's region, PUTs in what the server's staging
+//! region received, byte for byte. Up to `depth` sessions run at once, each
+//! on its own client (QP, CQ and region). At the end every session must be
+//! reaped and nothing held: sessions, staging bytes, QPs, leaks.
+//!
+//! The same code runs on every backend; `cargo test` runs it on the
+//! simulator, `ci/vm/checks.d/rcsession.sh` on rxe.
+
+use std::fmt::Write as _;
+
+use rand_chacha::ChaCha8Rng;
+use rand_core::SeedableRng;
+use rctb_core::Transport;
+use rctb_core::rcsession::inproc::{complete_get, complete_put, prepare_get, prepare_put};
+use rctb_core::rcsession::{
+    ClientConfig, ClientTransfer, PrincipalId, RcClient, RcError, ReadyOutcome, ReadyRequest, ReadyStart, ReadyTicket,
+    ServerConfig, SessionManager, Usage,
+};
+use rctb_core::time::{Duration, Instant};
+use rctb_core::wire::hipobj::Op;
+
+use crate::pattern::StreamPattern;
+
+/// Which operations a run does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum OpMix {
+    /// GET and PUT, drawn per transfer (the edges: both).
+    Mixed,
+    Get,
+    Put,
+}
+
+/// What a selftest run does.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SelftestConfig {
+    pub transfers: u64,
+    pub min_size: u64,
+    pub max_size: u64,
+    /// Every transfer this size (a benchmark) instead of drawn sizes.
+    pub fixed_size: Option<u64>,
+    pub ops: OpMix,
+    pub seed: u64,
+    /// Sessions in flight at once (one client each).
+    pub depth: usize,
+    /// Check every byte (a benchmark may skip it; the objects are then all
+    /// the same PRBS).
+    pub verify: bool,
+    /// Spin on the CQs instead of sleeping in `wait` (verbs).
+    pub busy_poll: bool,
+    /// Give up after this much transport time.
+    pub time_limit: Duration,
+    pub server: ServerConfig,
+    pub client_gid_index: u32,
+}
+
+impl Default for SelftestConfig {
+    fn default() -> Self {
+        SelftestConfig {
+            transfers: 1000,
+            min_size: 1,
+            max_size: 8 << 20,
+            fixed_size: None,
+            ops: OpMix::Mixed,
+            seed: 0,
+            depth: 1,
+            verify: true,
+            busy_poll: false,
+            time_limit: Duration::from_secs(600),
+            server: ServerConfig::default(),
+            client_gid_index: 1,
+        }
+    }
+}
+
+/// The counters of a run.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SelftestReport {
+    pub gets: u64,
+    pub puts: u64,
+    /// Object bytes moved by completed transfers.
+    pub bytes: u64,
+    pub smallest: Option<u64>,
+    pub largest: u64,
+    /// Bytes of the largest GET and PUT completed.
+    pub largest_get: u64,
+    pub largest_put: u64,
+    pub smallest_get: Option<u64>,
+    pub smallest_put: Option<u64>,
+    /// READYs answered BUSY (each retried).
+    pub busy: u64,
+    /// Transfers whose data differed from the object.
+    pub mismatches: u64,
+    /// Failures (each a transfer that did not complete), described.
+    pub errors: Vec<String>,
+    /// Transport time from the first PREPARE to the last completion.
+    pub elapsed: Duration,
+    /// The server's usage after the run (everything reaped).
+    pub usage_after: Usage,
+    /// Live sessions after the run (must be 0).
+    pub sessions_after: usize,
+}
+
+impl SelftestReport {
+    pub fn transfers(&self) -> u64 {
+        self.gets + self.puts
+    }
+
+    /// Whether everything completed intact and nothing is held.
+    pub fn passed(&self, cfg: &SelftestConfig) -> bool {
+        self.failures(cfg).is_empty()
+    }
+
+    /// Each broken expectation, as a line.
+    pub fn failures(&self, cfg: &SelftestConfig) -> Vec<String> {
+        let mut f = Vec::new();
+        if self.transfers() != cfg.transfers {
+            f.push(format!("{} of {} transfers completed", self.transfers(), cfg.transfers));
+        }
+        if self.mismatches > 0 {
+            f.push(format!("{} transfers with data that differs from the object", self.mismatches));
+        }
+        if !self.errors.is_empty() {
+            f.push(format!("{} errors, the first: {}", self.errors.len(), self.errors[0]));
+        }
+        let u = &self.usage_after;
+        if self.sessions_after > 0 || u.sessions > 0 || u.staging_bytes > 0 || u.qps > 0 || !u.per_user.is_empty() {
+            f.push(format!("held after the run: {} sessions, usage {u:?}", self.sessions_after));
+        }
+        if u.leaked_mrs + u.leaked_qps > 0 {
+            f.push(format!("leaked {} MRs and {} QPs", u.leaked_mrs, u.leaked_qps));
+        }
+        f
+    }
+
+    /// Sessions per second of transport time.
+    pub fn sessions_per_sec(&self) -> f64 {
+        self.transfers() as f64 / self.elapsed.as_secs_f64().max(1e-9)
+    }
+
+    /// Object bytes per second of transport time, in MiB (perftest's "MB").
+    pub fn mib_per_sec(&self) -> f64 {
+        self.bytes as f64 / 1_048_576.0 / self.elapsed.as_secs_f64().max(1e-9)
+    }
+
+    /// The counter lines `rctb rc-session selftest` prints.
+    pub fn text(&self) -> String {
+        let mut s = String::new();
+        let _ = writeln!(
+            s,
+            "transfers: {} ({} GET, {} PUT), {} bytes in {:.3} ms, {:.1} sessions/s, {:.2} MB/s",
+            self.transfers(),
+            self.gets,
+            self.puts,
+            self.bytes,
+            self.elapsed.as_secs_f64() * 1e3,
+            self.sessions_per_sec(),
+            self.mib_per_sec()
+        );
+        let _ = writeln!(
+            s,
+            "sizes: GET {}..{} bytes, PUT {}..{} bytes",
+            self.smallest_get.unwrap_or(0),
+            self.largest_get,
+            self.smallest_put.unwrap_or(0),
+            self.largest_put
+        );
+        let _ = writeln!(s, "busy: {}  mismatches: {}  errors: {}", self.busy, self.mismatches, self.errors.len());
+        for e in self.errors.iter().take(10) {
+            let _ = writeln!(s, "  error: {e}");
+        }
+        let u = &self.usage_after;
+        let _ = writeln!(
+            s,
+            "after: {} sessions, {} staging bytes, {} QPs, {} leaked MRs, {} leaked QPs",
+            self.sessions_after, u.staging_bytes, u.qps, u.leaked_mrs, u.leaked_qps
+        );
+        s
+    }
+}
+
+/// Transfer `i`'s operation and size.
+pub fn transfer_shape(cfg: &SelftestConfig, pattern: &StreamPattern, i: u64) -> (Op, u64) {
+    let draw = |what: &str| pattern.draw(&format!("{what}/{i}"));
+    let op = match cfg.ops {
+        OpMix::Get => Op::Get,
+        OpMix::Put => Op::Put,
+        OpMix::Mixed if i < 4 => [Op::Get, Op::Put][i as usize % 2],
+        OpMix::Mixed => [Op::Get, Op::Put][(draw("op") & 1) as usize],
+    };
+    let (min, max) = (cfg.min_size.max(1), cfg.max_size.max(cfg.min_size.max(1)));
+    let edges = if cfg.ops == OpMix::Mixed { 4 } else { 2 };
+    let size = match cfg.fixed_size {
+        Some(s) => s,
+        None if i < edges => {
+            if i < edges / 2 {
+                min
+            } else {
+                max
+            }
+        }
+        None => {
+            // log-uniform: as many transfers per doubling of the size
+            let unit = (draw("size") >> 11) as f64 / (1u64 << 53) as f64;
+            let (lo, hi) = ((min as f64).ln(), ((max + 1) as f64).ln());
+            ((lo + unit * (hi - lo)).exp() as u64).clamp(min, max)
+        }
+    };
+    (op, size)
+}
+
+enum Phase {
+    Idle,
+    /// READY in flight: the server's result and (GET) the client's
+    /// completion are awaited.
+    Moving {
+        ticket: ReadyTicket,
+        result: Option<Result<ReadyOutcome, RcError>>,
+        client_done: bool,
+    },
+    /// BUSY: READY again at the client's `retry_at`.
+    Backoff,
+}
+
+struct Slot<C: Transport> {
+    client: RcClient<C>,
+    phase: Phase,
+    index: u64,
+    op: Op,
+    size: u64,
+    xfer: Option<ClientTransfer>,
+    ready: Option<ReadyRequest>,
+    /// A failure of the client side of this transfer (reported when the
+    /// server's result is in).
+    client_error: Option<String>,
+}
+
+/// Runs a selftest: the server on `server_t`, `cfg.depth` clients made by
+/// `make_client` (each on its own endpoint of the other device).
+pub fn run<S: Transport, C: Transport>(
+    server_t: S,
+    mut make_client: impl FnMut() -> Result<C, String>,
+    cfg: &SelftestConfig,
+) -> Result<SelftestReport, String> {
+    let max = cfg.fixed_size.unwrap_or(cfg.max_size).max(cfg.min_size).max(1);
+    if cfg.transfers == 0 || cfg.depth == 0 {
+        return Err("--transfers and --depth must be at least 1".into());
+    }
+    let mut server = SessionManager::new(server_t, ChaCha8Rng::seed_from_u64(cfg.seed ^ 0x5e55_1075), cfg.server)
+        .map_err(|e| format!("server: {e}"))?;
+    let ccfg = ClientConfig { capacity: max, gid_index: cfg.client_gid_index, ..ClientConfig::default() };
+    let mut slots = Vec::new();
+    for _ in 0..cfg.depth.min(cfg.transfers as usize) {
+        let t = make_client()?;
+        let client = RcClient::new(t, ccfg).map_err(|e| format!("client: {e}"))?;
+        slots.push(Slot {
+            client,
+            phase: Phase::Idle,
+            index: 0,
+            op: Op::Get,
+            size: 0,
+            xfer: None,
+            ready: None,
+            client_error: None,
+        });
+    }
+    let mut run = Run {
+        cfg,
+        pattern: StreamPattern::new(cfg.seed, "rc-session-selftest"),
+        principal: PrincipalId::from_credentials("selftest", "secret"),
+        report: SelftestReport::default(),
+        // Without verification every object is transfer 0's PRBS.
+        object: vec![0u8; max as usize],
+        object_of: None,
+        scratch: vec![0u8; max as usize],
+    };
+    let start = server.now();
+    let give_up = start + cfg.time_limit;
+    let mut next = 0u64;
+    loop {
+        server.progress();
+        let mut moved = false;
+        for slot in &mut slots {
+            moved |= run.step(&mut server, slot, &mut next);
+        }
+        let busy = slots.iter().any(|s| !matches!(s.phase, Phase::Idle));
+        if !busy && next >= cfg.transfers {
+            break;
+        }
+        let now = server.now();
+        if now >= give_up {
+            run.report.errors.push(format!(
+                "time limit: {} of {} transfers started after {:?}",
+                next, cfg.transfers, cfg.time_limit
+            ));
+            for s in &mut slots {
+                if let Some(x) = s.xfer.as_mut() {
+                    let _ = s.client.abandon(x);
+                }
+                if let Some(r) = &s.ready {
+                    let _ = server.cancel(&r.session, &run.principal);
+                }
+            }
+            break;
+        }
+        if !moved && !cfg.busy_poll {
+            idle(&mut server, &mut slots, now)?;
+        }
+    }
+    run.report.elapsed = server.now().saturating_duration_since(start);
+    // Let the reaper finish what the last transfers left (it runs inside
+    // the manager's calls; a session whose QP is still draining goes on a
+    // later pass).
+    let settle = server.now() + Duration::from_secs(5);
+    while !server.sessions().is_empty() && server.now() < settle {
+        server.progress();
+        server.reap();
+        if server.sessions().is_empty() {
+            break;
+        }
+        let now = server.now();
+        let _ = server.transport_mut().wait(&[], now + Duration::from_millis(1));
+    }
+    let mut report = run.report;
+    report.usage_after = server.usage();
+    report.sessions_after = server.sessions().len();
+    for s in slots {
+        if let Err(e) = s.client.close() {
+            report.errors.push(format!("closing a client: {e}"));
+        }
+    }
+    Ok(report)
+}
+
+/// Nothing moved: sleep in the transport until a data phase's CQ fires, a
+/// backoff ends, or a short slice passes.
+fn idle<S: Transport, C: Transport>(
+    server: &mut SessionManager<S, ChaCha8Rng>,
+    slots: &mut [Slot<C>],
+    now: Instant,
+) -> Result<(), String> {
+    let slice = now + Duration::from_millis(1);
+    let backoff = slots
+        .iter()
+        .filter(|s| matches!(s.phase, Phase::Backoff))
+        .filter_map(|s| s.xfer.as_ref().map(|x| x.retry_at))
+        .min()
+        .unwrap_or(Instant::FAR_FUTURE);
+    let (cqs, next) = server.wait_set();
+    let until = slice.min(next).min(backoff);
+    if !cqs.is_empty() {
+        server.transport_mut().wait(&cqs, until).map_err(|e| format!("server wait: {e}"))?;
+        return Ok(());
+    }
+    // The server has no data phase in flight: a GET client still waiting
+    // for its receive, or a backoff.
+    if let Some(s) = slots.iter_mut().find(|s| matches!(s.phase, Phase::Moving { client_done: false, .. })) {
+        let cq = s.client.cq();
+        s.client.transport_mut().wait(&[cq], until).map_err(|e| format!("client wait: {e}"))?;
+    } else {
+        server.transport_mut().wait(&[], until).map_err(|e| format!("server wait: {e}"))?;
+    }
+    Ok(())
+}
+
+struct Run<'a> {
+    cfg: &'a SelftestConfig,
+    pattern: StreamPattern,
+    principal: PrincipalId,
+    report: SelftestReport,
+    object: Vec<u8>,
+    /// Which transfer's object `object` holds (its first `len` bytes).
+    object_of: Option<(u64, usize)>,
+    scratch: Vec<u8>,
+}
+
+impl Run<'_> {
+    /// One step of one slot; true when something happened.
+    fn step<S: Transport, C: Transport>(
+        &mut self,
+        server: &mut SessionManager<S, ChaCha8Rng>,
+        slot: &mut Slot<C>,
+        next: &mut u64,
+    ) -> bool {
+        match slot.phase {
+            Phase::Idle if *next < self.cfg.transfers => {
+                let i = *next;
+                *next += 1;
+                self.start(server, slot, i);
+                true
+            }
+            Phase::Idle => false,
+            Phase::Backoff => {
+                let at = slot.xfer.as_ref().map_or(Instant::ZERO, |x| x.retry_at);
+                if slot.client.transport().now() < at {
+                    return false;
+                }
+                self.send_ready(server, slot);
+                true
+            }
+            Phase::Moving { ticket, ref mut result, ref mut client_done } => {
+                let mut moved = false;
+                if result.is_none()
+                    && let Some(r) = server.take_ready(ticket)
+                {
+                    *result = Some(r.map(|reply| reply.outcome));
+                    moved = true;
+                }
+                if !*client_done {
+                    let x = slot.xfer.as_mut().expect("a transfer in flight");
+                    match slot.client.poll(x) {
+                        Ok(None) => {}
+                        Ok(Some(())) => {
+                            *client_done = true;
+                            moved = true;
+                        }
+                        Err(e) => {
+                            slot.client_error = Some(format!("client completion: {e}"));
+                            let _ = slot.client.abandon(x);
+                            *client_done = true;
+                            moved = true;
+                        }
+                    }
+                }
+                let finished = result.is_some() && (*client_done || slot.op == Op::Put);
+                if finished {
+                    let r = result.take().expect("checked");
+                    self.finish(server, slot, r);
+                }
+                moved
+            }
+        }
+    }
+
+    fn object_for(&mut self, i: u64, size: usize) {
+        let key = if self.cfg.verify { i } else { 0 };
+        if self.object_of.is_some_and(|(k, len)| k == key && len >= size) {
+            return;
+        }
+        let len = if self.cfg.verify { size } else { self.object.len() };
+        self.pattern.fill(key, &mut self.object[..len]);
+        self.object_of = Some((key, len));
+    }
+
+    fn fail(&mut self, slot: &mut Slot<impl Transport>, what: String) {
+        self.report.errors.push(format!("transfer {} ({:?}, {} bytes): {what}", slot.index, slot.op, slot.size));
+        if let Some(x) = slot.xfer.as_mut() {
+            let _ = slot.client.abandon(x);
+        }
+        slot.phase = Phase::Idle;
+        slot.xfer = None;
+        slot.ready = None;
+        slot.client_error = None;
+    }
+
+    fn start<S: Transport, C: Transport>(
+        &mut self,
+        server: &mut SessionManager<S, ChaCha8Rng>,
+        slot: &mut Slot<C>,
+        i: u64,
+    ) {
+        let (op, size) = transfer_shape(self.cfg, &self.pattern, i);
+        slot.index = i;
+        slot.op = op;
+        slot.size = size;
+        self.object_for(i, size as usize);
+        let psn = self.pattern.draw(&format!("psn/{i}")) as u32;
+        let cookie = self.pattern.imm(i) | 1;
+        let (mut x, req) = match slot.client.begin(self.principal, op, &format!("/selftest/o{i}"), size, psn, cookie) {
+            Ok(v) => v,
+            Err(e) => return self.fail(slot, format!("begin: {e}")),
+        };
+        if op == Op::Put
+            && let Err(e) = slot.client.write_payload(&self.object[..size as usize])
+        {
+            return self.fail(slot, format!("write_payload: {e}"));
+        }
+        let prepared = match op {
+            Op::Get => prepare_get(server, &req, &self.object[..size as usize], "selftest"),
+            Op::Put => prepare_put(server, &req),
+        };
+        let reply = match prepared {
+            Ok(r) => r,
+            Err(e) => return self.fail(slot, format!("PREPARE: {e}")),
+        };
+        match slot.client.connect(&mut x, &reply, true) {
+            Ok(ready) => slot.ready = Some(ready),
+            Err(e) => {
+                let _ = server.cancel(&reply.session, &self.principal);
+                return self.fail(slot, format!("connect: {e}"));
+            }
+        }
+        slot.xfer = Some(x);
+        self.send_ready(server, slot);
+    }
+
+    fn send_ready<S: Transport, C: Transport>(
+        &mut self,
+        server: &mut SessionManager<S, ChaCha8Rng>,
+        slot: &mut Slot<C>,
+    ) {
+        let req = slot.ready.clone().expect("a READY request");
+        match server.ready(&req) {
+            Ok(ReadyStart::Pending(ticket)) => {
+                let x = slot.xfer.as_mut().expect("a transfer");
+                if slot.op == Op::Put {
+                    if let Err(e) = slot.client.start_put(x) {
+                        // The server's data phase times out or fails: its
+                        // result is still taken before the slot moves on.
+                        slot.client_error = Some(format!("start_put: {e}"));
+                    }
+                } else {
+                    slot.client.ready_sent(x);
+                }
+                slot.phase = Phase::Moving { ticket, result: None, client_done: false };
+            }
+            Ok(ReadyStart::Done) => self.fail(slot, "READY moved no data".into()),
+            Err(e) => {
+                let _ = server.cancel(&req.session, &self.principal);
+                self.fail(slot, format!("READY: {e}"))
+            }
+        }
+    }
+
+    fn finish<S: Transport, C: Transport>(
+        &mut self,
+        server: &mut SessionManager<S, ChaCha8Rng>,
+        slot: &mut Slot<C>,
+        result: Result<ReadyOutcome, RcError>,
+    ) {
+        let id = slot.ready.as_ref().expect("a READY request").session;
+        match result {
+            Ok(ReadyOutcome::Busy) => {
+                self.report.busy += 1;
+                let x = slot.xfer.as_mut().expect("a transfer");
+                slot.client_error = None;
+                match slot.client.on_busy(x) {
+                    Ok(ready) => {
+                        slot.ready = Some(ready);
+                        slot.phase = Phase::Backoff;
+                    }
+                    Err(e) => {
+                        let _ = server.cancel(&id, &self.principal);
+                        self.fail(slot, format!("after BUSY: {e}"));
+                    }
+                }
+                return;
+            }
+            Ok(ReadyOutcome::Ok) => {}
+            Ok(other) => {
+                let _ = server.cancel(&id, &self.principal);
+                return self.fail(slot, format!("READY answered {other:?}"));
+            }
+            Err(e) => return self.fail(slot, format!("READY: {e}")),
+        }
+        if let Some(e) = slot.client_error.take() {
+            let _ = complete_get(server, &id);
+            return self.fail(slot, e);
+        }
+        let size = slot.size as usize;
+        let intact = match slot.op {
+            Op::Get => {
+                if let Err(e) = complete_get(server, &id) {
+                    return self.fail(slot, format!("finish_final: {e}"));
+                }
+                if self.cfg.verify {
+                    match slot.client.read_payload(&mut self.scratch[..size]) {
+                        Ok(()) => self.pattern.first_mismatch(slot.index, &self.scratch[..size]).is_none(),
+                        Err(e) => return self.fail(slot, format!("reading the client's region: {e}")),
+                    }
+                } else {
+                    true
+                }
+            }
+            Op::Put => match complete_put(server, &id) {
+                Ok(data) => {
+                    !self.cfg.verify || (data.len() == size && self.pattern.first_mismatch(slot.index, &data).is_none())
+                }
+                Err(e) => return self.fail(slot, format!("PUT completion: {e}")),
+            },
+        };
+        if !intact {
+            self.report.mismatches += 1;
+            self.report.errors.push(format!(
+                "transfer {} ({:?}, {size} bytes): the data differs from the object",
+                slot.index, slot.op
+            ));
+        }
+        let r = &mut self.report;
+        let sz = slot.size;
+        match slot.op {
+            Op::Get => {
+                r.gets += 1;
+                r.largest_get = r.largest_get.max(sz);
+                r.smallest_get = Some(r.smallest_get.map_or(sz, |s| s.min(sz)));
+            }
+            Op::Put => {
+                r.puts += 1;
+                r.largest_put = r.largest_put.max(sz);
+                r.smallest_put = Some(r.smallest_put.map_or(sz, |s| s.min(sz)));
+            }
+        }
+        r.bytes += sz;
+        r.largest = r.largest.max(sz);
+        r.smallest = Some(r.smallest.map_or(sz, |s| s.min(sz)));
+        slot.phase = Phase::Idle;
+        slot.xfer = None;
+        slot.ready = None;
+    }
+}
+
+// ---- the command line ----
+
+/// Backends of `rctb rc-session selftest`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum SelftestBackend {
+    /// Two simulated nodes (server 10.10.0.1, client 10.10.0.2, MTU 1024).
+    Sim,
+    /// Two RDMA devices: the client on --device, the server on --peer.
+    Verbs,
+}
+
+/// `rctb rc-session`.
+#[derive(Debug, clap::Args)]
+pub struct RcSessionArgs {
+    #[command(subcommand)]
+    pub command: RcSessionCommand,
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub enum RcSessionCommand {
+    /// Session server and client in one process: GET and PUT transfers over RC,
+    /// every byte checked, every session reaped.
+    Selftest(SelftestArgs),
+}
+
+/// `rctb rc-session selftest`.
+#[derive(Clone, Debug, clap::Args)]
+pub struct SelftestArgs {
+    #[arg(long, value_enum, default_value_t = SelftestBackend::Sim)]
+    pub backend: SelftestBackend,
+    /// The client's device (verbs), e.g. rxe1.
+    #[arg(long)]
+    pub device: Option<String>,
+    /// The server's device (verbs), e.g. rxe0.
+    #[arg(long)]
+    pub peer: Option<String>,
+    /// GID index of both devices (the IPv4-mapped RoCE v2 entry; rxe: 1).
+    #[arg(long, default_value_t = 1)]
+    pub gid_index: u32,
+    #[arg(long, default_value_t = 1000)]
+    pub transfers: u64,
+    /// Smallest object (bytes; suffixes K, KiB, M, MiB).
+    #[arg(long, default_value = "1", value_parser = parse_size)]
+    pub min_size: u64,
+    /// Largest object.
+    #[arg(long, default_value = "8MiB", value_parser = parse_size)]
+    pub max_size: u64,
+    /// Every object this size (instead of log-uniform sizes in min..=max).
+    #[arg(long, value_parser = parse_size)]
+    pub size: Option<u64>,
+    #[arg(long, value_enum, default_value_t = OpMix::Mixed)]
+    pub ops: OpMix,
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Sessions in flight at once (one client QP each).
+    #[arg(long, default_value_t = 1)]
+    pub depth: usize,
+    /// Do not check the data (a benchmark).
+    #[arg(long)]
+    pub no_verify: bool,
+    /// Spin on the completion queues instead of sleeping (verbs).
+    #[arg(long)]
+    pub busy_poll: bool,
+    /// Runs (each a fresh server and clients); with --bench one BENCH line each.
+    #[arg(long, default_value_t = 1)]
+    pub reps: u32,
+    /// Print `BENCH <WORKLOAD> rctb-session <MB/s> MB/s` after each run (MB = 2^20,
+    /// as perftest), e.g. write_bw-1MiB.
+    #[arg(long, value_name = "WORKLOAD")]
+    pub bench: Option<String>,
+    /// Give up after this long (transport time: virtual on sim).
+    #[arg(long, default_value = "600s", value_parser = crate::scenario::parse_duration)]
+    pub time_limit: Duration,
+}
+
+/// `123`, `4K`/`4KiB`, `8M`/`8MiB`, `1G`/`1GiB` (binary units), a `B` suffix allowed.
+pub fn parse_size(text: &str) -> Result<u64, String> {
+    let t = text.trim();
+    let digits = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (num, unit) = t.split_at(digits);
+    let n: u64 = num.parse().map_err(|_| format!("{text:?}: a size is a number with an optional unit, e.g. 8MiB"))?;
+    let shift = match unit.trim() {
+        "" | "B" => 0,
+        "K" | "KiB" | "k" => 10,
+        "M" | "MiB" => 20,
+        "G" | "GiB" => 30,
+        u => return Err(format!("{text:?}: unknown unit {u:?} (B, KiB, MiB, GiB)")),
+    };
+    n.checked_mul(1 << shift).ok_or_else(|| format!("{text:?}: too large"))
+}
+
+impl SelftestArgs {
+    pub fn config(&self) -> SelftestConfig {
+        SelftestConfig {
+            transfers: self.transfers,
+            min_size: self.min_size,
+            max_size: self.max_size,
+            fixed_size: self.size,
+            ops: self.ops,
+            seed: self.seed,
+            depth: self.depth,
+            verify: !self.no_verify,
+            busy_poll: self.busy_poll,
+            time_limit: self.time_limit,
+            server: ServerConfig { gid_index: self.gid_index, ..ServerConfig::default() },
+            client_gid_index: self.gid_index,
+        }
+    }
+}
+
+/// Runs one selftest on the simulator: server node `sim0` (10.10.0.1),
+/// client node `sim1` (10.10.0.2), MTU 1024 as rxe on a 1500-byte link.
+pub fn run_sim(cfg: &SelftestConfig) -> Result<SelftestReport, String> {
+    use rctb_sim::{NodeConfig, Sim};
+    let sim = Sim::new(cfg.seed);
+    let mtu = rctb_core::transport::Mtu::Mtu1024;
+    let node = |name: &str, ip: [u8; 4]| {
+        sim.add_node(NodeConfig { mtu, ..NodeConfig::new(name, std::net::Ipv4Addr::from(ip)) })
+            .map_err(|e| format!("building the fabric: {e}"))
+    };
+    let server = node("sim0", [10, 10, 0, 1])?;
+    let client = node("sim1", [10, 10, 0, 2])?;
+    run(sim.transport(server), || Ok(sim.transport(client)), cfg)
+}
+
+#[cfg(feature = "verbs")]
+fn run_verbs(device: &str, peer: &str, cfg: &SelftestConfig) -> Result<SelftestReport, String> {
+    let open = |name: &str| rctb_hw::VerbsTransport::open(name).map_err(|e| format!("opening {name}: {e}"));
+    run(open(peer)?, || open(device), cfg)
+}
+
+#[cfg(not(feature = "verbs"))]
+fn run_verbs(_: &str, _: &str, _: &SelftestConfig) -> Result<SelftestReport, String> {
+    Err("this rctb was built without the verbs backend (cargo build --release -p rctb --features verbs)".into())
+}
+
+/// `rctb rc-session ...`: exit 0 when every run passed, 1 when one failed, 2
+/// when it could not run.
+pub fn main(args: &RcSessionArgs) -> std::process::ExitCode {
+    use std::process::ExitCode;
+    let RcSessionCommand::Selftest(a) = &args.command;
+    let cfg = a.config();
+    let (device, peer) = match a.backend {
+        SelftestBackend::Sim => ("sim1".to_string(), "sim0".to_string()),
+        SelftestBackend::Verbs => match (&a.device, &a.peer) {
+            (Some(d), Some(p)) => (d.clone(), p.clone()),
+            _ => {
+                eprintln!("rctb rc-session selftest: --backend verbs needs --device (client) and --peer (server)");
+                return ExitCode::from(2);
+            }
+        },
+    };
+    let sizes = match cfg.fixed_size {
+        Some(s) => format!("{s} bytes"),
+        None => format!("{}..={} bytes, log-uniform", cfg.min_size, cfg.max_size),
+    };
+    println!(
+        "rc-session selftest: server on {peer}, client on {device}, {} transfers ({:?}), {sizes}, depth {}, seed {}",
+        cfg.transfers, cfg.ops, cfg.depth, cfg.seed
+    );
+    let mut all_passed = true;
+    for rep in 0..a.reps.max(1) {
+        let cfg = SelftestConfig { seed: cfg.seed.wrapping_add(u64::from(rep)), ..cfg.clone() };
+        let report = match a.backend {
+            SelftestBackend::Sim => run_sim(&cfg),
+            SelftestBackend::Verbs => run_verbs(&device, &peer, &cfg),
+        };
+        let report = match report {
+            Ok(r) => r,
+            Err(e) => {
+                eprintln!("rctb rc-session selftest: {e}");
+                return ExitCode::from(2);
+            }
+        };
+        print!("{}", report.text());
+        if let Some(w) = &a.bench {
+            println!("BENCH {w} rctb-session {:.1} MB/s", report.mib_per_sec());
+        }
+        let failures = report.failures(&cfg);
+        for f in &failures {
+            println!("FAIL {f}");
+        }
+        println!(
+            "RESULT {} transfers={} gets={} puts={} bytes={} mismatches={} errors={} busy={} held={} leaked={}",
+            if failures.is_empty() { "PASS" } else { "FAIL" },
+            report.transfers(),
+            report.gets,
+            report.puts,
+            report.bytes,
+            report.mismatches,
+            report.errors.len(),
+            report.busy,
+            report.usage_after.sessions + report.sessions_after as u32,
+            report.usage_after.leaked_mrs + report.usage_after.leaked_qps
+        );
+        if !failures.is_empty() {
+            all_passed = false;
+            if a.backend == SelftestBackend::Sim {
+                eprintln!(
+                    "rctb: replay: rctb rc-session selftest --backend sim --transfers {} --seed {}",
+                    cfg.transfers, cfg.seed
+                );
+            }
+        }
+    }
+    if all_passed { ExitCode::SUCCESS } else { ExitCode::from(1) }
+}
