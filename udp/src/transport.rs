@@ -80,6 +80,13 @@ impl UdpReactor {
         self.inner.borrow_mut().block(until)
     }
 
+    /// The socket counters of every endpoint, in the order they were bound
+    /// (what [`UdpTransport::stats`] gives, still there after the endpoint
+    /// was handed away or dropped).
+    pub fn endpoint_stats(&self) -> Vec<UdpStats> {
+        self.inner.borrow().endpoints.iter().map(|e| e.stats).collect()
+    }
+
     /// The RC engine's counters (frames sent, ACKs, NAKs, retransmissions,
     /// timeouts) over every endpoint.
     pub fn engine_stats(&self) -> FabricStats {

@@ -29,6 +29,9 @@ pub enum RoceBackend {
     Verbs,
     /// Both ends on a simulated fabric in this process.
     Sim,
+    /// A UDP endpoint (rctb-udp: the simulator's RC engine on a UDP socket,
+    /// port 4791): `--device ADDR[:PORT]`; no RDMA device needed.
+    Udp,
 }
 
 /// Why a front end could not run (exit status 2).
@@ -79,7 +82,7 @@ pub fn gid_index(s: &str) -> Result<GidIndex, String> {
 pub struct RoceRxArgs {
     #[arg(long, value_enum, default_value_t = RoceBackend::Verbs)]
     pub backend: RoceBackend,
-    /// The RDMA device (verbs), e.g. rxe0.
+    /// The RDMA device (verbs), e.g. rxe0; with udp, the endpoint's IPv4 address[:port].
     #[arg(long)]
     pub device: Option<String>,
     /// The device's port (1-based).
@@ -153,7 +156,7 @@ pub struct RoceRxArgs {
 pub struct FpgaEmuArgs {
     #[arg(long, value_enum, default_value_t = RoceBackend::Verbs)]
     pub backend: RoceBackend,
-    /// The RDMA device (verbs), e.g. rxe1.
+    /// The RDMA device (verbs), e.g. rxe1; with udp, the endpoint's IPv4 address[:port].
     #[arg(long)]
     pub device: Option<String>,
     /// The host's IPv4 address (required with verbs; sim default 10.0.0.1).

@@ -7,12 +7,15 @@
 //! - [`pair`]: server and engine model driven together without blocking
 //!   (scenario streams with `op = "roce"`, `--backend sim`).
 //! - [`cli`]: the commands' arguments, validation and the simulator backend;
-//!   `verbs` (feature `verbs`): the real-device backend.
+//!   [`front`]: the front ends on a real transport, generic; `verbs`
+//!   (feature `verbs`): on an RDMA device; [`udp`]: on a UDP endpoint.
 
 pub mod check;
 pub mod cli;
+pub mod front;
 pub mod handoff;
 pub mod pair;
+pub mod udp;
 #[cfg(feature = "verbs")]
 pub mod verbs;
 
@@ -65,6 +68,7 @@ pub fn roce_rx(a: &RoceRxArgs) -> ExitCode {
     let r = match a.backend {
         RoceBackend::Sim => print_sim(cli::roce_rx_sim(a)),
         RoceBackend::Verbs => rx_verbs(a),
+        RoceBackend::Udp => udp::roce_rx(a),
     };
     exit(r, "roce-rx")
 }
@@ -74,6 +78,7 @@ pub fn fpga_emu(a: &FpgaEmuArgs) -> ExitCode {
     let r = match a.backend {
         RoceBackend::Sim => print_sim(cli::fpga_emu_sim(a)),
         RoceBackend::Verbs => emu_verbs(a),
+        RoceBackend::Udp => udp::fpga_emu(a),
     };
     exit(r, "fpga-emu")
 }

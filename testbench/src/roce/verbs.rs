@@ -1,58 +1,16 @@
 //! The verbs backend of `rctb roce-rx` and `rctb fpga-emu`: each side on its
-//! own RDMA device (and process), connected through the hand-off.
+//! own RDMA device (and process), connected through the hand-off; the
+//! front ends themselves are `super::front`.
 
-use std::collections::hash_map::RandomState;
-use std::hash::{BuildHasher, Hasher};
-use std::io::Write;
-
-use rctb_core::Transport;
-use rctb_core::roce::{GidIndex, RoceServer};
-use rctb_core::time::{Duration, Instant};
-use rctb_core::transport::Mtu;
+use rctb_core::roce::GidIndex;
 use rctb_hw::VerbsTransport;
-use rctb_sim::models::fpga::{FpgaEngine, setup_connection, teardown_connection};
 
-use super::check::FrameCheck;
 use super::cli::*;
-use super::handoff::{Channel, FpgaMsg, HandoffIn, HandoffOut, HostMsg, Message};
-
-/// Human output: stdout, unless the hand-off uses it.
-struct Console {
-    stderr: bool,
-}
-
-impl Console {
-    fn line(&self, s: &str) {
-        if self.stderr {
-            eprintln!("{s}");
-        } else {
-            let mut o = std::io::stdout().lock();
-            let _ = writeln!(o, "{s}");
-            let _ = o.flush();
-        }
-    }
-}
-
-/// Unpredictable 32-bit draws (PSNs, engine keys): a real host must not
-/// reuse a previous session's PSNs.
-fn random() -> impl FnMut() -> u32 {
-    let state = RandomState::new();
-    let mut n = 0u64;
-    move || {
-        n += 1;
-        let mut h = state.build_hasher();
-        h.write_u64(n);
-        h.finish() as u32
-    }
-}
+use super::front;
 
 fn open(device: Option<&str>, what: &str) -> Result<VerbsTransport, CliError> {
     let device = device.ok_or_else(|| CliError::Usage(format!("--backend verbs needs --device ({what})")))?;
     Ok(VerbsTransport::open(device)?)
-}
-
-fn ms(d: Duration) -> Duration {
-    d.max(Duration::from_millis(1))
 }
 
 /// `rctb roce-rx` on a device.
@@ -66,109 +24,7 @@ pub fn roce_rx(a: &RoceRxArgs) -> Result<bool, CliError> {
         }
         g => g,
     };
-    let cfg = rx_server(a, fpga_ip, &device, gid)?;
-    let tc = rx_transport(a)?;
-    let console = Console { stderr: a.host_params == "-" };
-    let mut outputs = Outputs::new(a.output_dir.as_deref())?;
-    let mut to_fpga = HandoffOut::open(&Channel::parse(&a.host_params))?;
-    let mut from_fpga = HandoffIn::open(&Channel::parse(&a.fpga_params));
-    let mut server = RoceServer::create(t, cfg, &mut random())?;
-    to_fpga.send(&Message::Host(HostMsg {
-        params: server.host_params(),
-        gid: server.status().host_gid,
-        pmtu: server.path_mtu(&tc),
-        max_payload: server.config().max_payload(),
-    }))?;
-    let Message::Fpga(fpga) = from_fpga.expect("fpga", a.handoff_timeout)? else {
-        unreachable!("expect checks the kind")
-    };
-    server.complete_connection(fpga.qpn, &tc, fpga.lkey)?;
-    for l in server.status().to_string().lines() {
-        console.line(&format!("roce-rx: {l}"));
-    }
-    to_fpga.send(&Message::Ready)?;
-
-    let mut check = FrameCheck::new(!a.no_verify);
-    let mut frames = Vec::new();
-    let mut done = None;
-    let mut started: Option<Instant> = None;
-    let mut last_frame = server.transport().now();
-    let (mut last_print, mut printed) = (last_frame, (0u64, 0u64));
-    let tick = Duration::from_millis(50);
-    let mut idle_spins = 0u32;
-    let stop_reason = loop {
-        let n = if a.busy_poll {
-            let n = server.poll(&mut frames)?;
-            // Busy polling reads the clock (a system call on some VMs) only
-            // with frames, or every 4096 empty polls.
-            if n == 0 {
-                idle_spins += 1;
-                if idle_spins % 4096 != 0 {
-                    continue;
-                }
-            }
-            n
-        } else {
-            let now = server.transport().now();
-            server.wait_frames(&mut frames, now + tick)?
-        };
-        let now = server.transport().now();
-        if n > 0 {
-            started.get_or_insert(now);
-            last_frame = now;
-        }
-        for f in frames.drain(..) {
-            let (ch, ring) = (f.channel(), f.ring_position());
-            server.with_frame_data(&f, &mut |b: &[u8]| {
-                check.frame(ch, ring, b);
-                outputs.write(ch, b);
-            })?;
-            server.release(f)?;
-        }
-        if done.is_none()
-            && let Some(Message::Done(d)) = from_fpga.poll("done")?
-        {
-            done = Some(d);
-        }
-        if a.frames.is_some_and(|n| check.frames >= n) {
-            break "frame count reached";
-        }
-        if done.is_some_and(|d| check.frames >= d.frames) {
-            break "the FPGA is done";
-        }
-        if now - last_frame > a.idle_timeout {
-            break "idle timeout";
-        }
-        if !a.interval.is_zero() && now - last_print >= a.interval {
-            let dt = now - last_print;
-            console.line(&format!(
-                "roce-rx: {} frames, {} bytes; last {:.1} s: {}",
-                check.frames,
-                check.bytes,
-                dt.as_secs_f64(),
-                rates(check.frames - printed.0, check.bytes - printed.1, dt)
-            ));
-            (last_print, printed) = (now, (check.frames, check.bytes));
-        }
-    };
-    if a.wait_done && done.is_none() {
-        match from_fpga.expect("done", a.handoff_timeout) {
-            Ok(Message::Done(d)) => done = Some(d),
-            Ok(_) => unreachable!("expect checks the kind"),
-            Err(e) => console.line(&format!("roce-rx: no done message from the FPGA: {e}")),
-        }
-    }
-    let elapsed = started.map_or(Duration::ZERO, |s| last_frame - s);
-    outputs.finish()?;
-    let counters = server.counters();
-    server.stop()?;
-    console.line(&format!("roce-rx: stopped: {stop_reason}"));
-    let (lines, mut ok) = rx_verdict(&check, &counters, a.frames, done, ms(elapsed));
-    ok &= done.is_some() || !a.wait_done;
-    for l in lines {
-        console.line(&l);
-    }
-    Ok(ok)
+    front::roce_rx(t, &device, gid, fpga_ip, a)
 }
 
 /// `rctb fpga-emu` on a device.
@@ -179,90 +35,6 @@ pub fn fpga_emu(a: &FpgaEmuArgs) -> Result<bool, CliError> {
         GidIndex::Auto => t.detect_gid_index(1, host_ip).map_err(|e| CliError::Gid(e.to_string()))?,
         GidIndex::Index(i) => i,
     };
-    let port = t.port(1)?;
-    let gid = port.gids.iter().find(|g| g.index == sgid).map(|g| g.gid).unwrap_or_default();
-    if gid.is_zero() {
-        return Err(CliError::Gid(format!("GID index {sgid} of {} port 1 is unused", t.device_name())));
-    }
-    let mut tc = emu_transport(a)?;
-    let console = Console { stderr: a.fpga_params == "-" };
-    let mut from_host = HandoffIn::open(&Channel::parse(&a.host_params));
-    let mut to_host = HandoffOut::open(&Channel::parse(&a.fpga_params))?;
-    let Message::Host(host) = from_host.expect("host", a.handoff_timeout)? else {
-        unreachable!("expect checks the kind")
-    };
-    let stream = emu_stream(a, host.max_payload)?;
-    let pmtu: Mtu = tc.pmtu().min(host.pmtu).min(port.active_mtu);
-    tc = rctb_core::roce::TransportConfig::new(pmtu, tc.min_rnr_timer(), tc.rnr_retry(), tc.retry_count())?;
-    let max = *stream.sizes.iter().max().expect("validated non-empty") as u64;
-    let staging = u32::try_from(max * stream.window as u64)
-        .map_err(|_| rctb_core::transport::InvalidValue::new("size", max, "window x largest size must be < 4 GiB"))?;
-    let mut engine = FpgaEngine::new(t, host_ip, sgid);
-    let p = setup_connection(&mut engine, &host.params, &tc, staging, &mut random())?;
-    to_host.send(&Message::Fpga(FpgaMsg { qpn: p.qpn, lkey: p.lkey, gid }))?;
-    console.line(&format!(
-        "fpga-emu: QP {:#08x} (GID {sgid}) -> host QP {:#08x} at {host_ip}, pmtu {}, {} frames on channels {:?}",
-        p.qpn,
-        host.params.qpn,
-        pmtu.bytes(),
-        stream.count,
-        stream.channels
-    ));
-    from_host.expect("ready", a.handoff_timeout)?;
-    let result = stream_frames(&mut engine, stream.clone(), a, &console);
-    let st = engine.stream_stats().cloned().unwrap_or_default();
-    let errors = st.errors.len() as u64;
-    let frames = st.completed - errors;
-    let bytes = stream_bytes(&stream.sizes, frames);
-    to_host.send(&Message::Done(super::handoff::DoneMsg { frames, bytes, errors }))?;
-    let teardown = teardown_connection(&mut engine, &p);
-    let elapsed = result?;
-    teardown?;
-    console.line(&format!(
-        "fpga-emu: {frames} frames, {bytes} bytes sent in {:.3} s: {}",
-        elapsed.as_secs_f64(),
-        rates(frames, bytes, ms(elapsed))
-    ));
-    if let Some(e) = st.errors.first() {
-        console.line(&format!("fpga-emu: {errors} sends failed, first {e}"));
-    }
-    Ok(errors == 0 && frames == stream.count)
-}
-
-/// Pumps the engine until every frame completed (or one failed); returns
-/// the time from the first post to the last completion.
-fn stream_frames(
-    engine: &mut FpgaEngine<VerbsTransport>,
-    stream: rctb_sim::models::fpga::StreamConfig,
-    a: &FpgaEmuArgs,
-    console: &Console,
-) -> Result<Duration, CliError> {
-    let count = stream.count;
-    engine.start_stream(stream)?;
-    let start = engine.transport().now();
-    let cq = engine.cq().ok_or(rctb_sim::models::fpga::EngineError::NotConnected)?;
-    let mut last_print = start;
-    let mut spins = 0u32;
-    loop {
-        let due = engine.pump()?;
-        let st = engine.stream_stats().expect("a started stream");
-        if st.completed == st.posted && (st.completed == count || !st.errors.is_empty()) {
-            return Ok(engine.transport().now() - start);
-        }
-        // Busy polling reads the clock (a system call on some VMs) every
-        // 4096 turns only.
-        spins = spins.wrapping_add(1);
-        if a.busy_poll && spins % 4096 != 0 {
-            continue;
-        }
-        let now = engine.transport().now();
-        if !a.interval.is_zero() && now - last_print >= a.interval {
-            console.line(&format!("fpga-emu: {} frames posted, {} completed", st.posted, st.completed));
-            last_print = now;
-        }
-        if !a.busy_poll {
-            let deadline = due.unwrap_or(now + Duration::from_millis(50)).min(now + Duration::from_millis(50));
-            engine.transport_mut().wait(&[cq], deadline)?;
-        }
-    }
+    let device = t.device_name().to_string();
+    front::fpga_emu(t, &device, sgid, host_ip, a)
 }
