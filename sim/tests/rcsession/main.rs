@@ -4,6 +4,7 @@
 
 mod basic;
 mod chart;
+mod pair;
 mod rig;
 mod security;
 mod workload;
