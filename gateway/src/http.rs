@@ -5,6 +5,7 @@
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
@@ -13,27 +14,107 @@ use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
-use rctb_core::rcsession::{PrepareRequest, RcError, ReadyOutcome, ReadyRequest};
+use rctb_core::rcsession::{Op, PrepareRequest, RcError, ReadyOutcome, ReadyRequest};
 use rctb_core::wire::hipobj::{
-    CancelHeaders, HeaderError, PROTOCOL, ParamError, PrepareHeaders, ReadyHeaders, format_hex_u32, format_psn,
+    CancelHeaders, Crc64Nvme, HeaderError, PROTOCOL, ParamError, PrepareHeaders, ReadyHeaders, format_hex_u32,
+    format_psn,
 };
 use tokio::net::TcpListener;
+use tokio::sync::Notify;
 
 use crate::auth::{self, AuthError, Clock, Principal, Users};
-use crate::engine::{Engine, EngineError};
-use crate::store::{ObjectPath, StoreError};
+use crate::engine::{Engine, EngineError, PutData, ReadyWait};
+use crate::store::{ObjectMeta, ObjectPath, ObjectStore, StoreError};
 
 /// Request bodies larger than this are refused (the control plane carries
 /// everything in headers).
 pub const MAX_BODY: usize = 64 * 1024;
 
+/// The message of a READY answered BUSY (409): the client may retry.
+pub const BUSY_MESSAGE: &str = "BUSY: the peer was not ready; READY may be retried";
+
 /// The gateway's shared state.
 #[derive(Clone)]
 pub struct Gateway {
     pub engine: Engine,
+    pub store: Arc<dyn ObjectStore>,
     pub users: Arc<Users>,
     pub region: String,
     pub clock: Clock,
+    pub gate: Arc<Gate>,
+}
+
+impl Gateway {
+    pub fn new(engine: Engine, store: Arc<dyn ObjectStore>, users: Users, region: &str, clock: Clock) -> Self {
+        Gateway { engine, store, users: Arc::new(users), region: region.to_string(), clock, gate: Arc::default() }
+    }
+
+    /// Graceful shutdown: from now on every request answers 503; the
+    /// requests already admitted (a READY whose data phase runs, a PUT
+    /// being committed) finish; then the session server closes (the
+    /// sessions still prepared are torn down).
+    pub async fn shutdown(&self) {
+        self.gate.close().await;
+        let _ = self.engine.call(|s| s.close()).await;
+    }
+}
+
+/// Admission of requests: counts those in progress, refuses new ones once
+/// closing (the service lifecycle's TryEnter / Leave / Close, for HTTP).
+#[derive(Debug, Default)]
+pub struct Gate {
+    active: AtomicUsize,
+    closing: AtomicBool,
+    drained: Notify,
+}
+
+/// An admitted request; dropping it leaves.
+#[derive(Debug)]
+pub struct Admitted<'a>(&'a Gate);
+
+impl Gate {
+    /// Admits a request, or `None` once closing.
+    pub fn enter(&self) -> Option<Admitted<'_>> {
+        self.active.fetch_add(1, Ordering::SeqCst);
+        if self.closing.load(Ordering::SeqCst) {
+            self.leave();
+            return None;
+        }
+        Some(Admitted(self))
+    }
+
+    fn leave(&self) {
+        if self.active.fetch_sub(1, Ordering::SeqCst) == 1 {
+            self.drained.notify_waiters();
+        }
+    }
+
+    pub fn is_closing(&self) -> bool {
+        self.closing.load(Ordering::SeqCst)
+    }
+
+    /// Requests in progress.
+    pub fn active(&self) -> usize {
+        self.active.load(Ordering::SeqCst)
+    }
+
+    /// Stops admissions and waits until every admitted request has left.
+    pub async fn close(&self) {
+        self.closing.store(true, Ordering::SeqCst);
+        loop {
+            let drained = self.drained.notified();
+            if self.active() == 0 {
+                return;
+            }
+            drained.await;
+        }
+    }
+}
+
+impl Drop for Admitted<'_> {
+    fn drop(&mut self) {
+        self.0.leave();
+    }
 }
 
 impl std::fmt::Debug for Gateway {
@@ -158,7 +239,29 @@ async fn prepare(gw: &Gateway, who: &Principal, h: &Headers) -> Reply {
     let path = ObjectPath::from_target(&target)?;
     let req =
         PrepareRequest { principal: who.id, op, target, offset, size, client_psn: psn, cookie, client_token: token };
-    let r = gw.engine.call(move |s| s.prepare(&req, path, checksum)).await??;
+    let r = match op {
+        Op::Get => {
+            if path.part.is_some() {
+                return Err(StoreError::BadPart("a GET cannot name a part").into());
+            }
+            // Read off the engine thread; check the range first, so a bad
+            // GET costs nothing and makes no session.
+            let store = gw.store.clone();
+            let p = path.clone();
+            let (buf, meta) = blocking(move || {
+                let head = store.head(&p)?;
+                if offset.checked_add(size).is_none_or(|end| end > head.size) {
+                    return Err(StoreError::Range { offset, size, len: head.size });
+                }
+                let mut buf = vec![0u8; size as usize];
+                let meta = store.read_range(&p, offset, &mut buf)?;
+                Ok((buf, meta))
+            })
+            .await?;
+            gw.engine.call(move |s| s.prepare_get(&req, path, &buf, &meta)).await??
+        }
+        Op::Put => gw.engine.call(move |s| s.prepare_put(&req, path, checksum)).await??,
+    };
     let mut out = vec![
         ("x-amz-rdma-protocol", PROTOCOL.to_string()),
         ("x-amz-rdma-reply", r.reply_header()),
@@ -166,11 +269,21 @@ async fn prepare(gw: &Gateway, who: &Principal, h: &Headers) -> Reply {
         ("x-amz-rdma-psn", format_psn(r.server_psn)),
         ("x-amz-rdma-qpn", format!("{:x}", r.server_qpn)),
     ];
-    if op == rctb_core::rcsession::Op::Put {
+    if op == Op::Put {
         out.push(("x-amz-rdma-mr-addr", format!("{:x}", r.staging_addr)));
         out.push(("x-amz-rdma-mr-rkey", format!("{:x}", r.staging_rkey)));
     }
     Ok(out)
+}
+
+/// Runs blocking backend I/O on tokio's blocking pool.
+async fn blocking<X: Send + 'static>(
+    f: impl FnOnce() -> Result<X, StoreError> + Send + 'static,
+) -> Result<X, ErrorReply> {
+    match tokio::task::spawn_blocking(f).await {
+        Ok(r) => r.map_err(ErrorReply::from),
+        Err(_) => Err(ErrorReply::new(500, "InternalError", "the backend task failed")),
+    }
 }
 
 async fn ready(gw: &Gateway, who: &Principal, h: &Headers) -> Reply {
@@ -184,9 +297,48 @@ async fn ready(gw: &Gateway, who: &Principal, h: &Headers) -> Reply {
         client_mr_addr: mr_addr,
         client_mr_rkey: mr_rkey,
     };
-    let r = gw.engine.call(move |s| s.ready(&req)).await??;
+    let (wait, meta) = gw.engine.call(move |s| s.ready(&req)).await??;
+    let mut r = match wait {
+        ReadyWait::Done(r) => r,
+        ReadyWait::Pending(rx) => rx.await.map_err(|_| EngineError::Stopped)?.map_err(ErrorReply::from)?,
+    };
     if r.outcome == ReadyOutcome::Busy {
-        return Err(ErrorReply::new(409, "RdmaSessionConflict", "BUSY: the peer was not ready; READY may be retried"));
+        return Err(ErrorReply::new(409, "RdmaSessionConflict", BUSY_MESSAGE));
+    }
+    // A control-plane-only READY (QPN 0) moved nothing: a PUT commits
+    // nothing (its staging region holds zeroes, not the client's object).
+    if meta.op == Op::Put && qpn != 0 {
+        let PutData { view, data } = gw.engine.call(move |s| s.take_put(&session)).await??;
+        let engine = gw.engine.clone();
+        let abort = move || async move {
+            let _ = engine.call(move |s| s.finish_put(view, false, "", "")).await;
+        };
+        if let Some(want) = meta.checksum {
+            let got = Crc64Nvme::of(&data);
+            if got != want {
+                abort().await;
+                return Err(RcError::Wire {
+                    outcome: ReadyOutcome::VerifyFail,
+                    detail: format!("CRC64NVME {:016x} received, {:016x} declared", got.0, want.0),
+                }
+                .into());
+            }
+        }
+        let store = gw.store.clone();
+        let path = meta.path;
+        let stored = match blocking(move || store.put(&path, &data)).await {
+            Ok(s) => s,
+            Err(e) => {
+                abort().await;
+                return Err(e);
+            }
+        };
+        let (etag, version) = (stored.etag.clone(), stored.version_id.clone());
+        gw.engine.call(move |s| s.finish_put(view, true, &etag, &version)).await??;
+        r.etag = stored.etag;
+        r.version_id = stored.version_id;
+    } else {
+        gw.engine.call(move |s| s.finish_final(&session)).await??;
     }
     let mut out = vec![
         ("x-amz-rdma-protocol", PROTOCOL.to_string()),
@@ -209,6 +361,39 @@ async fn cancel(gw: &Gateway, who: &Principal, h: &Headers) -> Reply {
     Ok(vec![("x-amz-rdma-protocol", PROTOCOL.to_string())])
 }
 
+/// S3 HeadObject: size, ETag and version id (a client learns a GET's size
+/// here).
+async fn head_object(gw: &Gateway, path: &str) -> Result<Response<Full<Bytes>>, ErrorReply> {
+    let p = ObjectPath::from_target(path).map_err(object_path_error)?;
+    let store = gw.store.clone();
+    let meta = blocking(move || store.head(&p)).await?;
+    let mut r = respond(200, object_headers(&meta), String::new());
+    r.headers_mut().insert(hyper::header::CONTENT_LENGTH, hyper::header::HeaderValue::from(meta.size));
+    Ok(r)
+}
+
+/// S3 PutObject with the data in the body, at most [`MAX_BODY`] bytes: the
+/// way to store an empty object (an RDMA session moves 1 byte or more).
+async fn put_object(gw: &Gateway, path: &str, body: Bytes) -> Reply {
+    let p = ObjectPath::from_target(path).map_err(object_path_error)?;
+    let store = gw.store.clone();
+    let meta = blocking(move || store.put(&p, &body)).await?;
+    Ok(object_headers(&meta))
+}
+
+fn object_headers(meta: &ObjectMeta) -> Vec<(&'static str, String)> {
+    vec![("etag", format!("\"{}\"", meta.etag)), ("x-amz-version-id", meta.version_id.clone())]
+}
+
+fn object_path_error(e: StoreError) -> ErrorReply {
+    match e {
+        StoreError::BadBucket(_) | StoreError::BadKey(_) | StoreError::BadPart(_) => {
+            ErrorReply::new(400, "InvalidArgument", e.to_string())
+        }
+        other => other.into(),
+    }
+}
+
 fn respond(status: u16, headers: Vec<(&'static str, String)>, body: String) -> Response<Full<Bytes>> {
     let mut r = Response::new(Full::new(Bytes::from(body)));
     *r.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
@@ -228,6 +413,9 @@ fn error(e: ErrorReply, resource: &str) -> Response<Full<Bytes>> {
 pub async fn handle(gw: Gateway, req: Request<Incoming>) -> Response<Full<Bytes>> {
     let (parts, body) = req.into_parts();
     let resource = parts.uri.path().to_string();
+    let Some(_admitted) = gw.gate.enter() else {
+        return error(RcError::ShuttingDown.into(), &resource);
+    };
     let uri = parts.uri.path_and_query().map(|p| p.as_str().to_string()).unwrap_or_else(|| "/".into());
     let headers = Headers(
         parts
@@ -245,6 +433,7 @@ pub async fn handle(gw: Gateway, req: Request<Incoming>) -> Response<Full<Bytes>
         Ok(p) => p,
         Err(e) => return error(e.into(), &resource),
     };
+    let control = matches!(resource.as_str(), "/.hipobj-rc/prepare" | "/.hipobj-rc/ready" | "/.hipobj-rc/cancel");
     let result = match (&parts.method, resource.as_str()) {
         (&Method::POST, "/.hipobj-rc/prepare") => prepare(&gw, &who, &headers).await,
         (&Method::POST, "/.hipobj-rc/ready") => ready(&gw, &who, &headers).await,
@@ -256,24 +445,21 @@ pub async fn handle(gw: Gateway, req: Request<Incoming>) -> Response<Full<Bytes>
                 match gw.engine.call(|s| (s.is_closing(), s.list())).await {
                     Ok((true, _)) => Err(RcError::ShuttingDown.into()),
                     Ok((false, list)) => {
-                        let mut body = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<RcSessions>");
-                        for s in list {
-                            body.push_str(&format!(
-                                "<Session><Id>{}</Id><Principal>{}</Principal><Op>{}</Op><Target>{}</Target><Size>{}</Size><State>{:?}</State><Published>{}</Published><ReapPending>{}</ReapPending></Session>",
-                                s.session, s.principal, s.op, xml_escape(&s.target), s.size, s.state, s.published, s.reap_pending
-                            ));
-                        }
-                        body.push_str("</RcSessions>");
-                        return respond(200, vec![("content-type", "application/xml".into())], body);
+                        return respond(200, vec![("content-type", "application/xml".into())], sessions_xml(&list));
                     }
                     Err(e) => Err(e.into()),
                 }
             }
         }
-        (_, "/.hipobj-rc/prepare" | "/.hipobj-rc/ready" | "/.hipobj-rc/cancel" | "/rc-sessions") => {
+        _ if control || resource == "/rc-sessions" => {
             Err(ErrorReply::new(405, "MethodNotAllowed", "the method is not allowed on this resource"))
         }
-        _ => Err(ErrorReply::new(404, "NoSuchRoute", "no such control-plane route")),
+        (&Method::HEAD, p) if !p.starts_with("/.") => match head_object(&gw, p).await {
+            Ok(r) => return r,
+            Err(e) => Err(e),
+        },
+        (&Method::PUT, p) if !p.starts_with("/.") && parts.uri.query().is_none() => put_object(&gw, p, body).await,
+        _ => Err(ErrorReply::new(404, "NoSuchRoute", "no such route")),
     };
     match result {
         Ok(h) => respond(200, h, String::new()),
@@ -281,15 +467,36 @@ pub async fn handle(gw: Gateway, req: Request<Incoming>) -> Response<Full<Bytes>
     }
 }
 
-/// Serves connections from `listener` until the task is dropped.
+/// The admin listing's XML.
+fn sessions_xml(list: &[rctb_core::rcsession::SessionSummary]) -> String {
+    let mut body = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<RcSessions>");
+    for s in list {
+        body.push_str(&format!(
+            "<Session><Id>{}</Id><Principal>{}</Principal><Op>{}</Op><Target>{}</Target><Size>{}</Size><State>{:?}</State><Published>{}</Published><ReapPending>{}</ReapPending></Session>",
+            s.session, s.principal, s.op, xml_escape(&s.target), s.size, s.state, s.published, s.reap_pending
+        ));
+    }
+    body.push_str("</RcSessions>");
+    body
+}
+
+/// Serves connections from `listener` until the task is dropped. Each
+/// request runs in its own task: a client that hangs up mid-READY does not
+/// cancel it, so the session is always finished (committed or not).
 pub async fn serve(gw: Gateway, listener: TcpListener) -> std::io::Result<()> {
     loop {
         let (stream, _peer): (_, SocketAddr) = listener.accept().await?;
+        let _ = stream.set_nodelay(true);
         let gw = gw.clone();
         tokio::spawn(async move {
             let svc = service_fn(move |req| {
                 let gw = gw.clone();
-                async move { Ok::<_, Infallible>(handle(gw, req).await) }
+                async move {
+                    let answer = tokio::spawn(handle(gw, req)).await.unwrap_or_else(|_| {
+                        error(ErrorReply::new(500, "InternalError", "the request handler failed"), "")
+                    });
+                    Ok::<_, Infallible>(answer)
+                }
             });
             let _ = http1::Builder::new().serve_connection(TokioIo::new(stream), svc).await;
         });

@@ -3,7 +3,9 @@
 //! control plane with SigV4 (PROTOCOLS.md §3).
 
 pub mod auth;
+pub mod client;
 pub mod engine;
 pub mod http;
+pub mod load;
 pub mod serve;
 pub mod store;

@@ -1,7 +1,10 @@
-//! `rctb object serve`: the control plane over real HTTP with the session
-//! server on a simulated fabric (`--backend sim`), so clients in other
-//! processes can exercise every route and every READY check that precedes
-//! the data phase without RDMA hardware.
+//! `rctb object serve`: the control plane over real HTTP, with the session
+//! server on any transport: the simulator (`--backend sim`: every route and
+//! every READY check without RDMA hardware, data phases only with clients
+//! in the same process) or a real device (the caller builds the manager).
+//!
+//! SIGINT or SIGTERM shuts down gracefully: new requests answer 503, the
+//! admitted ones (data phases, commits) finish, then the process exits.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -9,14 +12,15 @@ use std::sync::Arc;
 
 use rand_chacha::ChaCha8Rng;
 use rand_core::SeedableRng;
-use rctb_core::rcsession::{ServerConfig, SessionManager};
+use rctb_core::rcsession::{RcError, ServerConfig, SessionManager};
+use rctb_core::transport::Transport;
 
 use crate::auth::{Users, wall_clock};
-use crate::engine::Engine;
+use crate::engine::{Engine, Pacing};
 use crate::http::{Gateway, serve};
 use crate::store::FsStore;
 
-/// What `serve_sim` needs.
+/// What `serve_*` needs.
 #[derive(Debug)]
 pub struct ServeOptions {
     pub root: PathBuf,
@@ -25,30 +29,56 @@ pub struct ServeOptions {
     pub region: String,
     /// Seeds version ids, temporary names and session ids.
     pub seed: [u8; 32],
+    /// The session server's configuration (port, GID index, limits).
+    pub server: ServerConfig,
 }
 
-/// Serves until the process is killed. Prints `listening on ADDR` once
-/// the socket is bound (port 0 picks one).
+/// Serves with the session server on a simulated fabric.
 pub fn serve_sim(opts: ServeOptions) -> std::io::Result<()> {
+    let cfg = opts.server;
+    let mut sim_seed = [0u8; 8];
+    sim_seed.copy_from_slice(&opts.seed[8..16]);
+    let sim_seed = u64::from_le_bytes(sim_seed);
+    serve_with(
+        opts,
+        move |rng| {
+            let sim = rctb_sim::Sim::new(sim_seed);
+            let node = sim
+                .add_node(rctb_sim::NodeConfig::new("gateway", std::net::Ipv4Addr::new(10, 0, 0, 1)))
+                .map_err(|_| RcError::Internal("cannot add the simulated node"))?;
+            SessionManager::new(sim.transport(node), rng, cfg)
+        },
+        Pacing::SIM,
+    )
+}
+
+/// Serves until SIGINT/SIGTERM with the manager `make` builds on the
+/// engine thread (from a seeded RNG for session ids). Prints
+/// `listening on ADDR` once the socket is bound (port 0 picks one).
+pub fn serve_with<T, F>(opts: ServeOptions, make: F, pacing: Pacing) -> std::io::Result<()>
+where
+    T: Transport + 'static,
+    F: FnOnce(ChaCha8Rng) -> Result<SessionManager<T, ChaCha8Rng>, RcError> + Send + 'static,
+{
     let store = FsStore::open(&opts.root, Box::new(ChaCha8Rng::from_seed(opts.seed)))
         .map_err(|e| std::io::Error::other(e.to_string()))?;
     let mut session_seed = opts.seed;
     session_seed[0] ^= 0x5e;
-    let engine = Engine::spawn(
-        move || {
-            let sim = rctb_sim::Sim::new(u64::from_le_bytes(session_seed[..8].try_into().unwrap_or_default()));
-            let node = sim
-                .add_node(rctb_sim::NodeConfig::new("gateway", std::net::Ipv4Addr::new(10, 0, 0, 1)))
-                .map_err(|_| rctb_core::rcsession::RcError::Internal("cannot add the simulated node"))?;
-            SessionManager::new(sim.transport(node), ChaCha8Rng::from_seed(session_seed), ServerConfig::default())
-        },
-        Arc::new(store),
-    )?;
-    let gw = Gateway { engine, users: Arc::new(opts.users), region: opts.region, clock: wall_clock() };
+    let engine = Engine::spawn_paced(move || make(ChaCha8Rng::from_seed(session_seed)), pacing)?;
+    let gw = Gateway::new(engine, Arc::new(store), opts.users, &opts.region, wall_clock());
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
     rt.block_on(async move {
         let listener = tokio::net::TcpListener::bind(opts.listen).await?;
         println!("listening on {}", listener.local_addr()?);
-        serve(gw, listener).await
+        let server = tokio::spawn(serve(gw.clone(), listener));
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+        tokio::select! {
+            r = server => return r.map_err(std::io::Error::other)?,
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+        }
+        eprintln!("shutting down: new requests answer 503, {} in progress finish", gw.gate.active());
+        gw.shutdown().await;
+        Ok(())
     })
 }

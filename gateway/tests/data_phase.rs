@@ -1,221 +1,290 @@
-//! PUT then GET over real HTTP with the data phase on the simulator: the
-//! client's RC QP lives in the same simulated fabric as the server's, on
-//! the engine thread (the simulator is single-threaded), and the test
-//! drives it there through `Engine::call`.
+//! PUT and GET over real HTTP on 127.0.0.1 with the data phase on the
+//! simulator: the gateway's own client (`rctb_gateway::client`) against
+//! the gateway, sizes 0 to 64 MiB byte-identical, concurrent clients and
+//! concurrent data phases, limits (429), BUSY (409, retried), the
+//! control-plane-only READY, and a graceful shutdown (503 for new
+//! requests while the admitted ones finish).
 
-use std::cell::RefCell;
+mod common;
+
 use std::sync::Arc;
-use std::time::SystemTime;
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
-use rand_chacha::ChaCha8Rng;
-use rand_core::SeedableRng;
-use rctb_core::rcsession::{ClientConfig, ClientTransfer, Op, PrepareReply, RcClient, ServerConfig, SessionManager};
-use rctb_core::wire::hipobj::{Crc64Nvme, PrincipalId, RdmaToken, SessionId};
-use rctb_gateway::auth::{self, User, Users};
-use rctb_gateway::engine::Engine;
-use rctb_gateway::http::{Gateway, serve};
-use rctb_gateway::store::{FsStore, ObjectPath, ObjectStore, StoreError};
-use rctb_sim::{NodeConfig, Sim, SimTransport};
-use tokio::net::{TcpListener, TcpStream};
+use common::{ALICE, Rig, RigOptions, pattern, post};
+use rctb_core::rcsession::{ClientConfig, ClientTransfer, Limits, Op, ReadyRequest, ServerConfig};
+use rctb_core::wire::hipobj::{Crc64Nvme, PrepareHeaders};
+use rctb_gateway::client::{NoProgress, ObjectError, RdmaPort, ReadyAnswer, target};
+use rctb_gateway::store::{ObjectPath, ObjectStore, StoreError};
 
-const ALICE: (&str, &str) = ("AKALICE", "alicesecret");
-
-thread_local! {
-    static CLIENT: RefCell<Option<RcClient<SimTransport>>> = const { RefCell::new(None) };
+fn big_rig(capacity: u64, clients: usize) -> RigOptions {
+    RigOptions { clients, client: ClientConfig { capacity, ..ClientConfig::default() }, ..RigOptions::default() }
 }
 
-fn t0() -> SystemTime {
-    auth::parse_amz_date("20261129T120000Z").unwrap()
-}
-
-struct Server {
-    addr: std::net::SocketAddr,
-    gw: Gateway,
-    store: Arc<FsStore>,
-    _dir: tempfile::TempDir,
-}
-
-async fn start() -> Server {
-    let dir = tempfile::tempdir().unwrap();
-    let store = Arc::new(FsStore::open(dir.path(), Box::new(ChaCha8Rng::seed_from_u64(3))).unwrap());
-    let engine = Engine::spawn(
-        || {
-            let sim = Sim::new(11);
-            let n = sim.add_node(NodeConfig::new("gw", "10.0.0.1".parse().unwrap())).unwrap();
-            let c = sim.add_node(NodeConfig::new("client", "10.0.0.2".parse().unwrap())).unwrap();
-            let client =
-                RcClient::new(sim.transport(c), ClientConfig { capacity: 1 << 20, ..ClientConfig::default() }).unwrap();
-            CLIENT.with(|x| *x.borrow_mut() = Some(client));
-            SessionManager::new(sim.transport(n), ChaCha8Rng::seed_from_u64(5), ServerConfig::default())
-        },
-        store.clone(),
-    )
-    .unwrap();
-    let gw = Gateway {
-        engine,
-        users: Arc::new(Users::new([User { access_key: ALICE.0.into(), secret_key: ALICE.1.into(), admin: false }])),
-        region: "us-east-1".into(),
-        clock: Arc::new(t0),
-    };
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(serve(gw.clone(), listener));
-    Server { addr, gw, store, _dir: dir }
-}
-
-/// Runs `f` with the client on the engine thread.
-async fn on_client<X: Send + 'static>(
-    s: &Server,
-    f: impl FnOnce(&mut RcClient<SimTransport>) -> X + Send + 'static,
-) -> X {
-    s.gw.engine.call(move |_| CLIENT.with(|c| f(c.borrow_mut().as_mut().unwrap()))).await.unwrap()
-}
-
-async fn post(s: &Server, path: &str, headers: &[(String, String)]) -> (u16, Vec<(String, String)>, String) {
-    let mut h: Vec<(String, String)> = vec![("host".into(), s.addr.to_string())];
-    h.extend(headers.iter().cloned());
-    let u = User { access_key: ALICE.0.into(), secret_key: ALICE.1.into(), admin: false };
-    h.extend(auth::sign(&u, "us-east-1", t0(), "POST", path, &h, b"").unwrap());
-    let stream = TcpStream::connect(s.addr).await.unwrap();
-    let (mut sender, conn) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream)).await.unwrap();
-    tokio::spawn(conn);
-    let mut req = hyper::Request::builder().method("POST").uri(path);
-    for (k, v) in &h {
-        req = req.header(k.as_str(), v.as_str());
-    }
-    let resp = sender.send_request(req.body(Full::new(Bytes::new())).unwrap()).await.unwrap();
-    let status = resp.status().as_u16();
-    let headers =
-        resp.headers().iter().map(|(k, v)| (k.as_str().to_string(), v.to_str().unwrap().to_string())).collect();
-    let body = String::from_utf8(resp.into_body().collect().await.unwrap().to_bytes().to_vec()).unwrap();
-    (status, headers, body)
-}
-
-fn get<'a>(h: &'a [(String, String)], name: &str) -> &'a str {
-    h.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str()).unwrap_or_else(|| panic!("no {name} in {h:?}"))
-}
-
-fn hv(k: &str, v: impl Into<String>) -> (String, String) {
-    (k.to_string(), v.into())
-}
-
-/// PREPARE over HTTP, then connect the client's QP; returns the transfer.
-async fn prepare(
-    s: &Server,
-    op: Op,
-    target: &'static str,
-    data: Vec<u8>,
-    size: u64,
-    checksum: Option<Crc64Nvme>,
-) -> Result<ClientTransfer, (u16, String)> {
-    let who = PrincipalId::from_credentials(ALICE.0, ALICE.1);
-    let (xfer, req) = on_client(s, move |c| {
-        if op == Op::Put {
-            c.write_payload(&data).unwrap();
+/// Waits (yielding) until `cond` holds on the engine.
+async fn until(
+    rig: &Rig,
+    cond: impl Fn(&mut dyn rctb_gateway::engine::Sessions) -> bool + Send + Sync + Copy + 'static,
+) {
+    for _ in 0..100_000 {
+        if rig.gw.engine.call(cond).await.unwrap() {
+            return;
         }
-        c.begin(who, op, target, size, 0x123, 0xC00C1E).unwrap()
-    })
-    .await;
-    let mut h = vec![
-        hv("x-amz-rdma-protocol", "hipobj-rc-v2"),
-        hv("x-amz-rdma-op", op.name()),
-        hv("x-amz-rdma-target", target),
-        hv("x-amz-rdma-size", size.to_string()),
-        hv("x-amz-rdma-offset", "0"),
-        hv("x-amz-rdma-psn", format!("{:x}", req.client_psn)),
-        hv("x-amz-rdma-cookie", format!("{:x}", req.cookie)),
-        hv("x-amz-rdma-token", req.client_token.clone().unwrap()),
-    ];
-    if let Some(c) = checksum {
-        h.push(hv("x-amz-rdma-checksum", c.to_header()));
+        tokio::time::sleep(std::time::Duration::from_millis(1)).await;
     }
-    let (status, rh, body) = post(s, "/.hipobj-rc/prepare", &h).await;
-    if status != 200 {
-        return Err((status, body));
-    }
-    let token = get(&rh, "x-amz-rdma-reply").strip_prefix("200:").unwrap();
-    let hex = |n: &str| u64::from_str_radix(get(&rh, n), 16).unwrap();
-    let opt_hex = |n: &str| rh.iter().find(|(k, _)| k == n).map_or(0, |(_, v)| u64::from_str_radix(v, 16).unwrap());
-    let reply = PrepareReply {
-        session: SessionId::parse(get(&rh, "x-amz-rdma-session")).unwrap(),
-        server_qpn: hex("x-amz-rdma-qpn") as u32,
-        server_psn: hex("x-amz-rdma-psn") as u32,
-        staging_addr: opt_hex("x-amz-rdma-mr-addr"),
-        staging_rkey: opt_hex("x-amz-rdma-mr-rkey") as u32,
-        reply_token: Some(RdmaToken::from_hex(token).unwrap()),
-    };
-    Ok(on_client(s, move |c| {
-        let mut x = xfer;
-        c.connect(&mut x, &reply, true).unwrap();
-        match op {
-            Op::Put => c.start_put(&mut x).unwrap(),
-            Op::Get => c.ready_sent(&mut x),
-        }
-        x
-    })
-    .await)
-}
-
-async fn ready(s: &Server, x: ClientTransfer) -> (u16, Vec<(String, String)>, String) {
-    let r = on_client(s, move |c| c.ready_request(&x)).await;
-    let h = vec![
-        hv("x-amz-rdma-protocol", "hipobj-rc-v2"),
-        hv("x-amz-rdma-session", r.session.to_string()),
-        hv("x-amz-rdma-cookie", format!("{:x}", r.cookie)),
-        hv("x-amz-rdma-qpn", format!("{:x}", r.client_qpn)),
-        hv("x-amz-rdma-mr-addr", format!("{:x}", r.client_mr_addr)),
-        hv("x-amz-rdma-mr-rkey", format!("{:x}", r.client_mr_rkey)),
-    ];
-    post(s, "/.hipobj-rc/ready", &h).await
-}
-
-fn pattern(n: usize, seed: u8) -> Vec<u8> {
-    (0..n).map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed)).collect()
+    panic!("the condition never held");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn put_then_get_is_byte_identical_with_etag_and_version() {
-    let s = start().await;
-    for (i, size) in [1usize, 4096, 100_000].into_iter().enumerate() {
+async fn put_then_get_is_byte_identical_from_0_bytes_to_64_mib() {
+    let rig = Rig::start(big_rig(64 << 20, 1)).await;
+    let c = rig.client(0);
+    let sizes = [0usize, 1, 4096, 4097, 100_003, (1 << 20) + 7, 64 << 20];
+    for (i, size) in sizes.into_iter().enumerate() {
         let data = pattern(size, i as u8);
-        let target: &'static str = Box::leak(format!("/bk/dir/obj{i}").into_boxed_str());
-        let x = prepare(&s, Op::Put, target, data.clone(), size as u64, Some(Crc64Nvme::of(&data))).await.unwrap();
-        let (status, h, body) = ready(&s, x).await;
-        assert_eq!(status, 200, "{body}");
-        assert_eq!(get(&h, "x-amz-rdma-bytes-transferred"), size.to_string());
-        assert_eq!(get(&h, "x-amz-rdma-cookie"), "00C00C1E");
-        let meta = s.store.head(&ObjectPath::from_target(target).unwrap()).unwrap();
-        assert_eq!(get(&h, "x-amz-rdma-etag"), meta.etag);
-        assert_eq!(get(&h, "x-amz-rdma-version-id"), meta.version_id);
-        assert_eq!(meta.size, size as u64);
+        let key = format!("dir/obj {i}");
+        let put = c.put("bk", &key, Bytes::from(data.clone()), &NoProgress).await.unwrap();
+        let meta = rig.store.head(&ObjectPath::new("bk", &key).unwrap()).unwrap();
+        assert_eq!((put.size, meta.size), (size as u64, size as u64));
+        assert_eq!(put.etag, meta.etag, "size {size}");
+        assert_eq!(put.version_id, meta.version_id, "size {size}");
+        let (got, info) = c.get("bk", &key, &NoProgress).await.unwrap();
+        assert!(got == data, "size {size}: GET differs from PUT");
+        assert_eq!((info.etag, info.version_id), (meta.etag, meta.version_id), "size {size}");
+    }
+    assert_eq!(rig.live_sessions().await, 0);
+}
 
-        let x = prepare(&s, Op::Get, target, Vec::new(), size as u64, None).await.unwrap();
-        let (status, h, body) = ready(&s, x.clone()).await;
-        assert_eq!(status, 200, "{body}");
-        assert_eq!(get(&h, "x-amz-rdma-etag"), meta.etag);
-        let got = on_client(&s, move |c| {
-            let mut x = x;
-            assert_eq!(c.poll(&mut x).unwrap(), Some(()));
-            let mut buf = vec![0u8; size];
-            c.read_payload(&mut buf).unwrap();
-            buf
+/// PREPARE over HTTP and connect simulated client `idx`; the READY request.
+async fn prepared(
+    rig: &Rig,
+    idx: usize,
+    op: Op,
+    key: &str,
+    data: Vec<u8>,
+    checksum: Option<Crc64Nvme>,
+) -> (ClientTransfer, ReadyRequest) {
+    let principal = rctb_core::wire::hipobj::PrincipalId::from_credentials(ALICE.0, ALICE.1);
+    let t = target("bk", key);
+    let size = data.len() as u64;
+    let (xfer, req) = rig
+        .on_client(idx, move |p| {
+            p.write_at(0, &data).unwrap();
+            p.begin(principal, op, &t, size, 0x123, 0xC00C1E).unwrap()
         })
         .await;
-        assert!(got == data, "size {size}: GET differs from PUT");
-    }
-    assert_eq!(s.gw.engine.call(|x| x.usage().sessions).await.unwrap(), 0);
+    let h = PrepareHeaders {
+        op,
+        target: req.target,
+        size,
+        offset: 0,
+        psn: req.client_psn,
+        cookie: req.cookie,
+        token: req.client_token,
+        checksum,
+    };
+    let reply = rig.control_plane(ALICE).prepare(&h).await.unwrap();
+    rig.on_client(idx, move |p| {
+        let mut x = xfer;
+        let r = p.connect(&mut x, &reply).unwrap();
+        (x, r)
+    })
+    .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_checksum_mismatch_is_verify_fail_and_writes_nothing() {
-    let s = start().await;
+    let rig = Rig::start(RigOptions::default()).await;
     let data = pattern(5000, 9);
-    let x = prepare(&s, Op::Put, "/bk/bad", data.clone(), 5000, Some(Crc64Nvme::of(b"other"))).await.unwrap();
-    let (status, _h, body) = ready(&s, x).await;
-    assert_eq!(status, 502, "{body}");
-    assert!(body.contains("<Code>RdmaTransferFailed</Code>") && body.contains("VERIFY_FAIL"), "{body}");
-    assert!(matches!(s.store.head(&ObjectPath::new("bk", "bad").unwrap()), Err(StoreError::NoSuchKey)));
-    assert_eq!(s.gw.engine.call(|x| x.usage().sessions).await.unwrap(), 0);
+    let (x, r) = prepared(&rig, 0, Op::Put, "bad", data, Some(Crc64Nvme::of(b"other"))).await;
+    let cp = rig.control_plane(ALICE);
+    let ready = tokio::spawn(async move { cp.ready(&r).await });
+    rig.on_client(0, move |p| p.start_put(&mut x.clone()).unwrap()).await;
+    match ready.await.unwrap() {
+        Err(ObjectError::Http { status: 502, code, message, .. }) => {
+            assert_eq!(code, "RdmaTransferFailed");
+            assert!(message.contains("VERIFY_FAIL"), "{message}");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(matches!(rig.store.head(&ObjectPath::new("bk", "bad").unwrap()), Err(StoreError::NoSuchKey)));
+    assert_eq!(rig.live_sessions().await, 0);
+}
+
+/// Two PUT data phases run at once: both READYs wait for their clients'
+/// WRITEs together (one engine thread, no data phase holds it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn data_phases_run_concurrently() {
+    let rig = Rig::start(big_rig(1 << 20, 2)).await;
+    let a = pattern(300_000, 1);
+    let b = pattern(70_001, 2);
+    let (xa, ra) = prepared(&rig, 0, Op::Put, "a", a.clone(), Some(Crc64Nvme::of(&a))).await;
+    let (xb, rb) = prepared(&rig, 1, Op::Put, "b", b.clone(), Some(Crc64Nvme::of(&b))).await;
+    let (cpa, cpb) = (rig.control_plane(ALICE), rig.control_plane(ALICE));
+    let ready_a = tokio::spawn(async move { cpa.ready(&ra).await });
+    let ready_b = tokio::spawn(async move { cpb.ready(&rb).await });
+    until(&rig, |s| s.in_flight() == 2).await;
+    rig.on_client(1, move |p| p.start_put(&mut xb.clone()).unwrap()).await;
+    rig.on_client(0, move |p| p.start_put(&mut xa.clone()).unwrap()).await;
+    for (ready, key, data) in [(ready_a, "a", a), (ready_b, "b", b)] {
+        let answer = ready.await.unwrap().unwrap();
+        assert!(matches!(answer, ReadyAnswer::Ok { bytes, .. } if bytes == data.len() as u64), "{answer:?}");
+        let mut got = vec![0u8; data.len()];
+        rig.store.read_range(&ObjectPath::new("bk", key).unwrap(), 0, &mut got).unwrap();
+        assert!(got == data, "{key}");
+    }
+    assert_eq!(rig.live_sessions().await, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_clients_each_get_their_own_bytes() {
+    const N: usize = 8;
+    let rig = Arc::new(Rig::start(big_rig(1 << 20, N)).await);
+    let mut tasks = Vec::new();
+    for i in 0..N {
+        let rig = rig.clone();
+        tasks.push(tokio::spawn(async move {
+            let c = rig.client(i);
+            for round in 0..3 {
+                let size = 1 + (i * 77_777 + round * 13_131) % (1 << 20);
+                let data = pattern(size, (i * 3 + round) as u8);
+                let key = format!("c{i}/r{round}");
+                c.put("bk", &key, Bytes::from(data.clone()), &NoProgress).await.unwrap();
+                let (got, _) = c.get("bk", &key, &NoProgress).await.unwrap();
+                assert!(got == data, "client {i} round {round}");
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    assert_eq!(rig.live_sessions().await, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn limits_answer_429_and_free_up() {
+    let limits = Limits { max_sessions: 2, ..Limits::generous() };
+    let rig =
+        Rig::start(RigOptions { server: ServerConfig { limits, ..ServerConfig::default() }, ..RigOptions::default() })
+            .await;
+    let h = |t: &'static str| {
+        vec![
+            ("x-amz-rdma-protocol", "hipobj-rc-v2"),
+            ("x-amz-rdma-op", "PUT"),
+            ("x-amz-rdma-target", t),
+            ("x-amz-rdma-size", "100"),
+            ("x-amz-rdma-offset", "0"),
+            ("x-amz-rdma-psn", "1"),
+            ("x-amz-rdma-cookie", "5"),
+        ]
+    };
+    let first = post(&rig, "/.hipobj-rc/prepare", ALICE, &h("/bk/1")).await;
+    assert_eq!(first.status, 200);
+    assert_eq!(post(&rig, "/.hipobj-rc/prepare", ALICE, &h("/bk/2")).await.status, 200);
+    let third = post(&rig, "/.hipobj-rc/prepare", ALICE, &h("/bk/3")).await;
+    assert_eq!((third.status, third.code().as_str()), (429, "RdmaResourceLimit"), "{}", third.body);
+    assert_eq!(rig.live_sessions().await, 2);
+    let session = first.h("x-amz-rdma-session").unwrap().to_string();
+    let cancel = [("x-amz-rdma-protocol", "hipobj-rc-v2"), ("x-amz-rdma-session", session.as_str())];
+    assert_eq!(post(&rig, "/.hipobj-rc/cancel", ALICE, &cancel).await.status, 200);
+    assert_eq!(post(&rig, "/.hipobj-rc/prepare", ALICE, &h("/bk/3")).await.status, 200);
+}
+
+/// A client that posts its GET receive late: the server's WRITE meets RNR
+/// NAKs, READY answers 409 BUSY; the client's retry then succeeds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn busy_is_409_and_the_client_retries() {
+    let server = ServerConfig { rnr_retry: 0, ..ServerConfig::default() };
+    let rig = Rig::start(RigOptions { server, ..RigOptions::default() }).await;
+    let data = pattern(10_000, 4);
+    rig.store.put(&ObjectPath::new("bk", "busy").unwrap(), &data).unwrap();
+
+    rig.on_client(0, |p| p.skip_recv = 1).await;
+    let c = rig.client(0);
+    let (got, t) = c.get("bk", "busy", &NoProgress).await.unwrap();
+    assert!(got == data);
+    assert_eq!(t.busy_retries, 1, "the first READY must have been BUSY");
+    assert_eq!(rig.live_sessions().await, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_raw_busy_ready_is_409() {
+    let server = ServerConfig { rnr_retry: 0, ..ServerConfig::default() };
+    let rig = Rig::start(RigOptions { server, ..RigOptions::default() }).await;
+    let data = pattern(3000, 5);
+    rig.store.put(&ObjectPath::new("bk", "o").unwrap(), &data).unwrap();
+    rig.on_client(0, |p| p.skip_recv = 1).await;
+    let (_x, r) = prepared(&rig, 0, Op::Get, "o", vec![0; 3000], None).await;
+    let a = rig.control_plane(ALICE).ready(&r).await.unwrap();
+    assert_eq!(a, ReadyAnswer::Busy);
+    // The session is Prepared again: CANCEL frees it.
+    assert_eq!(rig.live_sessions().await, 1);
+    rig.control_plane(ALICE).cancel(r.session).await.unwrap();
+    assert_eq!(rig.live_sessions().await, 0);
+}
+
+/// READY with client QPN 0 over HTTP: no data moves, the reply says
+/// `size` bytes, and a PUT commits nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn control_plane_only_ready_over_http() {
+    let rig = Rig::start(RigOptions { clients: 0, ..RigOptions::default() }).await;
+    let cp = rig.control_plane(ALICE);
+    let h = PrepareHeaders {
+        op: Op::Put,
+        target: "/bk/cp".into(),
+        size: 4096,
+        offset: 0,
+        psn: 1,
+        cookie: 0xabc,
+        token: None,
+        checksum: None,
+    };
+    let reply = cp.prepare(&h).await.unwrap();
+    let r = ReadyRequest {
+        principal: rctb_core::wire::hipobj::PrincipalId::from_credentials(ALICE.0, ALICE.1),
+        session: reply.session,
+        cookie: 0xabc,
+        client_qpn: 0,
+        client_mr_addr: 0,
+        client_mr_rkey: 0,
+    };
+    let a = cp.ready(&r).await.unwrap();
+    assert_eq!(a, ReadyAnswer::Ok { bytes: 4096, etag: None, version_id: None });
+    assert!(matches!(rig.store.head(&ObjectPath::new("bk", "cp").unwrap()), Err(StoreError::NoSuchKey)));
+    assert_eq!(rig.live_sessions().await, 0);
+    // Its session is gone: a second READY is NO_SESSION.
+    match cp.ready(&r).await {
+        Err(ObjectError::Http { status: 404, .. }) => {}
+        other => panic!("{other:?}"),
+    }
+}
+
+/// Shutdown: new requests answer 503 while the admitted READY (its data
+/// phase waiting for the client's WRITE) finishes and commits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_answers_503_while_in_flight_requests_finish() {
+    let rig = Rig::start(RigOptions { clients: 2, ..RigOptions::default() }).await;
+    let data = pattern(50_000, 6);
+    let (x, r) = prepared(&rig, 0, Op::Put, "late", data.clone(), Some(Crc64Nvme::of(&data))).await;
+    let cp = rig.control_plane(ALICE);
+    let ready = tokio::spawn(async move { cp.ready(&r).await });
+    until(&rig, |s| s.in_flight() == 1).await;
+    let gw = rig.gw.clone();
+    let shutdown = tokio::spawn(async move { gw.shutdown().await });
+    while !rig.gw.gate.is_closing() {
+        tokio::task::yield_now().await;
+    }
+    let c = rig.client(1);
+    match c.put("bk", "new", Bytes::from_static(b"x"), &NoProgress).await {
+        Err(ObjectError::Http { status: 503, code, .. }) => assert_eq!(code, "RdmaServiceUnavailable"),
+        other => panic!("{other:?}"),
+    }
+    assert!(!shutdown.is_finished(), "shutdown must wait for the admitted READY");
+    rig.on_client(0, move |p| p.start_put(&mut x.clone()).unwrap()).await;
+    let answer = ready.await.unwrap().unwrap();
+    assert!(matches!(answer, ReadyAnswer::Ok { bytes: 50_000, .. }), "{answer:?}");
+    shutdown.await.unwrap();
+    let mut got = vec![0u8; data.len()];
+    rig.store.read_range(&ObjectPath::new("bk", "late").unwrap(), 0, &mut got).unwrap();
+    assert!(got == data);
+    assert_eq!(rig.live_sessions().await, 0);
 }

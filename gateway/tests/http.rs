@@ -2,115 +2,21 @@
 //! simulator: every route, SigV4, each malformed-header class, foreign
 //! principals, shutdown.
 
-use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+mod common;
 
-use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
-use rand_chacha::ChaCha8Rng;
-use rand_core::SeedableRng;
-use rctb_core::rcsession::{ServerConfig, SessionManager};
-use rctb_gateway::auth::{self, User, Users};
-use rctb_gateway::engine::Engine;
-use rctb_gateway::http::{Gateway, serve};
-use rctb_gateway::store::{FsStore, ObjectPath, ObjectStore};
-use rctb_sim::{NodeConfig, Sim};
-use tokio::net::{TcpListener, TcpStream};
+use std::time::Duration;
 
-const ADMIN: (&str, &str) = ("AKADMIN", "adminsecret");
-const ALICE: (&str, &str) = ("AKALICE", "alicesecret");
-const BOB: (&str, &str) = ("AKBOB", "bobsecret");
+use common::{ADMIN, ALICE, BOB, Rig, RigOptions, post, send, t0};
+use rctb_gateway::store::{ObjectPath, ObjectStore};
 
-fn t0() -> SystemTime {
-    auth::parse_amz_date("20261129T120000Z").unwrap()
+async fn start() -> Rig {
+    let rig = Rig::start(RigOptions { clients: 0, seed: 1, ..RigOptions::default() }).await;
+    rig.store.put(&ObjectPath::new("bk", "obj").unwrap(), &[7u8; 1000]).unwrap();
+    rig
 }
 
-struct Server {
-    addr: std::net::SocketAddr,
-    gw: Gateway,
-    _dir: tempfile::TempDir,
-}
-
-async fn start() -> Server {
-    let dir = tempfile::tempdir().unwrap();
-    let store = FsStore::open(dir.path(), Box::new(ChaCha8Rng::seed_from_u64(3))).unwrap();
-    store.put(&ObjectPath::new("bk", "obj").unwrap(), &[7u8; 1000]).unwrap();
-    let engine = Engine::spawn(
-        || {
-            let sim = Sim::new(1);
-            let n = sim.add_node(NodeConfig::new("gw", "10.0.0.1".parse().unwrap())).unwrap();
-            SessionManager::new(sim.transport(n), ChaCha8Rng::seed_from_u64(5), ServerConfig::default())
-        },
-        Arc::new(store),
-    )
-    .unwrap();
-    let user = |(a, s): (&str, &str), admin| User { access_key: a.into(), secret_key: s.into(), admin };
-    let gw = Gateway {
-        engine,
-        users: Arc::new(Users::new([user(ADMIN, true), user(ALICE, false), user(BOB, false)])),
-        region: "us-east-1".into(),
-        clock: Arc::new(t0),
-    };
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(serve(gw.clone(), listener));
-    Server { addr, gw, _dir: dir }
-}
-
-struct Answer {
-    status: u16,
-    headers: Vec<(String, String)>,
-    body: String,
-}
-
-impl Answer {
-    fn h(&self, name: &str) -> Option<&str> {
-        self.headers.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
-    }
-
-    fn code(&self) -> String {
-        self.body.split("<Code>").nth(1).and_then(|s| s.split("</Code>").next()).unwrap_or("").to_string()
-    }
-
-    fn message(&self) -> String {
-        self.body.split("<Message>").nth(1).and_then(|s| s.split("</Message>").next()).unwrap_or("").to_string()
-    }
-}
-
-/// Sends one request, signed by `who` at `at` (unsigned when `who` is None).
-async fn send(
-    s: &Server,
-    method: &str,
-    path: &str,
-    who: Option<(&str, &str)>,
-    at: SystemTime,
-    headers: &[(&str, &str)],
-) -> Answer {
-    let host = s.addr.to_string();
-    let mut h: Vec<(String, String)> = vec![("host".into(), host.clone())];
-    h.extend(headers.iter().map(|(k, v)| (k.to_string(), v.to_string())));
-    if let Some((a, sk)) = who {
-        let u = User { access_key: a.into(), secret_key: sk.into(), admin: false };
-        let add = auth::sign(&u, "us-east-1", at, method, path, &h, b"").unwrap();
-        h.extend(add);
-    }
-    let stream = TcpStream::connect(s.addr).await.unwrap();
-    let (mut sender, conn) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream)).await.unwrap();
-    tokio::spawn(conn);
-    let mut req = hyper::Request::builder().method(method).uri(path);
-    for (k, v) in &h {
-        req = req.header(k.as_str(), v.as_str());
-    }
-    let resp = sender.send_request(req.body(Full::new(Bytes::new())).unwrap()).await.unwrap();
-    let status = resp.status().as_u16();
-    let headers =
-        resp.headers().iter().map(|(k, v)| (k.as_str().to_string(), v.to_str().unwrap().to_string())).collect();
-    let body = String::from_utf8(resp.into_body().collect().await.unwrap().to_bytes().to_vec()).unwrap();
-    Answer { status, headers, body }
-}
-
-async fn post(s: &Server, path: &str, who: (&str, &str), headers: &[(&str, &str)]) -> Answer {
-    send(s, "POST", path, Some(who), t0(), headers).await
+async fn live_sessions(s: &Rig) -> usize {
+    s.live_sessions().await
 }
 
 fn prepare_headers<'a>(op: &'a str, target: &'a str, size: &'a str) -> Vec<(&'a str, &'a str)> {
@@ -123,10 +29,6 @@ fn prepare_headers<'a>(op: &'a str, target: &'a str, size: &'a str) -> Vec<(&'a 
         ("x-amz-rdma-psn", "abc"),
         ("x-amz-rdma-cookie", "1234abcd"),
     ]
-}
-
-async fn live_sessions(s: &Server) -> usize {
-    s.gw.engine.call(|x| x.usage().sessions).await.unwrap() as usize
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -274,12 +176,12 @@ async fn every_malformed_header_class_is_400_and_changes_nothing() {
         ("x-amz-rdma-protocol", "hipobj-rc-v2"),
         ("x-amz-rdma-session", "0123456789abcdef0123456789abcdef"),
         ("x-amz-rdma-cookie", "1"),
-        ("x-amz-rdma-qpn", "0"),
+        ("x-amz-rdma-qpn", "1000000"),
         ("x-amz-rdma-mr-addr", "0"),
         ("x-amz-rdma-mr-rkey", "0"),
     ];
     let a = post(&s, "/.hipobj-rc/ready", ALICE, &ready).await;
-    assert_eq!((a.status, a.message().as_str()), (400, "ARG: x-amz-rdma-qpn: must be non-zero"));
+    assert_eq!((a.status, a.message().as_str()), (400, "ARG: x-amz-rdma-qpn: out of range"));
     // And a good PREPARE still works afterwards.
     assert_eq!(post(&s, "/.hipobj-rc/prepare", ALICE, &prepare_headers("PUT", "/bk/x", "10")).await.status, 200);
 }

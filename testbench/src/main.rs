@@ -85,7 +85,8 @@ enum Command {
     UdpBench(udp_cli::BenchArgs),
     /// NVMe-oF/RDMA initiator (nvme-cli-like): discover, connect, identify, read, write, flush.
     Nvme(rctb::nvme::NvmeArgs),
-    /// The hipobj gateway: `object serve` (HTTP control plane with SigV4, filesystem objects).
+    /// The hipobj gateway: `object serve` (HTTP control plane with SigV4, filesystem objects),
+    /// `object put|get` (its client over verbs), `object load` (control-plane load test).
     Object(object_cli::ObjectArgs),
     /// The RC session server (hipobj-rc-v2): `rc-session selftest` runs server and client
     /// in one process over sim or two RDMA devices.

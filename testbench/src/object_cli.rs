@@ -1,11 +1,22 @@
-//! `rctb object serve`: the hipobj gateway (rctb_gateway) from the command
-//! line. `get` / `put` are not written yet.
+//! `rctb object`: the hipobj gateway (rctb_gateway) from the command line:
+//! `serve` (the HTTP control plane and the session server), `put` / `get`
+//! (the gateway's client over verbs), `load` (a control-plane load test).
+//!
+//! Exit status: 0 done, 1 the transfer or server failed, 2 bad arguments
+//! or environment (each message names the argument and the rule).
 
-use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Arc;
 
-use rctb_gateway::auth::Users;
+use bytes::Bytes;
+use indicatif::{ProgressBar, ProgressStyle};
+use rctb_core::rcsession::{ClientConfig, ServerConfig};
+use rctb_gateway::auth::{Users, wall_clock};
+use rctb_gateway::client::{
+    ControlPlane, Credentials, Endpoint, ObjectClient, ObjectError, Progress, RdmaRunner, parse_s3_url,
+};
 use rctb_gateway::serve::{ServeOptions, serve_sim};
 
 #[derive(Debug, clap::Args)]
@@ -18,14 +29,51 @@ pub struct ObjectArgs {
 enum ObjectBackend {
     /// The session server on a simulated fabric: every control-plane route
     /// over real HTTP, no RDMA hardware (the data phase needs a client on
-    /// the same fabric, so only in-process tests run it).
+    /// the same fabric, so only in-process tests run it). `serve` only.
     Sim,
+    /// An RDMA device (rxe or a NIC; a binary built with `--features verbs`).
+    Verbs,
+}
+
+/// The RDMA device options (verbs).
+#[derive(Clone, Debug, clap::Args)]
+struct DeviceArgs {
+    /// The RDMA device (verbs), e.g. rxe0.
+    #[arg(long)]
+    device: Option<String>,
+    /// The device's port (1-based).
+    #[arg(long, default_value_t = 1)]
+    port: u8,
+    /// The source GID index, or auto: the RoCE v2 IPv4 GID (serve: the
+    /// device's own address; get/put: the one on the endpoint's /24).
+    #[arg(long, default_value = "auto")]
+    gid_index: String,
+}
+
+/// The client's options.
+#[derive(Clone, Debug, clap::Args)]
+struct ClientArgs {
+    /// The gateway, http://HOST:PORT.
+    #[arg(long)]
+    endpoint: String,
+    #[arg(long, value_enum, default_value = "verbs")]
+    backend: ObjectBackend,
+    #[command(flatten)]
+    dev: DeviceArgs,
+    /// Local ACK timeout code of our QP (4.096 us x 2^code). A PUT's first
+    /// WRITE may reach the server before READY made its QP ready to
+    /// receive, and is then resent after this timeout.
+    #[arg(long, default_value_t = 12)]
+    ack_timeout: u8,
+    /// No progress bar.
+    #[arg(long, short)]
+    quiet: bool,
 }
 
 #[derive(Debug, clap::Subcommand)]
 enum ObjectCommand {
-    /// Serve the control plane (POST /.hipobj-rc/{prepare,ready,cancel}, GET /rc-sessions)
-    /// with objects under --root.
+    /// Serve the control plane (POST /.hipobj-rc/{prepare,ready,cancel}, GET /rc-sessions,
+    /// HEAD and small PUT of objects) with objects under --root.
     Serve {
         /// Where objects live (created if missing).
         #[arg(long)]
@@ -35,6 +83,8 @@ enum ObjectCommand {
         listen: SocketAddr,
         #[arg(long, value_enum, default_value = "sim")]
         backend: ObjectBackend,
+        #[command(flatten)]
+        dev: DeviceArgs,
         /// TOML users file: [[user]] access_key, secret_key, admin. Without it,
         /// AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY are the one, admin, user.
         #[arg(long)]
@@ -43,42 +93,341 @@ enum ObjectCommand {
         #[arg(long, default_value = "us-east-1")]
         region: String,
     },
+    /// Store FILE as s3://BUCKET/KEY (credentials and region from the AWS environment).
+    Put {
+        /// s3://BUCKET/KEY
+        url: String,
+        file: PathBuf,
+        #[command(flatten)]
+        client: ClientArgs,
+    },
+    /// Fetch s3://BUCKET/KEY into FILE.
+    Get {
+        /// s3://BUCKET/KEY
+        url: String,
+        file: PathBuf,
+        #[command(flatten)]
+        client: ClientArgs,
+    },
+    /// Control-plane load: CLIENTS connections run PREPARES PREPARE + READY (client QPN 0:
+    /// no data moves, nothing is committed); prints p50/p99 latency and errors.
+    Load {
+        /// The gateway, http://HOST:PORT.
+        #[arg(long)]
+        endpoint: String,
+        #[arg(long, default_value_t = 100)]
+        clients: usize,
+        #[arg(long, default_value_t = 10_000)]
+        prepares: usize,
+        /// Bytes each PREPARE asks the server to stage.
+        #[arg(long, default_value_t = 4096)]
+        size: u64,
+        #[arg(long, default_value = "load")]
+        bucket: String,
+    },
+}
+
+/// A failure: usage (exit 2) or run (exit 1).
+enum Failure {
+    Usage(String),
+    Run(String),
+}
+
+impl From<ObjectError> for Failure {
+    fn from(e: ObjectError) -> Self {
+        Failure::Run(e.to_string())
+    }
 }
 
 pub fn main(args: &ObjectArgs) -> ExitCode {
-    match &args.command {
-        ObjectCommand::Serve { root, listen, backend: ObjectBackend::Sim, users, region } => {
-            let users = match users {
-                Some(p) => Users::load(p),
-                None => Users::from_env(
-                    std::env::var("AWS_ACCESS_KEY_ID").ok(),
-                    std::env::var("AWS_SECRET_ACCESS_KEY").ok(),
-                ),
-            };
-            let users = match users {
-                Ok(u) => u,
-                Err(e) => {
-                    eprintln!("rctb object serve: {e}");
-                    return ExitCode::from(2);
-                }
-            };
-            // Version ids and session ids must differ across restarts: seed
-            // them from the kernel's random source.
-            let mut seed = [0u8; 32];
-            if let Err(e) =
-                std::fs::File::open("/dev/urandom").and_then(|mut f| std::io::Read::read_exact(&mut f, &mut seed))
-            {
-                eprintln!("rctb object serve: /dev/urandom: {e}");
-                return ExitCode::from(2);
-            }
-            let opts = ServeOptions { root: root.clone(), listen: *listen, users, region: region.clone(), seed };
-            match serve_sim(opts) {
-                Ok(()) => ExitCode::SUCCESS,
-                Err(e) => {
-                    eprintln!("rctb object serve: {e}");
-                    ExitCode::from(1)
-                }
-            }
+    let (name, r) = match &args.command {
+        ObjectCommand::Serve { root, listen, backend, dev, users, region } => {
+            ("serve", serve(root, *listen, *backend, dev, users.as_deref(), region))
         }
+        ObjectCommand::Put { url, file, client } => ("put", transfer(true, url, file, client)),
+        ObjectCommand::Get { url, file, client } => ("get", transfer(false, url, file, client)),
+        ObjectCommand::Load { endpoint, clients, prepares, size, bucket } => {
+            ("load", load(endpoint, *clients, *prepares, *size, bucket))
+        }
+    };
+    match r {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(Failure::Usage(m)) => {
+            eprintln!("rctb object {name}: {m}");
+            ExitCode::from(2)
+        }
+        Err(Failure::Run(m)) => {
+            eprintln!("rctb object {name}: {m}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn random_seed() -> Result<[u8; 32], Failure> {
+    let mut seed = [0u8; 32];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut seed))
+        .map_err(|e| Failure::Usage(format!("/dev/urandom: {e}")))?;
+    Ok(seed)
+}
+
+/// `auto` or a number.
+#[cfg_attr(not(feature = "verbs"), allow(dead_code))]
+fn gid_arg(s: &str) -> Result<Option<u32>, Failure> {
+    if s == "auto" {
+        return Ok(None);
+    }
+    s.parse().map(Some).map_err(|_| Failure::Usage(format!("--gid-index {s:?}: must be a number or auto")))
+}
+
+fn serve(
+    root: &Path,
+    listen: SocketAddr,
+    backend: ObjectBackend,
+    dev: &DeviceArgs,
+    users: Option<&Path>,
+    region: &str,
+) -> Result<(), Failure> {
+    let users = match users {
+        Some(p) => Users::load(p),
+        None => Users::from_env(std::env::var("AWS_ACCESS_KEY_ID").ok(), std::env::var("AWS_SECRET_ACCESS_KEY").ok()),
+    }
+    .map_err(|e| Failure::Usage(e.to_string()))?;
+    // Version ids and session ids must differ across restarts: seed them
+    // from the kernel's random source.
+    let seed = random_seed()?;
+    let opts = ServeOptions {
+        root: root.to_path_buf(),
+        listen,
+        users,
+        region: region.to_string(),
+        seed,
+        server: ServerConfig::default(),
+    };
+    let r = match backend {
+        ObjectBackend::Sim => serve_sim(opts),
+        ObjectBackend::Verbs => verbs::serve(opts, dev)?,
+    };
+    r.map_err(|e| Failure::Run(e.to_string()))
+}
+
+/// Progress on stderr: a byte bar for large objects, phases as its message.
+struct Bar(ProgressBar);
+
+impl Progress for Bar {
+    fn phase(&self, what: &str) {
+        self.0.set_message(what.to_string());
+    }
+    fn advance(&self, n: u64) {
+        self.0.inc(n);
+    }
+}
+
+/// Objects from this size on get a progress bar.
+const BAR_FROM: u64 = 1 << 20;
+
+fn bar(size: u64, quiet: bool, total_steps: u64) -> Bar {
+    if quiet || size < BAR_FROM {
+        return Bar(ProgressBar::hidden());
+    }
+    let pb = ProgressBar::new(size * total_steps);
+    pb.set_style(
+        ProgressStyle::with_template("{spinner} [{elapsed_precise}] {wide_bar} {bytes}/{total_bytes} {msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    Bar(pb)
+}
+
+#[allow(clippy::disallowed_methods)] // the testbench reads the clock for display only
+fn now() -> std::time::Instant {
+    std::time::Instant::now()
+}
+
+fn transfer(put: bool, url: &str, file: &Path, a: &ClientArgs) -> Result<(), Failure> {
+    let (bucket, key) = parse_s3_url(url).map_err(|e| Failure::Usage(e.to_string()))?;
+    let endpoint = Endpoint::parse(&a.endpoint).map_err(|e| Failure::Usage(format!("--endpoint: {e}")))?;
+    let creds = Credentials::from_env(|k| std::env::var(k).ok()).map_err(|e| Failure::Usage(e.to_string()))?;
+    if a.backend == ObjectBackend::Sim {
+        return Err(Failure::Usage(
+            "--backend sim: a simulated client cannot reach another process's fabric; use verbs".into(),
+        ));
+    }
+    if a.ack_timeout > 31 {
+        return Err(Failure::Usage("--ack-timeout: must be 0..=31".into()));
+    }
+    let seed = u64::from_le_bytes(random_seed()?[..8].try_into().unwrap_or_default());
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| Failure::Run(e.to_string()))?;
+    rt.block_on(async move {
+        let cp = Arc::new(ControlPlane::new(endpoint.clone(), creds, wall_clock()));
+        let data = if put {
+            Some(std::fs::read(file).map_err(|e| Failure::Usage(format!("{}: {e}", file.display())))?)
+        } else {
+            None
+        };
+        let size = match &data {
+            Some(d) => d.len() as u64,
+            None => cp.head(&bucket, &key).await?.size,
+        };
+        let server_ip = server_ipv4(&endpoint).await;
+        let cfg = ClientConfig { capacity: size.max(1), timeout: a.ack_timeout, ..ClientConfig::default() };
+        let rdma: Arc<dyn RdmaRunner> = if size == 0 {
+            // Nothing moves over RDMA: no device needed.
+            Arc::new(NoRdma)
+        } else {
+            verbs::client(&a.dev, server_ip, cfg)?
+        };
+        let client = ObjectClient::new(cp, rdma, seed);
+        let pb = bar(size, a.quiet, 2);
+        let start = now();
+        let done = match data {
+            Some(d) => client.put(&bucket, &key, Bytes::from(d), &pb).await?,
+            None => {
+                let (bytes, t) = client.get(&bucket, &key, &pb).await?;
+                pb.0.set_message("writing the file");
+                std::fs::write(file, &bytes).map_err(|e| Failure::Run(format!("{}: {e}", file.display())))?;
+                pb.0.inc(size);
+                t
+            }
+        };
+        pb.0.finish_and_clear();
+        let secs = start.elapsed().as_secs_f64();
+        println!(
+            "{} {url} {} bytes etag={} version={} busy_retries={} in {:.3} s ({:.1} MB/s)",
+            if put { "put" } else { "get" },
+            done.size,
+            done.etag,
+            done.version_id,
+            done.busy_retries,
+            secs,
+            done.size as f64 / secs.max(1e-9) / 1e6
+        );
+        Ok(())
+    })
+}
+
+/// The endpoint's IPv4 address (picks the GID on its /24).
+async fn server_ipv4(endpoint: &Endpoint) -> Option<Ipv4Addr> {
+    if let Ok(ip) = endpoint.host().parse() {
+        return Some(ip);
+    }
+    match rctb_gateway::client::resolve(endpoint).await {
+        Ok(SocketAddr::V4(a)) => Some(*a.ip()),
+        _ => None,
+    }
+}
+
+/// The port of an empty object's transfer: never used.
+#[derive(Debug)]
+struct NoRdma;
+
+impl RdmaRunner for NoRdma {
+    fn submit(&self, _job: rctb_gateway::client::RdmaJob) -> Result<(), ObjectError> {
+        Err(ObjectError::Stopped)
+    }
+}
+
+fn load(endpoint: &str, clients: usize, prepares: usize, size: u64, bucket: &str) -> Result<(), Failure> {
+    let endpoint = Endpoint::parse(endpoint).map_err(|e| Failure::Usage(format!("--endpoint: {e}")))?;
+    let creds = Credentials::from_env(|k| std::env::var(k).ok()).map_err(|e| Failure::Usage(e.to_string()))?;
+    if clients == 0 || size == 0 {
+        return Err(Failure::Usage("--clients and --size must be at least 1".into()));
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| Failure::Run(e.to_string()))?;
+    let opts = rctb_gateway::load::LoadOptions { clients, prepares, size, bucket: bucket.to_string() };
+    let report = rt
+        .block_on(rctb_gateway::load::run(&opts, |_| ControlPlane::new(endpoint.clone(), creds.clone(), wall_clock())));
+    println!("load: {clients} clients, {prepares} PREPAREs of {size} bytes, control-plane-only READY");
+    for l in report.lines() {
+        println!("{l}");
+    }
+    if report.error_count() == 0 { Ok(()) } else { Err(Failure::Run(format!("{} errors", report.error_count()))) }
+}
+
+#[cfg(feature = "verbs")]
+mod verbs {
+    use super::*;
+    use rctb_core::rcsession::SessionManager;
+    use rctb_gateway::client::RdmaThread;
+    use rctb_gateway::engine::Pacing;
+    use rctb_gateway::serve::serve_with;
+    use rctb_hw::VerbsTransport;
+
+    fn device(dev: &DeviceArgs) -> Result<String, Failure> {
+        dev.device.clone().ok_or_else(|| Failure::Usage("--backend verbs needs --device, e.g. rxe0".into()))
+    }
+
+    pub(super) fn serve(mut opts: ServeOptions, dev: &DeviceArgs) -> Result<std::io::Result<()>, Failure> {
+        let name = device(dev)?;
+        let port = dev.port;
+        let gid = gid_arg(&dev.gid_index)?;
+        // Open once here to check the device and find the GID; the engine
+        // thread opens its own transport.
+        let t = VerbsTransport::open(&name).map_err(|e| Failure::Run(format!("opening {name}: {e}")))?;
+        let gid_index = match gid {
+            Some(i) => i,
+            None => {
+                let ip = t
+                    .device_ipv4()
+                    .ok_or_else(|| Failure::Usage(format!("{name} has no IPv4 address: give --gid-index")))?;
+                t.detect_gid_index(port, ip).map_err(|e| Failure::Usage(e.to_string()))?
+            }
+        };
+        drop(t);
+        opts.server = ServerConfig { port, gid_index, ..opts.server };
+        let cfg = opts.server;
+        eprintln!("rctb object serve: {name} port {port} GID index {gid_index}");
+        Ok(serve_with(
+            opts,
+            move |rng| {
+                let t = VerbsTransport::open(&name)?;
+                SessionManager::new(t, rng, cfg)
+            },
+            Pacing::REAL,
+        ))
+    }
+
+    pub(super) fn client(
+        dev: &DeviceArgs,
+        server_ip: Option<Ipv4Addr>,
+        mut cfg: ClientConfig,
+    ) -> Result<Arc<dyn RdmaRunner>, Failure> {
+        let name = device(dev)?;
+        cfg.port = dev.port;
+        cfg.gid_index = match gid_arg(&dev.gid_index)? {
+            Some(i) => i,
+            None => {
+                let ip = server_ip.ok_or_else(|| {
+                    Failure::Usage("--gid-index auto needs the endpoint's IPv4 address: give --gid-index".into())
+                })?;
+                let t = VerbsTransport::open(&name).map_err(|e| Failure::Run(format!("opening {name}: {e}")))?;
+                t.detect_gid_index(dev.port, ip).map_err(|e| Failure::Usage(e.to_string()))?
+            }
+        };
+        let runner =
+            RdmaThread::rc_client(move || VerbsTransport::open(&name).map_err(|e| ObjectError::Rdma(e.into())), cfg)?;
+        Ok(Arc::new(runner))
+    }
+}
+
+#[cfg(not(feature = "verbs"))]
+mod verbs {
+    use super::*;
+
+    const NO_VERBS: &str = "this rctb was built without the verbs backend (cargo build --features verbs)";
+
+    pub(super) fn serve(_: ServeOptions, _: &DeviceArgs) -> Result<std::io::Result<()>, Failure> {
+        Err(Failure::Usage(NO_VERBS.into()))
+    }
+
+    pub(super) fn client(_: &DeviceArgs, _: Option<Ipv4Addr>, _: ClientConfig) -> Result<Arc<dyn RdmaRunner>, Failure> {
+        Err(Failure::Usage(NO_VERBS.into()))
     }
 }

@@ -133,13 +133,13 @@ pub fn parse_cookie(s: &str) -> Result<u32, ParamError> {
     }
 }
 
-/// READY's `qpn`: bare hex, 24-bit, non-zero (QPN 0, the library's
-/// control-plane-only mode, is not reachable over HTTP).
+/// READY's `qpn`: bare hex, 24-bit. A client's RC QP is never QP 0 (QP 0
+/// is the subnet management QP), so 0 is free to mean what §3's data
+/// phase gives it: "no QP", the control-plane-only mode (no data moves,
+/// the reply says `size` bytes). It must be reachable over HTTP, or the
+/// mode and the loopback load test of the control plane could not run.
 pub fn parse_qpn(s: &str) -> Result<u32, ParamError> {
-    match hex("qpn", s, 0xFF_FFFF)? {
-        0 => Err(invalid("qpn", "must be non-zero")),
-        v => Ok(v as u32),
-    }
+    hex("qpn", s, 0xFF_FFFF).map(|v| v as u32)
 }
 
 /// READY's `mr-addr` (bare hex u64).
@@ -273,7 +273,9 @@ mod tests {
         assert_eq!(parse_cookie("DEADbeef"), Ok(0xdead_beef));
         assert!(parse_cookie("0").is_err());
         assert!(parse_cookie("100000000").is_err());
-        assert!(parse_qpn("0").is_err());
+        assert_eq!(parse_qpn("0"), Ok(0), "0 is the control-plane-only mode");
+        assert_eq!(parse_qpn("ffffff"), Ok(0xFF_FFFF));
+        assert!(parse_qpn("1000000").is_err());
         assert_eq!(parse_mr_addr("ffffffffffffffff"), Ok(u64::MAX));
         assert!(parse_mr_addr("10000000000000000").is_err());
         assert_eq!(parse_mr_rkey("0"), Ok(0));

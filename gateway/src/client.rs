@@ -1,0 +1,879 @@
+//! The gateway's client: S3-style objects over hipobj-rc-v2.
+//!
+//! [`ControlPlane`] speaks the HTTP side (every request SigV4-signed with
+//! `aws-sigv4`, through [`auth::sign`]); [`ObjectClient`] runs a whole
+//! transfer: PREPARE (with our QP, GID and region in the token) -> connect
+//! our QP (`rctb_core::rcsession::RcClient`) -> READY -> data phase, with
+//! BUSY (409) retried after an exponential backoff, and a CANCEL on every
+//! failure after PREPARE succeeded.
+//!
+//! The RDMA side runs wherever its transport lives: [`RdmaRunner`] takes
+//! jobs on an [`RdmaPort`] (any `RcClient<T>`). [`RdmaThread`] owns one on
+//! a thread of its own (verbs, udp: the transport is built there, so it
+//! need not be `Send`); tests on the simulator run the port on the server's
+//! engine thread, in the same simulated fabric.
+//!
+//! A PUT's data moves as the client's RDMA WRITE with immediate, posted
+//! right after READY is sent: the server's QP reaches RTR only while it
+//! handles READY, so the first packets may find it in INIT and be dropped
+//! (rxe drops them silently); RC retransmits after the local ACK timeout
+//! ([`ClientConfig::timeout`]), so pick it with the server's READY latency
+//! in mind (retry_cnt + 1 timeouts must cover it).
+//!
+//! Objects of 0 bytes cannot move over RDMA (a session moves 1 byte or
+//! more): [`ObjectClient::put`] stores them with an S3 PutObject carrying
+//! the (empty) body, and `get` learns every size from HeadObject first.
+
+use std::fmt;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, mpsc};
+use std::time::Duration as StdDuration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::client::conn::http1::SendRequest;
+use hyper_util::rt::TokioIo;
+use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
+use rand_chacha::ChaCha8Rng;
+use rand_core::{RngCore, SeedableRng};
+use rctb_core::rcsession::{
+    ClientConfig, ClientError, ClientTransfer, Op, PrepareReply, PrepareRequest, RcClient, ReadyRequest,
+};
+use rctb_core::transport::Transport;
+use rctb_core::wire::hipobj::{
+    CancelHeaders, Crc64Nvme, PrepareHeaders, PrincipalId, RdmaToken, ReadyHeaders, SessionId, parse_psn,
+};
+use thiserror::Error;
+use tokio::net::TcpStream;
+use tokio::sync::oneshot;
+
+use crate::auth::{self, Clock, User};
+use crate::http::BUSY_MESSAGE;
+
+/// Why a client call failed.
+#[derive(Debug, Error)]
+pub enum ObjectError {
+    /// The gateway answered an error (S3-style XML body).
+    #[error("{route}: HTTP {status} {code}: {message}")]
+    Http { route: String, status: u16, code: String, message: String },
+    #[error("{0}")]
+    Endpoint(String),
+    #[error("connecting to {addr}: {source}")]
+    Connect { addr: String, source: std::io::Error },
+    #[error("HTTP: {0}")]
+    Transport(String),
+    #[error("signing: {0}")]
+    Sign(String),
+    /// A reply header is missing or malformed.
+    #[error("reply: {0}")]
+    Reply(String),
+    #[error("RDMA: {0}")]
+    Rdma(#[from] ClientError),
+    #[error("the data phase did not complete within {0:?}")]
+    DataTimeout(StdDuration),
+    #[error("READY answered BUSY {0} times")]
+    BusyExhausted(u32),
+    #[error("the RDMA client has stopped")]
+    Stopped,
+    #[error("bucket/key: {0}")]
+    BadPath(String),
+}
+
+impl ObjectError {
+    /// The HTTP status of a gateway answer.
+    pub fn status(&self) -> Option<u16> {
+        match self {
+            ObjectError::Http { status, .. } => Some(*status),
+            _ => None,
+        }
+    }
+}
+
+/// Credentials and region: what signs our requests.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Credentials {
+    pub user: User,
+    pub region: String,
+}
+
+impl fmt::Debug for Credentials {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Credentials").field("user", &self.user).field("region", &self.region).finish()
+    }
+}
+
+impl Credentials {
+    pub fn new(access_key: &str, secret_key: &str, region: &str) -> Self {
+        Credentials {
+            user: User { access_key: access_key.into(), secret_key: secret_key.into(), admin: false },
+            region: region.into(),
+        }
+    }
+
+    /// The usual AWS environment: `AWS_ACCESS_KEY_ID`,
+    /// `AWS_SECRET_ACCESS_KEY`, and the region from `AWS_REGION` or
+    /// `AWS_DEFAULT_REGION` (default `us-east-1`). Values are passed in
+    /// (`std::env::var(..).ok()`), so tests need not touch the environment.
+    pub fn from_env(var: impl Fn(&str) -> Option<String>) -> Result<Self, ObjectError> {
+        let get = |k: &str| var(k).filter(|v| !v.is_empty());
+        let (Some(a), Some(s)) = (get("AWS_ACCESS_KEY_ID"), get("AWS_SECRET_ACCESS_KEY")) else {
+            return Err(ObjectError::Endpoint("AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY must both be set".into()));
+        };
+        let region = get("AWS_REGION").or_else(|| get("AWS_DEFAULT_REGION")).unwrap_or_else(|| "us-east-1".into());
+        Ok(Credentials::new(&a, &s, &region))
+    }
+
+    pub fn principal(&self) -> PrincipalId {
+        PrincipalId::from_credentials(&self.user.access_key, &self.user.secret_key)
+    }
+}
+
+/// `http://host:port` (no TLS, no path).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Endpoint {
+    /// `host:port` as sent in the `host` header.
+    pub authority: String,
+}
+
+impl Endpoint {
+    pub fn parse(url: &str) -> Result<Self, ObjectError> {
+        let uri: hyper::Uri = url.parse().map_err(|e| ObjectError::Endpoint(format!("{url:?}: {e}")))?;
+        if uri.scheme_str() != Some("http") {
+            return Err(ObjectError::Endpoint(format!("{url:?}: must be http://host:port (no TLS)")));
+        }
+        if uri.path() != "/" && !uri.path().is_empty() {
+            return Err(ObjectError::Endpoint(format!("{url:?}: must have no path")));
+        }
+        let auth = uri.authority().ok_or_else(|| ObjectError::Endpoint(format!("{url:?}: no host")))?;
+        let authority = if auth.port().is_some() { auth.as_str().to_string() } else { format!("{}:80", auth.host()) };
+        Ok(Endpoint { authority })
+    }
+
+    /// The host part (an IPv4 address picks the GID on its subnet).
+    pub fn host(&self) -> &str {
+        self.authority.rsplit_once(':').map_or(self.authority.as_str(), |(h, _)| h)
+    }
+}
+
+/// One gateway answer.
+#[derive(Clone, Debug)]
+pub struct Answer {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: Bytes,
+}
+
+impl Answer {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+    }
+
+    fn required(&self, name: &str) -> Result<&str, ObjectError> {
+        self.header(name).ok_or_else(|| ObjectError::Reply(format!("{name}: missing")))
+    }
+
+    fn xml_field(&self, tag: &str) -> String {
+        let body = String::from_utf8_lossy(&self.body);
+        let open = format!("<{tag}>");
+        let close = format!("</{tag}>");
+        body.split(&open).nth(1).and_then(|s| s.split(&close).next()).unwrap_or("").to_string()
+    }
+
+    fn into_error(self, route: &str) -> ObjectError {
+        ObjectError::Http {
+            route: route.to_string(),
+            status: self.status,
+            code: self.xml_field("Code"),
+            message: self.xml_field("Message"),
+        }
+    }
+}
+
+/// What READY answered.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ReadyAnswer {
+    Ok {
+        bytes: u64,
+        etag: Option<String>,
+        version_id: Option<String>,
+    },
+    /// 409 BUSY: the peer was not ready; READY may be retried.
+    Busy,
+}
+
+/// An object's size, ETag and version id (HeadObject).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ObjectInfo {
+    pub size: u64,
+    pub etag: String,
+    pub version_id: String,
+}
+
+/// The HTTP control plane of one gateway: one kept-alive connection,
+/// every request signed.
+pub struct ControlPlane {
+    endpoint: Endpoint,
+    creds: Credentials,
+    clock: Clock,
+    conn: tokio::sync::Mutex<Option<SendRequest<Full<Bytes>>>>,
+}
+
+impl fmt::Debug for ControlPlane {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ControlPlane").field("endpoint", &self.endpoint).field("creds", &self.creds).finish()
+    }
+}
+
+/// Characters a target segment keeps as they are (S3's unreserved set).
+const SEGMENT: &AsciiSet = &NON_ALPHANUMERIC.remove(b'-').remove(b'.').remove(b'_').remove(b'~');
+
+/// `/bucket/key`, each segment percent-encoded.
+pub fn target(bucket: &str, key: &str) -> String {
+    let mut t = format!("/{}", utf8_percent_encode(bucket, SEGMENT));
+    for seg in key.split('/') {
+        t.push('/');
+        t.extend(utf8_percent_encode(seg, SEGMENT));
+    }
+    t
+}
+
+/// Splits `s3://bucket/key`.
+pub fn parse_s3_url(url: &str) -> Result<(String, String), ObjectError> {
+    let rest =
+        url.strip_prefix("s3://").ok_or_else(|| ObjectError::BadPath(format!("{url:?}: must be s3://bucket/key")))?;
+    match rest.split_once('/') {
+        Some((b, k)) if !b.is_empty() && !k.is_empty() => Ok((b.to_string(), k.to_string())),
+        _ => Err(ObjectError::BadPath(format!("{url:?}: must be s3://bucket/key"))),
+    }
+}
+
+impl ControlPlane {
+    pub fn new(endpoint: Endpoint, creds: Credentials, clock: Clock) -> Self {
+        ControlPlane { endpoint, creds, clock, conn: tokio::sync::Mutex::new(None) }
+    }
+
+    pub fn endpoint(&self) -> &Endpoint {
+        &self.endpoint
+    }
+
+    pub fn credentials(&self) -> &Credentials {
+        &self.creds
+    }
+
+    async fn connect(&self) -> Result<SendRequest<Full<Bytes>>, ObjectError> {
+        let addr = &self.endpoint.authority;
+        let stream = TcpStream::connect(addr.as_str())
+            .await
+            .map_err(|source| ObjectError::Connect { addr: addr.clone(), source })?;
+        let _ = stream.set_nodelay(true);
+        let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+            .await
+            .map_err(|e| ObjectError::Transport(e.to_string()))?;
+        tokio::spawn(conn);
+        Ok(sender)
+    }
+
+    /// Sends one signed request and reads the whole answer.
+    pub async fn request(
+        &self,
+        method: &str,
+        path: &str,
+        headers: Vec<(String, String)>,
+        body: Bytes,
+    ) -> Result<Answer, ObjectError> {
+        let mut h: Vec<(String, String)> = vec![("host".into(), self.endpoint.authority.clone())];
+        h.extend(headers);
+        let signed = auth::sign(&self.creds.user, &self.creds.region, (self.clock)(), method, path, &h, &body)
+            .map_err(ObjectError::Sign)?;
+        h.extend(signed);
+        let mut req = hyper::Request::builder().method(method).uri(path);
+        for (k, v) in &h {
+            req = req.header(k.as_str(), v.as_str());
+        }
+        let req = req.body(Full::new(body)).map_err(|e| ObjectError::Transport(e.to_string()))?;
+        let mut conn = self.conn.lock().await;
+        let mut sender = match conn.take() {
+            Some(s) if !s.is_closed() => s,
+            _ => self.connect().await?,
+        };
+        sender.ready().await.map_err(|e| ObjectError::Transport(e.to_string()))?;
+        let resp = sender.send_request(req).await.map_err(|e| ObjectError::Transport(e.to_string()))?;
+        let status = resp.status().as_u16();
+        let headers = resp
+            .headers()
+            .iter()
+            .filter_map(|(k, v)| v.to_str().ok().map(|v| (k.as_str().to_string(), v.to_string())))
+            .collect();
+        let body = if method == "HEAD" {
+            Bytes::new()
+        } else {
+            resp.into_body().collect().await.map_err(|e| ObjectError::Transport(e.to_string()))?.to_bytes()
+        };
+        *conn = Some(sender);
+        Ok(Answer { status, headers, body })
+    }
+
+    /// PREPARE; the reply as the session API has it.
+    pub async fn prepare(&self, h: &PrepareHeaders) -> Result<PrepareReply, ObjectError> {
+        let route = "/.hipobj-rc/prepare";
+        let a = self.request("POST", route, h.to_headers(), Bytes::new()).await?;
+        if a.status != 200 {
+            return Err(a.into_error(route));
+        }
+        let bad = |name: &str, e: String| ObjectError::Reply(format!("{name}: {e}"));
+        let hex = |name: &str| -> Result<u64, ObjectError> {
+            u64::from_str_radix(a.required(name)?, 16).map_err(|e| bad(name, e.to_string()))
+        };
+        let opt_hex = |name: &str| -> Result<u64, ObjectError> {
+            a.header(name).map_or(Ok(0), |v| u64::from_str_radix(v, 16).map_err(|e| bad(name, e.to_string())))
+        };
+        let reply = a.required("x-amz-rdma-reply")?;
+        let token = reply.strip_prefix("200:").ok_or_else(|| bad("x-amz-rdma-reply", "must start with 200:".into()))?;
+        let reply_token = if token.bytes().all(|c| c == b'0') {
+            None
+        } else {
+            Some(RdmaToken::from_hex(token).map_err(|e| bad("x-amz-rdma-reply", e.to_string()))?)
+        };
+        let server_qpn = hex("x-amz-rdma-qpn")?;
+        Ok(PrepareReply {
+            session: SessionId::parse(a.required("x-amz-rdma-session")?)
+                .map_err(|e| bad("x-amz-rdma-session", e.to_string()))?,
+            server_qpn: u32::try_from(server_qpn).map_err(|e| bad("x-amz-rdma-qpn", e.to_string()))?,
+            server_psn: parse_psn(a.required("x-amz-rdma-psn")?).map_err(|e| bad("x-amz-rdma-psn", e.to_string()))?,
+            staging_addr: opt_hex("x-amz-rdma-mr-addr")?,
+            staging_rkey: u32::try_from(opt_hex("x-amz-rdma-mr-rkey")?)
+                .map_err(|e| bad("x-amz-rdma-mr-rkey", e.to_string()))?,
+            reply_token,
+        })
+    }
+
+    /// READY (blocks until the data phase ends).
+    pub async fn ready(&self, r: &ReadyRequest) -> Result<ReadyAnswer, ObjectError> {
+        let route = "/.hipobj-rc/ready";
+        let h = ReadyHeaders {
+            session: r.session,
+            cookie: r.cookie,
+            qpn: r.client_qpn,
+            mr_addr: r.client_mr_addr,
+            mr_rkey: r.client_mr_rkey,
+        };
+        let a = self.request("POST", route, h.to_headers(), Bytes::new()).await?;
+        if a.status == 409 && a.xml_field("Message") == BUSY_MESSAGE {
+            return Ok(ReadyAnswer::Busy);
+        }
+        if a.status != 200 {
+            return Err(a.into_error(route));
+        }
+        let bytes = a
+            .required("x-amz-rdma-bytes-transferred")?
+            .parse()
+            .map_err(|e| ObjectError::Reply(format!("x-amz-rdma-bytes-transferred: {e}")))?;
+        Ok(ReadyAnswer::Ok {
+            bytes,
+            etag: a.header("x-amz-rdma-etag").map(str::to_string),
+            version_id: a.header("x-amz-rdma-version-id").map(str::to_string),
+        })
+    }
+
+    /// CANCEL (a session already gone is fine).
+    pub async fn cancel(&self, session: SessionId) -> Result<(), ObjectError> {
+        let route = "/.hipobj-rc/cancel";
+        let a = self.request("POST", route, CancelHeaders { session }.to_headers(), Bytes::new()).await?;
+        if a.status != 200 {
+            return Err(a.into_error(route));
+        }
+        Ok(())
+    }
+
+    /// HeadObject.
+    pub async fn head(&self, bucket: &str, key: &str) -> Result<ObjectInfo, ObjectError> {
+        let path = target(bucket, key);
+        let a = self.request("HEAD", &path, Vec::new(), Bytes::new()).await?;
+        if a.status != 200 {
+            let code = if a.status == 404 { "NoSuchKey" } else { "" };
+            return Err(ObjectError::Http {
+                route: format!("HEAD {path}"),
+                status: a.status,
+                code: code.into(),
+                message: "HeadObject failed".into(),
+            });
+        }
+        let size =
+            a.required("content-length")?.parse().map_err(|e| ObjectError::Reply(format!("content-length: {e}")))?;
+        Ok(ObjectInfo {
+            size,
+            etag: a.header("etag").unwrap_or("").trim_matches('"').to_string(),
+            version_id: a.header("x-amz-version-id").unwrap_or("").to_string(),
+        })
+    }
+
+    /// PutObject with the data in the body (small objects only).
+    pub async fn put_inline(&self, bucket: &str, key: &str, data: Bytes) -> Result<ObjectInfo, ObjectError> {
+        let path = target(bucket, key);
+        let size = data.len() as u64;
+        let a = self.request("PUT", &path, Vec::new(), data).await?;
+        if a.status != 200 {
+            return Err(a.into_error(&format!("PUT {path}")));
+        }
+        Ok(ObjectInfo {
+            size,
+            etag: a.header("etag").unwrap_or("").trim_matches('"').to_string(),
+            version_id: a.header("x-amz-version-id").unwrap_or("").to_string(),
+        })
+    }
+}
+
+/// The RDMA side of a transfer, as jobs on the thread that owns it.
+pub trait RdmaPort {
+    /// The largest object the region holds.
+    fn capacity(&self) -> u64;
+    /// A fresh QP and the PREPARE request (token: our QPN, GID, region).
+    fn begin(
+        &mut self,
+        principal: PrincipalId,
+        op: Op,
+        target: &str,
+        size: u64,
+        psn: u32,
+        cookie: u32,
+    ) -> Result<(ClientTransfer, PrepareRequest), ObjectError>;
+    fn write_at(&mut self, offset: u64, data: &[u8]) -> Result<(), ObjectError>;
+    fn read_at(&mut self, offset: u64, buf: &mut [u8]) -> Result<(), ObjectError>;
+    /// Connects our QP to the server's (GET: posts the receive).
+    fn connect(&mut self, xfer: &mut ClientTransfer, reply: &PrepareReply) -> Result<ReadyRequest, ObjectError>;
+    /// PUT: posts the WRITE with immediate (READY is on its way).
+    fn start_put(&mut self, xfer: &mut ClientTransfer) -> Result<(), ObjectError>;
+    /// BUSY: reconnect (GET: re-post the receive) for another READY.
+    fn on_busy(&mut self, xfer: &mut ClientTransfer) -> Result<ReadyRequest, ObjectError>;
+    /// GET: waits (transport time) for the cookie's receive completion.
+    fn wait_get(&mut self, xfer: &mut ClientTransfer, timeout: StdDuration) -> Result<(), ObjectError>;
+    /// Stops our QP after a failure.
+    fn abandon(&mut self, xfer: &mut ClientTransfer);
+}
+
+impl<T: Transport> RdmaPort for RcClient<T> {
+    fn capacity(&self) -> u64 {
+        self.region().len
+    }
+
+    fn begin(
+        &mut self,
+        principal: PrincipalId,
+        op: Op,
+        target: &str,
+        size: u64,
+        psn: u32,
+        cookie: u32,
+    ) -> Result<(ClientTransfer, PrepareRequest), ObjectError> {
+        Ok(RcClient::begin(self, principal, op, target, size, psn, cookie)?)
+    }
+
+    fn write_at(&mut self, offset: u64, data: &[u8]) -> Result<(), ObjectError> {
+        let mr = self.region().id;
+        self.transport_mut().mr_write(mr, offset, data).map_err(ClientError::from)?;
+        Ok(())
+    }
+
+    fn read_at(&mut self, offset: u64, buf: &mut [u8]) -> Result<(), ObjectError> {
+        let mr = self.region().id;
+        self.transport().mr_read(mr, offset, buf).map_err(ClientError::from)?;
+        Ok(())
+    }
+
+    fn connect(&mut self, xfer: &mut ClientTransfer, reply: &PrepareReply) -> Result<ReadyRequest, ObjectError> {
+        Ok(RcClient::connect(self, xfer, reply, true)?)
+    }
+
+    fn start_put(&mut self, xfer: &mut ClientTransfer) -> Result<(), ObjectError> {
+        Ok(RcClient::start_put(self, xfer)?)
+    }
+
+    fn on_busy(&mut self, xfer: &mut ClientTransfer) -> Result<ReadyRequest, ObjectError> {
+        Ok(RcClient::on_busy(self, xfer)?)
+    }
+
+    fn wait_get(&mut self, xfer: &mut ClientTransfer, timeout: StdDuration) -> Result<(), ObjectError> {
+        let deadline = self.transport().now() + timeout;
+        loop {
+            if self.poll(xfer)?.is_some() {
+                return Ok(());
+            }
+            if self.transport().now() >= deadline {
+                return Err(ObjectError::DataTimeout(timeout));
+            }
+            let cq = self.cq();
+            self.transport_mut().wait(&[cq], deadline).map_err(ClientError::from)?;
+        }
+    }
+
+    fn abandon(&mut self, xfer: &mut ClientTransfer) {
+        let _ = RcClient::abandon(self, xfer);
+    }
+}
+
+/// A job on an [`RdmaPort`].
+pub type RdmaJob = Box<dyn FnOnce(&mut dyn RdmaPort) + Send>;
+
+/// Runs jobs on the thread that owns an [`RdmaPort`].
+pub trait RdmaRunner: Send + Sync + fmt::Debug {
+    fn submit(&self, job: RdmaJob) -> Result<(), ObjectError>;
+}
+
+/// An [`RdmaPort`] on a thread of its own.
+#[derive(Debug)]
+pub struct RdmaThread {
+    tx: Mutex<mpsc::Sender<RdmaJob>>,
+}
+
+impl RdmaThread {
+    /// Starts the thread; `make` builds the port there.
+    pub fn spawn<P, F>(make: F) -> Result<Self, ObjectError>
+    where
+        P: RdmaPort + 'static,
+        F: FnOnce() -> Result<P, ObjectError> + Send + 'static,
+    {
+        let (tx, rx) = mpsc::channel::<RdmaJob>();
+        let (ok_tx, ok_rx) = mpsc::channel();
+        std::thread::Builder::new()
+            .name("rc-client".into())
+            .spawn(move || {
+                let mut port = match make() {
+                    Ok(p) => {
+                        let _ = ok_tx.send(Ok(()));
+                        p
+                    }
+                    Err(e) => {
+                        let _ = ok_tx.send(Err(e));
+                        return;
+                    }
+                };
+                while let Ok(job) = rx.recv() {
+                    job(&mut port);
+                }
+            })
+            .map_err(|e| ObjectError::Transport(format!("spawning the RDMA thread: {e}")))?;
+        ok_rx.recv().map_err(|_| ObjectError::Stopped)??;
+        Ok(RdmaThread { tx: Mutex::new(tx) })
+    }
+
+    /// An `RcClient` on `make()`'s transport.
+    pub fn rc_client<T, F>(make: F, cfg: ClientConfig) -> Result<Self, ObjectError>
+    where
+        T: Transport + 'static,
+        F: FnOnce() -> Result<T, ObjectError> + Send + 'static,
+    {
+        Self::spawn(move || Ok(RcClient::new(make()?, cfg)?))
+    }
+}
+
+impl RdmaRunner for RdmaThread {
+    fn submit(&self, job: RdmaJob) -> Result<(), ObjectError> {
+        self.tx.lock().unwrap_or_else(|p| p.into_inner()).send(job).map_err(|_| ObjectError::Stopped)
+    }
+}
+
+/// Reports a transfer's progress (the CLI draws bars from it).
+pub trait Progress: Send + Sync {
+    /// A new phase starts ("staging", "RDMA WRITE", "commit", ...).
+    fn phase(&self, _what: &str) {}
+    /// `n` more bytes were copied into or out of the region.
+    fn advance(&self, _n: u64) {}
+}
+
+/// No progress display.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NoProgress;
+impl Progress for NoProgress {}
+
+/// The client's knobs beyond [`ClientConfig`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TransferOptions {
+    /// READY attempts after BUSY before giving up.
+    pub max_busy_retries: u32,
+    /// First backoff after BUSY (doubles each time, at most 64x).
+    pub backoff: StdDuration,
+    /// How long a GET waits for its receive after READY answered OK.
+    pub get_timeout: StdDuration,
+    /// Copy granularity into and out of the region (progress steps).
+    pub chunk: usize,
+}
+
+impl Default for TransferOptions {
+    fn default() -> Self {
+        TransferOptions {
+            max_busy_retries: 8,
+            backoff: StdDuration::from_millis(2),
+            get_timeout: StdDuration::from_secs(10),
+            chunk: 1 << 20,
+        }
+    }
+}
+
+/// What a PUT or GET did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Transferred {
+    pub size: u64,
+    pub etag: String,
+    pub version_id: String,
+    /// READYs answered BUSY before the one that worked.
+    pub busy_retries: u32,
+}
+
+/// Objects over one gateway and one RDMA port.
+pub struct ObjectClient {
+    cp: Arc<ControlPlane>,
+    rdma: Arc<dyn RdmaRunner>,
+    rng: Mutex<ChaCha8Rng>,
+    pub opts: TransferOptions,
+}
+
+impl fmt::Debug for ObjectClient {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ObjectClient").field("cp", &self.cp).field("rdma", &self.rdma).finish_non_exhaustive()
+    }
+}
+
+impl ObjectClient {
+    /// `seed` draws cookies and PSNs.
+    pub fn new(cp: Arc<ControlPlane>, rdma: Arc<dyn RdmaRunner>, seed: u64) -> Self {
+        ObjectClient { cp, rdma, rng: Mutex::new(ChaCha8Rng::seed_from_u64(seed)), opts: TransferOptions::default() }
+    }
+
+    pub fn control_plane(&self) -> &Arc<ControlPlane> {
+        &self.cp
+    }
+
+    /// Runs `f` on the RDMA port.
+    pub async fn rdma<X: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut dyn RdmaPort) -> X + Send + 'static,
+    ) -> Result<X, ObjectError> {
+        let (tx, rx) = oneshot::channel();
+        self.rdma.submit(Box::new(move |p| {
+            let _ = tx.send(f(p));
+        }))?;
+        rx.await.map_err(|_| ObjectError::Stopped)
+    }
+
+    fn draw(&self) -> (u32, u32) {
+        let mut r = self.rng.lock().unwrap_or_else(|p| p.into_inner());
+        let psn = (r.next_u32() & 0xFF_FFFF).max(1);
+        let cookie = r.next_u32().max(1);
+        (psn, cookie)
+    }
+
+    /// Stores `data` as `bucket/key`, verified by the server with its
+    /// CRC64NVME before anything is committed.
+    pub async fn put(
+        &self,
+        bucket: &str,
+        key: &str,
+        data: Bytes,
+        progress: &dyn Progress,
+    ) -> Result<Transferred, ObjectError> {
+        if data.is_empty() {
+            progress.phase("PutObject (empty)");
+            let info = self.cp.put_inline(bucket, key, data).await?;
+            return Ok(Transferred { size: 0, etag: info.etag, version_id: info.version_id, busy_retries: 0 });
+        }
+        let size = data.len() as u64;
+        let t = target(bucket, key);
+        let (psn, cookie) = self.draw();
+        let principal = self.cp.credentials().principal();
+        let t2 = t.clone();
+        let (xfer, req) = self.rdma(move |p| p.begin(principal, Op::Put, &t2, size, psn, cookie)).await??;
+        progress.phase("staging");
+        let chunk = self.opts.chunk.max(1);
+        let mut off = 0usize;
+        while off < data.len() {
+            let end = (off + chunk).min(data.len());
+            let piece = data.slice(off..end);
+            self.rdma(move |p| p.write_at(off as u64, &piece)).await??;
+            progress.advance((end - off) as u64);
+            off = end;
+        }
+        let checksum = Crc64Nvme::of(&data);
+        self.transfer(xfer, req, Some(checksum), progress).await
+    }
+
+    /// Reads `bucket/key` whole.
+    pub async fn get(
+        &self,
+        bucket: &str,
+        key: &str,
+        progress: &dyn Progress,
+    ) -> Result<(Vec<u8>, Transferred), ObjectError> {
+        let info = self.cp.head(bucket, key).await?;
+        if info.size == 0 {
+            return Ok((
+                Vec::new(),
+                Transferred { size: 0, etag: info.etag, version_id: info.version_id, busy_retries: 0 },
+            ));
+        }
+        self.get_range(bucket, key, 0, info.size, progress).await
+    }
+
+    /// Reads `size` bytes at `offset` of `bucket/key`.
+    pub async fn get_range(
+        &self,
+        bucket: &str,
+        key: &str,
+        offset: u64,
+        size: u64,
+        progress: &dyn Progress,
+    ) -> Result<(Vec<u8>, Transferred), ObjectError> {
+        let t = target(bucket, key);
+        let (psn, cookie) = self.draw();
+        let principal = self.cp.credentials().principal();
+        let t2 = t.clone();
+        let (xfer, mut req) = self.rdma(move |p| p.begin(principal, Op::Get, &t2, size, psn, cookie)).await??;
+        req.offset = offset;
+        let done = self.transfer(xfer, req, None, progress).await?;
+        progress.phase("copying out");
+        let mut out = vec![0u8; size as usize];
+        let chunk = self.opts.chunk.max(1);
+        let mut off = 0usize;
+        while off < out.len() {
+            let end = (off + chunk).min(out.len());
+            let n = end - off;
+            let piece = self
+                .rdma(move |p| {
+                    let mut b = vec![0u8; n];
+                    p.read_at(off as u64, &mut b).map(|()| b)
+                })
+                .await??;
+            out[off..end].copy_from_slice(&piece);
+            progress.advance(n as u64);
+            off = end;
+        }
+        Ok((out, done))
+    }
+
+    /// PREPARE, then READY and the data phase; CANCEL on any failure after
+    /// PREPARE.
+    async fn transfer(
+        &self,
+        mut xfer: ClientTransfer,
+        req: PrepareRequest,
+        checksum: Option<Crc64Nvme>,
+        progress: &dyn Progress,
+    ) -> Result<Transferred, ObjectError> {
+        let h = PrepareHeaders {
+            op: req.op,
+            target: req.target.clone(),
+            size: req.size,
+            offset: req.offset,
+            psn: req.client_psn,
+            cookie: req.cookie,
+            token: req.client_token.clone(),
+            checksum,
+        };
+        progress.phase("PREPARE");
+        let reply = self.cp.prepare(&h).await?;
+        let session = reply.session;
+        match self.after_prepare(&mut xfer, reply, progress).await {
+            Ok(t) => Ok(t),
+            Err(e) => {
+                let mut x = xfer;
+                let _ = self.rdma(move |p| p.abandon(&mut x)).await;
+                let _ = self.cp.cancel(session).await;
+                Err(e)
+            }
+        }
+    }
+
+    async fn after_prepare(
+        &self,
+        xfer: &mut ClientTransfer,
+        reply: PrepareReply,
+        progress: &dyn Progress,
+    ) -> Result<Transferred, ObjectError> {
+        let mut x = xfer.clone();
+        let (mut x, mut ready) = self
+            .rdma(move |p| {
+                let r = p.connect(&mut x, &reply);
+                (x, r)
+            })
+            .await?;
+        *xfer = x.clone();
+        let mut busy = 0u32;
+        loop {
+            let ready_req = ready?;
+            progress.phase(if x.op == Op::Put { "RDMA WRITE" } else { "READY (server's RDMA WRITE)" });
+            let cp = self.cp.clone();
+            let answer = tokio::spawn(async move { cp.ready(&ready_req).await });
+            if x.op == Op::Put {
+                let mut y = x.clone();
+                let (y, r) = self
+                    .rdma(move |p| {
+                        let r = p.start_put(&mut y);
+                        (y, r)
+                    })
+                    .await?;
+                x = y;
+                *xfer = x.clone();
+                if let Err(e) = r {
+                    answer.abort();
+                    return Err(e);
+                }
+            }
+            let answer = answer.await.map_err(|e| ObjectError::Transport(e.to_string()))??;
+            match answer {
+                ReadyAnswer::Ok { bytes, etag, version_id } => {
+                    if bytes != x.size {
+                        return Err(ObjectError::Reply(format!(
+                            "x-amz-rdma-bytes-transferred: {bytes}, expected {}",
+                            x.size
+                        )));
+                    }
+                    if x.op == Op::Get {
+                        let timeout = self.opts.get_timeout;
+                        let mut y = x.clone();
+                        let (y, r) = self
+                            .rdma(move |p| {
+                                let r = p.wait_get(&mut y, timeout);
+                                (y, r)
+                            })
+                            .await?;
+                        *xfer = y;
+                        r?;
+                    }
+                    return Ok(Transferred {
+                        size: bytes,
+                        etag: etag.unwrap_or_default(),
+                        version_id: version_id.unwrap_or_default(),
+                        busy_retries: busy,
+                    });
+                }
+                ReadyAnswer::Busy => {
+                    busy += 1;
+                    if busy > self.opts.max_busy_retries {
+                        return Err(ObjectError::BusyExhausted(busy));
+                    }
+                    progress.phase("BUSY, retrying");
+                    let mut y = x.clone();
+                    let (y, r) = self
+                        .rdma(move |p| {
+                            let r = p.on_busy(&mut y);
+                            (y, r)
+                        })
+                        .await?;
+                    x = y;
+                    *xfer = x.clone();
+                    ready = r;
+                    let shift = (busy - 1).min(6);
+                    tokio::time::sleep(self.opts.backoff * (1u32 << shift)).await;
+                }
+            }
+        }
+    }
+}
+
+/// Resolves `host:port` (for messages and GID selection).
+pub async fn resolve(endpoint: &Endpoint) -> Result<SocketAddr, ObjectError> {
+    tokio::net::lookup_host(endpoint.authority.as_str())
+        .await
+        .map_err(|source| ObjectError::Connect { addr: endpoint.authority.clone(), source })?
+        .next()
+        .ok_or_else(|| ObjectError::Endpoint(format!("{}: no address", endpoint.authority)))
+}
