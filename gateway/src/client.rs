@@ -877,3 +877,61 @@ pub async fn resolve(endpoint: &Endpoint) -> Result<SocketAddr, ObjectError> {
         .next()
         .ok_or_else(|| ObjectError::Endpoint(format!("{}: no address", endpoint.authority)))
 }
+
+/// What [`roundtrip`] did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RoundtripReport {
+    pub objects: usize,
+    pub bytes: u64,
+    /// Keys whose GET differed from their PUT (or failed), with why.
+    pub failures: Vec<(String, String)>,
+    pub busy_retries: u32,
+}
+
+/// PUTs `count` objects of sizes drawn from `seed` (0, 1, then 1..=max_size
+/// bytes of a seeded pattern) under `bucket/prefix/N`, then GETs each back
+/// and compares it byte for byte, and its ETag with the PUT's.
+pub async fn roundtrip(
+    c: &ObjectClient,
+    bucket: &str,
+    prefix: &str,
+    count: usize,
+    max_size: u64,
+    seed: u64,
+) -> RoundtripReport {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let mut report = RoundtripReport::default();
+    let mut objects = Vec::new();
+    for i in 0..count {
+        let size = match i {
+            0 => 0,
+            1 => 1,
+            _ => 1 + rng.next_u64() % max_size.max(1),
+        };
+        let mut data = vec![0u8; size as usize];
+        rng.fill_bytes(&mut data);
+        let key = format!("{prefix}/{i}");
+        match c.put(bucket, &key, Bytes::from(data.clone()), &NoProgress).await {
+            Ok(t) => {
+                report.busy_retries += t.busy_retries;
+                objects.push((key, data, t.etag));
+            }
+            Err(e) => report.failures.push((key, format!("PUT: {e}"))),
+        }
+    }
+    for (key, data, etag) in objects {
+        match c.get(bucket, &key, &NoProgress).await {
+            Ok((got, t)) if got == data && t.etag == etag => {
+                report.objects += 1;
+                report.bytes += data.len() as u64;
+                report.busy_retries += t.busy_retries;
+            }
+            Ok((got, t)) => report.failures.push((
+                key,
+                format!("GET: {} bytes, etag {}; PUT {} bytes, etag {etag}", got.len(), t.etag, data.len()),
+            )),
+            Err(e) => report.failures.push((key, format!("GET: {e}"))),
+        }
+    }
+    report
+}

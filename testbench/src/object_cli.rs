@@ -68,6 +68,9 @@ struct ClientArgs {
     /// No progress bar.
     #[arg(long, short)]
     quiet: bool,
+    /// Print each phase (PREPARE, RDMA WRITE, ...) to stderr as it starts.
+    #[arg(long)]
+    phases: bool,
 }
 
 #[derive(Debug, clap::Subcommand)]
@@ -109,6 +112,21 @@ enum ObjectCommand {
         #[command(flatten)]
         client: ClientArgs,
     },
+    /// PUT COUNT objects (0 B, 1 B, then random sizes up to --max-size), GET each back and
+    /// compare byte for byte; exit 1 on any difference.
+    Roundtrip {
+        #[arg(long, default_value_t = 200)]
+        count: usize,
+        #[arg(long, default_value_t = 65536)]
+        max_size: u64,
+        #[arg(long, default_value = "roundtrip")]
+        bucket: String,
+        /// Key prefix (default: a random one, so runs do not overwrite each other).
+        #[arg(long)]
+        prefix: Option<String>,
+        #[command(flatten)]
+        client: ClientArgs,
+    },
     /// Control-plane load: CLIENTS connections run PREPARES PREPARE + READY (client QPN 0:
     /// no data moves, nothing is committed); prints p50/p99 latency and errors.
     Load {
@@ -146,6 +164,9 @@ pub fn main(args: &ObjectArgs) -> ExitCode {
         }
         ObjectCommand::Put { url, file, client } => ("put", transfer(true, url, file, client)),
         ObjectCommand::Get { url, file, client } => ("get", transfer(false, url, file, client)),
+        ObjectCommand::Roundtrip { count, max_size, bucket, prefix, client } => {
+            ("roundtrip", roundtrip(*count, *max_size, bucket, prefix.as_deref(), client))
+        }
         ObjectCommand::Load { endpoint, clients, prepares, size, bucket } => {
             ("load", load(endpoint, *clients, *prepares, *size, bucket))
         }
@@ -211,11 +232,15 @@ fn serve(
     r.map_err(|e| Failure::Run(e.to_string()))
 }
 
-/// Progress on stderr: a byte bar for large objects, phases as its message.
-struct Bar(ProgressBar);
+/// Progress on stderr: a byte bar for large objects, phases as its
+/// message (and as lines with `--phases`).
+struct Bar(ProgressBar, bool);
 
 impl Progress for Bar {
     fn phase(&self, what: &str) {
+        if self.1 {
+            self.0.suspend(|| eprintln!("phase: {what}"));
+        }
         self.0.set_message(what.to_string());
     }
     fn advance(&self, n: u64) {
@@ -226,16 +251,16 @@ impl Progress for Bar {
 /// Objects from this size on get a progress bar.
 const BAR_FROM: u64 = 1 << 20;
 
-fn bar(size: u64, quiet: bool, total_steps: u64) -> Bar {
+fn bar(size: u64, quiet: bool, phases: bool, total_steps: u64) -> Bar {
     if quiet || size < BAR_FROM {
-        return Bar(ProgressBar::hidden());
+        return Bar(ProgressBar::hidden(), phases);
     }
     let pb = ProgressBar::new(size * total_steps);
     pb.set_style(
         ProgressStyle::with_template("{spinner} [{elapsed_precise}] {wide_bar} {bytes}/{total_bytes} {msg}")
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
-    Bar(pb)
+    Bar(pb, phases)
 }
 
 #[allow(clippy::disallowed_methods)] // the testbench reads the clock for display only
@@ -281,7 +306,7 @@ fn transfer(put: bool, url: &str, file: &Path, a: &ClientArgs) -> Result<(), Fai
             verbs::client(&a.dev, server_ip, cfg)?
         };
         let client = ObjectClient::new(cp, rdma, seed);
-        let pb = bar(size, a.quiet, 2);
+        let pb = bar(size, a.quiet, a.phases, 2);
         let start = now();
         let done = match data {
             Some(d) => client.put(&bucket, &key, Bytes::from(d), &pb).await?,
@@ -306,6 +331,48 @@ fn transfer(put: bool, url: &str, file: &Path, a: &ClientArgs) -> Result<(), Fai
             done.size as f64 / secs.max(1e-9) / 1e6
         );
         Ok(())
+    })
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| Failure::Run(e.to_string()))
+}
+
+fn roundtrip(count: usize, max_size: u64, bucket: &str, prefix: Option<&str>, a: &ClientArgs) -> Result<(), Failure> {
+    let endpoint = Endpoint::parse(&a.endpoint).map_err(|e| Failure::Usage(format!("--endpoint: {e}")))?;
+    let creds = Credentials::from_env(|k| std::env::var(k).ok()).map_err(|e| Failure::Usage(e.to_string()))?;
+    if a.backend == ObjectBackend::Sim {
+        return Err(Failure::Usage("--backend sim: use verbs".into()));
+    }
+    if max_size == 0 || max_size > u64::from(u32::MAX >> 1) {
+        return Err(Failure::Usage("--max-size: must be 1..=2147483647".into()));
+    }
+    let seed = u64::from_le_bytes(random_seed()?[..8].try_into().unwrap_or_default());
+    let prefix = prefix.map_or_else(|| format!("{seed:016x}"), str::to_string);
+    runtime()?.block_on(async move {
+        let server_ip = server_ipv4(&endpoint).await;
+        let cp = Arc::new(ControlPlane::new(endpoint, creds, wall_clock()));
+        let cfg = ClientConfig { capacity: max_size, timeout: a.ack_timeout, ..ClientConfig::default() };
+        let client = ObjectClient::new(cp, verbs::client(&a.dev, server_ip, cfg)?, seed);
+        let start = now();
+        let r = rctb_gateway::client::roundtrip(&client, bucket, &prefix, count, max_size, seed).await;
+        let secs = start.elapsed().as_secs_f64();
+        for (key, why) in &r.failures {
+            println!("FAIL {bucket}/{key}: {why}");
+        }
+        println!(
+            "roundtrip: {} of {count} objects identical ({} bytes each way, prefix {prefix}), busy_retries={}, in {secs:.2} s",
+            r.objects, r.bytes, r.busy_retries
+        );
+        if r.failures.is_empty() && r.objects == count {
+            Ok(())
+        } else {
+            Err(Failure::Run(format!("{} of {count} objects failed", r.failures.len())))
+        }
     })
 }
 
