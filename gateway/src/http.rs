@@ -14,7 +14,7 @@ use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
-use rctb_core::rcsession::{Op, PrepareRequest, RcError, ReadyOutcome, ReadyRequest};
+use rctb_core::rcsession::{Op, PrepareRequest, RcError, ReadyOutcome, ReadyRequest, Usage};
 use rctb_core::wire::hipobj::{
     CancelHeaders, Crc64Nvme, HeaderError, PROTOCOL, ParamError, PrepareHeaders, ReadyHeaders, format_hex_u32,
     format_psn,
@@ -442,10 +442,11 @@ pub async fn handle(gw: Gateway, req: Request<Incoming>) -> Response<Full<Bytes>
             if !who.admin {
                 Err(ErrorReply::new(403, "AccessDenied", "listing sessions needs an admin principal"))
             } else {
-                match gw.engine.call(|s| (s.is_closing(), s.list())).await {
-                    Ok((true, _)) => Err(RcError::ShuttingDown.into()),
-                    Ok((false, list)) => {
-                        return respond(200, vec![("content-type", "application/xml".into())], sessions_xml(&list));
+                match gw.engine.call(|s| (s.is_closing(), s.list(), s.usage(), s.in_flight())).await {
+                    Ok((true, ..)) => Err(RcError::ShuttingDown.into()),
+                    Ok((false, list, usage, phases)) => {
+                        let xml = sessions_xml(&list, &usage, phases);
+                        return respond(200, vec![("content-type", "application/xml".into())], xml);
                     }
                     Err(e) => Err(e.into()),
                 }
@@ -467,17 +468,43 @@ pub async fn handle(gw: Gateway, req: Request<Incoming>) -> Response<Full<Bytes>
     }
 }
 
-/// The admin listing's XML.
-fn sessions_xml(list: &[rctb_core::rcsession::SessionSummary]) -> String {
-    let mut body = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<RcSessions>");
-    for s in list {
-        body.push_str(&format!(
-            "<Session><Id>{}</Id><Principal>{}</Principal><Op>{}</Op><Target>{}</Target><Size>{}</Size><State>{:?}</State><Published>{}</Published><ReapPending>{}</ReapPending></Session>",
-            s.session, s.principal, s.op, xml_escape(&s.target), s.size, s.state, s.published, s.reap_pending
+/// The admin listing's XML (`GET /rc-sessions`):
+///
+/// ```xml
+/// <RcSessions>
+///   <Usage><Sessions>1</Sessions><StagingBytes>4096</StagingBytes><Qps>1</Qps>
+///     <ReadySlotsFree>64</ReadySlotsFree><StageSlotsFree>32</StageSlotsFree>
+///     <DataPhases>0</DataPhases><LeakedMrs>0</LeakedMrs><LeakedQps>0</LeakedQps>
+///     <Principal><Id>..64 hex..</Id><Sessions>1</Sessions><StagingBytes>4096</StagingBytes></Principal></Usage>
+///   <Session><Id>..32 hex..</Id><Principal>..64 hex..</Principal><Op>PUT</Op>
+///     <Target>/bk/key</Target><Size>4096</Size><State>Prepared</State>
+///     <Published>true</Published><Staged>false</Staged><ReapPending>false</ReapPending>
+///     <Handles>0</Handles><ServerQpn>11</ServerQpn></Session>
+/// </RcSessions>
+/// ```
+///
+/// (one line, no indentation; sessions in id order; `ServerQpn` bare
+/// lowercase hex as in PREPARE's reply).
+pub fn sessions_xml(list: &[rctb_core::rcsession::SessionSummary], usage: &Usage, data_phases: usize) -> String {
+    let mut b = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<RcSessions><Usage>");
+    b.push_str(&format!(
+        "<Sessions>{}</Sessions><StagingBytes>{}</StagingBytes><Qps>{}</Qps><ReadySlotsFree>{}</ReadySlotsFree><StageSlotsFree>{}</StageSlotsFree><DataPhases>{data_phases}</DataPhases><LeakedMrs>{}</LeakedMrs><LeakedQps>{}</LeakedQps>",
+        usage.sessions, usage.staging_bytes, usage.qps, usage.ready_slots_free, usage.stage_slots_free, usage.leaked_mrs, usage.leaked_qps
+    ));
+    for (who, (n, bytes)) in &usage.per_user {
+        b.push_str(&format!(
+            "<Principal><Id>{who}</Id><Sessions>{n}</Sessions><StagingBytes>{bytes}</StagingBytes></Principal>"
         ));
     }
-    body.push_str("</RcSessions>");
-    body
+    b.push_str("</Usage>");
+    for s in list {
+        b.push_str(&format!(
+            "<Session><Id>{}</Id><Principal>{}</Principal><Op>{}</Op><Target>{}</Target><Size>{}</Size><State>{:?}</State><Published>{}</Published><Staged>{}</Staged><ReapPending>{}</ReapPending><Handles>{}</Handles><ServerQpn>{:x}</ServerQpn></Session>",
+            s.session, s.principal, s.op, xml_escape(&s.target), s.size, s.state, s.published, s.staged, s.reap_pending, s.handles, s.server_qpn
+        ));
+    }
+    b.push_str("</RcSessions>");
+    b
 }
 
 /// Serves connections from `listener` until the task is dropped. Each

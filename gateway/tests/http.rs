@@ -50,6 +50,21 @@ async fn prepare_cancel_and_list() {
     let l = send(&s, "GET", "/rc-sessions", Some(ADMIN), t0(), &[]).await;
     assert_eq!(l.status, 200);
     assert!(l.body.contains(&format!("<Id>{session}</Id>")) && l.body.contains("<Target>/bk/new%20obj</Target>"));
+    let alice = rctb_core::wire::hipobj::PrincipalId::from_credentials(ALICE.0, ALICE.1);
+    assert!(
+        l.body.contains(&format!(
+            "<Usage><Sessions>1</Sessions><StagingBytes>4096</StagingBytes><Qps>1</Qps><ReadySlotsFree>64</ReadySlotsFree><StageSlotsFree>32</StageSlotsFree><DataPhases>0</DataPhases><LeakedMrs>0</LeakedMrs><LeakedQps>0</LeakedQps><Principal><Id>{alice}</Id><Sessions>1</Sessions><StagingBytes>4096</StagingBytes></Principal></Usage>"
+        )),
+        "{}",
+        l.body
+    );
+    assert!(
+        l.body.contains(&format!(
+            "<Op>PUT</Op><Target>/bk/new%20obj</Target><Size>4096</Size><State>Prepared</State><Published>true</Published><Staged>false</Staged><ReapPending>false</ReapPending><Handles>0</Handles><ServerQpn>{qpn:x}</ServerQpn></Session></RcSessions>"
+        )),
+        "{}",
+        l.body
+    );
     let l = send(&s, "GET", "/rc-sessions", Some(ALICE), t0(), &[]).await;
     assert_eq!((l.status, l.code().as_str()), (403, "AccessDenied"));
 

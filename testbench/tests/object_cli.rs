@@ -74,6 +74,53 @@ fn serve_answers_signed_requests_over_loopback() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// `rctb object load`, `put` and `get` from other processes against
+/// `rctb object serve --backend sim` (no RDMA: the load is control-plane
+/// only, and an empty object moves without a data phase).
+#[test]
+fn load_put_and_get_from_other_processes() {
+    let dir = tempfile_dir() + "-load";
+    std::fs::create_dir_all(&dir).unwrap();
+    let env = [("AWS_ACCESS_KEY_ID", "AKCLI"), ("AWS_SECRET_ACCESS_KEY", "clisecret")];
+    let child = Command::new(env!("CARGO_BIN_EXE_rctb"))
+        .args(["object", "serve", "--root", &dir, "--listen", "127.0.0.1:0", "--backend", "sim"])
+        .envs(env)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut child = Killed(child);
+    let mut line = String::new();
+    BufReader::new(child.0.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    let ep = format!("http://{}", line.trim().strip_prefix("listening on ").unwrap());
+    let rctb = |args: &[&str]| Command::new(env!("CARGO_BIN_EXE_rctb")).args(args).envs(env).output().unwrap();
+
+    let out = rctb(&["object", "load", "--endpoint", &ep, "--clients", "8", "--prepares", "200"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(text.contains("ok 200 errors 0"), "{text}");
+    assert!(text.contains("PREPARE n=200 p50 ") && text.contains("READY   n=200 p50 "), "{text}");
+
+    let empty = format!("{dir}/empty");
+    std::fs::write(&empty, b"").unwrap();
+    let out = rctb(&["object", "put", "s3://bk/empty", &empty, "--endpoint", &ep]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("etag=d41d8cd98f00b204e9800998ecf8427e"));
+    let got = format!("{dir}/got");
+    std::fs::write(&got, b"old").unwrap();
+    let out = rctb(&["object", "get", "s3://bk/empty", &got, "--endpoint", &ep]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(std::fs::read(&got).unwrap(), b"");
+
+    // A missing object is a run failure naming the answer; a bad URL a usage error.
+    let out = rctb(&["object", "get", "s3://bk/nope", &got, "--endpoint", &ep]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("404"), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = rctb(&["object", "get", "bk/nope", &got, "--endpoint", &ep]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("s3://bucket/key"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn serve_without_users_is_a_usage_error() {
     let out = Command::new(env!("CARGO_BIN_EXE_rctb"))
