@@ -253,6 +253,30 @@ pub trait ObjectStore: Send + Sync + fmt::Debug {
 
     /// The object's size, ETag and version id.
     fn head(&self, path: &ObjectPath) -> Result<ObjectMeta, StoreError>;
+
+    /// Removes an object ([`StoreError::NoSuchKey`] when there is none).
+    fn delete(&self, path: &ObjectPath) -> Result<(), StoreError>;
+
+    /// The objects of `bucket` whose key starts with `prefix`, in key
+    /// (byte) order, at most `max` of them; `true` when more matched.
+    fn list(&self, bucket: &str, prefix: &str, max: usize) -> Result<(Vec<Listed>, bool), StoreError>;
+
+    /// Completes a multipart upload: the parts `numbers` (ascending, each
+    /// uploaded) become the object, atomically, and the upload's parts are
+    /// removed. `etags`, when given per part, must match the parts'.
+    fn complete_upload(
+        &self,
+        path: &ObjectPath,
+        upload_id: &str,
+        parts: &[(u32, Option<String>)],
+    ) -> Result<ObjectMeta, StoreError>;
+}
+
+/// One object of a listing.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Listed {
+    pub key: String,
+    pub meta: ObjectMeta,
 }
 
 /// A filesystem [`ObjectStore`] (see the module docs for the layout).
@@ -405,6 +429,154 @@ impl ObjectStore for FsStore {
         path.check()?;
         let (mut f, file) = self.open_object(path)?;
         Self::read_header(&mut f, &file)
+    }
+
+    fn delete(&self, path: &ObjectPath) -> Result<(), StoreError> {
+        path.check()?;
+        if path.part.is_some() {
+            return Err(StoreError::BadPart("DELETE names an object, not a part"));
+        }
+        let file = path.file(&self.root);
+        match fs::remove_file(&file) {
+            Ok(()) => sync_dir(file.parent().unwrap_or(&self.root)),
+            Err(e) if e.kind() == io::ErrorKind::NotFound || e.kind() == io::ErrorKind::NotADirectory => {
+                Err(StoreError::NoSuchKey)
+            }
+            Err(e) => Err(StoreError::Io { op: "remove", path: file, source: e }),
+        }
+    }
+
+    fn list(&self, bucket: &str, prefix: &str, max: usize) -> Result<(Vec<Listed>, bool), StoreError> {
+        ObjectPath::new(bucket, "x")?;
+        let mut keys = std::collections::BTreeMap::new();
+        let dir = self.root.join(bucket);
+        if dir.is_dir() {
+            self.walk(&dir, "", prefix, &mut keys)?;
+        }
+        let truncated = keys.len() > max;
+        let mut out = Vec::new();
+        for (key, file) in keys.into_iter().take(max) {
+            let mut f = File::open(&file).map_err(io_err("open", &file))?;
+            out.push(Listed { key, meta: Self::read_header(&mut f, &file)? });
+        }
+        Ok((out, truncated))
+    }
+
+    fn complete_upload(
+        &self,
+        path: &ObjectPath,
+        upload_id: &str,
+        parts: &[(u32, Option<String>)],
+    ) -> Result<ObjectMeta, StoreError> {
+        if path.part.is_some() {
+            return Err(StoreError::BadPart("the object path must not name a part"));
+        }
+        if parts.is_empty() {
+            return Err(StoreError::BadPart("a completion needs at least one part"));
+        }
+        if parts.windows(2).any(|w| w[0].0 >= w[1].0) {
+            return Err(StoreError::BadPart("part numbers must be ascending, each once"));
+        }
+        let part_path =
+            |n: u32| ObjectPath { part: Some(Part { number: n, upload_id: upload_id.to_string() }), ..path.clone() };
+        // Check every part (and its ETag) before writing anything.
+        let mut files = Vec::new();
+        for (n, etag) in parts {
+            let p = part_path(*n);
+            p.check()?;
+            let (mut f, file) = self.open_object(&p).map_err(|e| match e {
+                StoreError::NoSuchKey => StoreError::BadPart("a listed part was not uploaded"),
+                other => other,
+            })?;
+            let meta = Self::read_header(&mut f, &file)?;
+            if let Some(want) = etag
+                && want.trim_matches('"') != meta.etag
+            {
+                return Err(StoreError::BadPart("a part's ETag does not match the uploaded part"));
+            }
+            files.push((f, file));
+        }
+        path.check()?;
+        let dest = path.file(&self.root);
+        let dir = dest.parent().unwrap_or(&self.root).to_path_buf();
+        fs::create_dir_all(&dir).map_err(io_err("create", &dir))?;
+        // The header holds the ETag, so hash first (a second pass writes).
+        let mut md5 = Md5::new();
+        let mut size = 0u64;
+        let mut buf = vec![0u8; 1 << 20];
+        for (f, file) in &mut files {
+            loop {
+                let n = f.read(&mut buf).map_err(io_err("read", file))?;
+                if n == 0 {
+                    break;
+                }
+                md5.update(&buf[..n]);
+                size += n as u64;
+            }
+        }
+        let etag = hex(&md5.finalize());
+        let version_id = self.random_hex();
+        let tmp = self.root.join(TMP_DIR).join(format!("{}.tmp", self.random_hex()));
+        let written = (|| {
+            let mut out = OpenOptions::new().write(true).create_new(true).open(&tmp).map_err(io_err("create", &tmp))?;
+            out.write_all(MAGIC).map_err(io_err("write", &tmp))?;
+            out.write_all(etag.as_bytes()).map_err(io_err("write", &tmp))?;
+            out.write_all(version_id.as_bytes()).map_err(io_err("write", &tmp))?;
+            for (f, file) in &mut files {
+                f.seek(SeekFrom::Start(HEADER_LEN)).map_err(io_err("seek", file))?;
+                io::copy(f, &mut out).map_err(io_err("copy", file))?;
+            }
+            out.sync_all().map_err(io_err("fsync", &tmp))
+        })();
+        if let Err(e) = written {
+            let _ = fs::remove_file(&tmp);
+            return Err(e);
+        }
+        if let Err(e) = fs::rename(&tmp, &dest) {
+            let _ = fs::remove_file(&tmp);
+            return Err(StoreError::Io { op: "rename", path: dest, source: e });
+        }
+        sync_dir(&dir)?;
+        // The object is committed; the upload's parts go (all of them, also
+        // those not listed, as S3 does).
+        if let Some(upload) = part_path(1).file(&self.root).parent() {
+            let _ = fs::remove_dir_all(upload);
+            if let Some(u) = upload.parent() {
+                let _ = fs::remove_dir(u);
+            }
+        }
+        Ok(ObjectMeta { size, etag, version_id })
+    }
+}
+
+impl FsStore {
+    /// Collects `key -> file` of the objects under `dir` (key so far `at`).
+    fn walk(
+        &self,
+        dir: &Path,
+        at: &str,
+        prefix: &str,
+        out: &mut std::collections::BTreeMap<String, PathBuf>,
+    ) -> Result<(), StoreError> {
+        for e in fs::read_dir(dir).map_err(io_err("list", dir))? {
+            let e = e.map_err(io_err("list", dir))?;
+            let name = e.file_name();
+            let Some(name) = name.to_str() else { continue };
+            let p = e.path();
+            if let Some(seg) = name.strip_suffix(".d") {
+                let sub = format!("{at}{seg}/");
+                // Descend only where the prefix can still match.
+                if sub.starts_with(prefix) || prefix.starts_with(&sub) {
+                    self.walk(&p, &sub, prefix, out)?;
+                }
+            } else if let Some(seg) = name.strip_suffix(".o") {
+                let key = format!("{at}{seg}");
+                if key.starts_with(prefix) {
+                    out.insert(key, p);
+                }
+            }
+        }
+        Ok(())
     }
 }
 

@@ -237,3 +237,70 @@ async fn close_answers_503() {
     assert_eq!(send(&s, "GET", "/rc-sessions", Some(ADMIN), t0(), &[]).await.status, 503);
     assert_eq!(live_sessions(&s).await, 0);
 }
+
+/// The S3 object routes beside the control plane: HeadObject, PutObject
+/// (small), DeleteObject, ListObjectsV2, CompleteMultipartUpload.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn object_routes() {
+    let s = start().await;
+    let cp = s.control_plane(ALICE);
+    let req = |m: &'static str, p: &'static str, body: &'static [u8]| {
+        let cp = cp.clone();
+        async move { cp.request(m, p, Vec::new(), bytes::Bytes::from_static(body)).await.unwrap() }
+    };
+    let body = |a: &rctb_gateway::client::Answer| String::from_utf8_lossy(&a.body).into_owned();
+    // Small PUT, HEAD.
+    let a = req("PUT", "/bk/dir/small", b"hello").await;
+    assert_eq!(a.status, 200, "{}", body(&a));
+    assert_eq!(a.header("etag"), Some("\"5d41402abc4b2a76b9719d911017c592\""));
+    let info = cp.head("bk", "dir/small").await.unwrap();
+    assert_eq!((info.size, info.etag.as_str()), (5, "5d41402abc4b2a76b9719d911017c592"));
+    assert_eq!(cp.head("bk", "dir/none").await.unwrap_err().status(), Some(404));
+    // A multipart upload whose parts came through PREPARE's part targets.
+    for (n, data) in [(1, &b"part one, "[..]), (2, b"part two")] {
+        let t = format!("/bk/multi?partNumber={n}&uploadId=u-1");
+        s.store.put(&ObjectPath::from_target(&t).unwrap(), data).unwrap();
+    }
+    let complete = b"<CompleteMultipartUpload><Part><PartNumber>1</PartNumber></Part><Part><ETag>\"0cbc6611f5540bd0809a388dc95a615b\"</ETag><PartNumber>2</PartNumber></Part></CompleteMultipartUpload>";
+    let a = req("POST", "/bk/multi?uploadId=u-1", complete).await;
+    assert_eq!(
+        (a.status, a.header("content-type")),
+        (400, Some("application/xml")),
+        "wrong ETag for part 2: {}",
+        body(&a)
+    );
+    assert!(body(&a).contains("<Code>InvalidPart</Code>"), "{}", body(&a));
+    let good = b"<CompleteMultipartUpload><Part><PartNumber>1</PartNumber></Part><Part><PartNumber>2</PartNumber></Part></CompleteMultipartUpload>";
+    let a = req("POST", "/bk/multi?uploadId=u-1", good).await;
+    assert_eq!(a.status, 200, "{}", body(&a));
+    assert!(body(&a).contains("<Key>multi</Key>"), "{}", body(&a));
+    let mut got = vec![0u8; 18];
+    s.store.read_range(&ObjectPath::new("bk", "multi").unwrap(), 0, &mut got).unwrap();
+    assert_eq!(&got, b"part one, part two");
+    assert_eq!(req("POST", "/bk/multi?uploadId=u-1", b"<nope/>").await.status, 400);
+    // List (with a prefix, and max-keys), then DELETE (twice: 204 both times).
+    let a = req("GET", "/bk?list-type=2", b"").await;
+    let l = body(&a);
+    assert_eq!(a.status, 200, "{l}");
+    let keys: Vec<&str> = l.split("<Key>").skip(1).map(|k| k.split("</Key>").next().unwrap()).collect();
+    assert_eq!(keys, ["dir/small", "multi", "obj"]);
+    assert!(l.contains("<KeyCount>3</KeyCount>") && l.contains("<IsTruncated>false</IsTruncated>"), "{l}");
+    let l = body(&req("GET", "/bk?list-type=2&prefix=di&max-keys=1", b"").await);
+    assert!(
+        l.contains("<Prefix>di</Prefix><KeyCount>1</KeyCount>") && l.contains("<Key>dir/small</Key><Size>5</Size>"),
+        "{l}"
+    );
+    let l = body(&req("GET", "/bk?list-type=2&max-keys=1", b"").await);
+    assert!(l.contains("<IsTruncated>true</IsTruncated>"), "{l}");
+    assert_eq!(req("GET", "/bk?list-type=2&max-keys=1001", b"").await.status, 400);
+    assert_eq!(req("GET", "/bk", b"").await.status, 400);
+    assert_eq!(req("DELETE", "/bk/dir/small", b"").await.status, 204);
+    assert_eq!(req("DELETE", "/bk/dir/small", b"").await.status, 204);
+    assert_eq!(cp.head("bk", "dir/small").await.unwrap_err().status(), Some(404));
+    assert_eq!(req("DELETE", "/bk/a/%2e%2e/b", b"").await.status, 400);
+    // Unsigned: 403 on every object route too.
+    for (m, p) in [("HEAD", "/bk/obj"), ("PUT", "/bk/x"), ("DELETE", "/bk/obj"), ("GET", "/bk?list-type=2")] {
+        assert_eq!(send(&s, m, p, None, t0(), &[]).await.status, 403, "{m} {p}");
+    }
+    assert!(s.store.head(&ObjectPath::new("bk", "obj").unwrap()).is_ok());
+}

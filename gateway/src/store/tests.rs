@@ -211,3 +211,57 @@ fn a_foreign_file_is_corrupt_not_a_panic() {
     assert!(matches!(s.head(&obj("/bk/short")), Err(StoreError::Corrupt { why: "shorter than its header", .. })));
     assert!(matches!(s.head(&obj("/bk/magic")), Err(StoreError::Corrupt { why: "bad magic", .. })));
 }
+
+#[test]
+fn delete_and_list() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = store(dir.path());
+    for k in ["a/b/c", "a/b/d", "a/e", "f", "a.d/x"] {
+        s.put(&ObjectPath::new("bk", k).unwrap(), k.as_bytes()).unwrap();
+    }
+    let keys = |prefix: &str, max: usize| {
+        let (l, more) = s.list("bk", prefix, max).unwrap();
+        (l.into_iter().map(|o| o.key).collect::<Vec<_>>(), more)
+    };
+    assert_eq!(keys("", 100), (vec!["a.d/x".into(), "a/b/c".into(), "a/b/d".into(), "a/e".into(), "f".into()], false));
+    assert_eq!(keys("a/b", 100), (vec!["a/b/c".to_string(), "a/b/d".into()], false));
+    assert_eq!(keys("a/", 1), (vec!["a/b/c".to_string()], true));
+    let (l, _) = s.list("bk", "f", 10).unwrap();
+    assert_eq!(l[0].meta, s.head(&ObjectPath::new("bk", "f").unwrap()).unwrap());
+    assert_eq!(s.list("empty", "", 10).unwrap(), (Vec::new(), false));
+    assert!(matches!(s.list("BAD", "", 10), Err(StoreError::BadBucket(_))));
+
+    s.delete(&ObjectPath::new("bk", "a/b/c").unwrap()).unwrap();
+    assert!(matches!(s.head(&ObjectPath::new("bk", "a/b/c").unwrap()), Err(StoreError::NoSuchKey)));
+    assert!(matches!(s.delete(&ObjectPath::new("bk", "a/b/c").unwrap()), Err(StoreError::NoSuchKey)));
+    assert!(matches!(s.delete(&ObjectPath::new("bk", "nope/x").unwrap()), Err(StoreError::NoSuchKey)));
+    assert_eq!(keys("a/b", 100).0, vec!["a/b/d".to_string()]);
+}
+
+#[test]
+fn completing_an_upload_concatenates_its_parts_atomically() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = store(dir.path());
+    let part = |n: u32, data: &[u8]| s.put(&obj(&format!("/bk/big?partNumber={n}&uploadId=up1")), data).unwrap();
+    let m1 = part(1, b"hello ");
+    let _m2 = part(2, b"unused ");
+    let m3 = part(3, b"world");
+    let dest = obj("/bk/big");
+    // Refusals change nothing.
+    assert!(matches!(s.complete_upload(&dest, "up1", &[]), Err(StoreError::BadPart(_))));
+    assert!(matches!(s.complete_upload(&dest, "up1", &[(3, None), (1, None)]), Err(StoreError::BadPart(_))));
+    assert!(matches!(s.complete_upload(&dest, "up1", &[(1, None), (4, None)]), Err(StoreError::BadPart(_))));
+    assert!(matches!(
+        s.complete_upload(&dest, "up1", &[(1, Some(m3.etag.clone())), (3, None)]),
+        Err(StoreError::BadPart("a part's ETag does not match the uploaded part"))
+    ));
+    assert!(matches!(s.head(&dest), Err(StoreError::NoSuchKey)));
+    let m = s.complete_upload(&dest, "up1", &[(1, Some(format!("\"{}\"", m1.etag))), (3, Some(m3.etag))]).unwrap();
+    let mut got = vec![0u8; 11];
+    assert_eq!(s.read_range(&dest, 0, &mut got).unwrap(), m);
+    assert_eq!(&got, b"hello world");
+    assert_eq!(m.etag, hex(&Md5::digest(b"hello world")));
+    // The parts are gone, nothing else is left.
+    assert_eq!(files(dir.path()), ["bk/big.o"]);
+    assert!(matches!(s.complete_upload(&dest, "up1", &[(1, None)]), Err(StoreError::BadPart(_))));
+}
