@@ -117,8 +117,16 @@ pub(crate) struct World {
     free_slots: Vec<u32>,
     /// External mode: every transmitted packet leaves the fabric here instead
     /// of crossing a simulated link (the UDP backend puts them on a socket).
+    /// At most [`EXTERNAL_BACKLOG`] wait; egress resumes when they are taken.
     pub external: Option<VecDeque<Packet>>,
 }
+
+/// External mode: most packets waiting in the outbox for their owner. A NIC
+/// hands the wire what the wire can take, not a whole window at once: a
+/// packet stays in its QP (not sent: no ACK timer runs for it, and a go-back
+/// rewinds it instead of queueing a second copy behind it) until the owner
+/// has put the previous ones on its socket.
+pub const EXTERNAL_BACKLOG: usize = 64;
 
 /// Packets one egress pass may commit to the wire.
 const TX_BURST: u32 = 16;
@@ -249,7 +257,7 @@ impl World {
         self.now = self.now.max(at);
         while self.next_event_at() == Some(at) {
             let Some(Reverse(ev)) = self.events.pop() else { break };
-            self.dispatch(ev.kind);
+            self.dispatch(ev.at, ev.kind);
         }
         Some(at)
     }
@@ -264,7 +272,10 @@ impl World {
         }
     }
 
-    fn dispatch(&mut self, kind: EventKind) {
+    /// Runs one event scheduled at `at` (the clock may be later: in external
+    /// mode, events that fell due while the owner was busy run late, at the
+    /// present).
+    fn dispatch(&mut self, at: Instant, kind: EventKind) {
         match kind {
             EventKind::Deliver { to, pkt: slot } => {
                 if let Some(pkt) = self.in_flight.get_mut(slot as usize).and_then(Option::take) {
@@ -274,7 +285,7 @@ impl World {
             }
             EventKind::LinkDeliver { from, to } => self.link_deliver(from, to),
             EventKind::Egress { node } => self.egress(node),
-            EventKind::QpTimer { node, qp } => self.qp_timer(node, qp),
+            EventKind::QpTimer { node, qp } => self.qp_timer(node, qp, at),
             EventKind::Cm { from, to, msg } => crate::cm::handle(self, from, to, *msg),
             EventKind::CmTimeout { node, conn } => crate::cm::timeout(self, node, conn),
             EventKind::Fault(action) => self.apply_fault(*action),
@@ -362,10 +373,10 @@ impl World {
         r
     }
 
-    fn qp_timer(&mut self, node: NodeIdx, qp: QpId) {
+    fn qp_timer(&mut self, node: NodeIdx, qp: QpId, at: Instant) {
         let now = self.now;
         let Some(q) = self.nodes[node].qps.get_mut(qp.0) else { return };
-        if q.timer_event != Some(now) {
+        if q.timer_event != Some(at) {
             return; // superseded by an earlier event
         }
         q.timer_event = None;
@@ -394,6 +405,10 @@ impl World {
         // fabric handles one event per burst instead of one per packet.
         let mut budget = TX_BURST;
         while budget > 0 {
+            if self.external.as_ref().is_some_and(|q| q.len() >= EXTERNAL_BACKLOG) {
+                // The owner has not taken what waits: `take_external` resumes us.
+                return;
+            }
             let Some(qp) = self.nodes[node].tx_ready.pop_front() else { break };
             let buf = self.take_buf();
             let n = &mut self.nodes[node];
@@ -518,6 +533,24 @@ impl World {
                 (self.in_flight.len() - 1) as u32
             }
         }
+    }
+
+    /// Moves the external outbox to `out` and lets the nodes that stopped
+    /// at [`EXTERNAL_BACKLOG`] transmit again (from now).
+    pub fn take_external(&mut self, out: &mut Vec<Packet>) -> usize {
+        let Some(q) = self.external.as_mut() else { return 0 };
+        let n = q.len();
+        out.extend(q.drain(..));
+        let now = self.now;
+        for node in 0..self.nodes.len() {
+            let n = &mut self.nodes[node];
+            if !n.tx_ready.is_empty() && !n.egress_scheduled {
+                n.egress_scheduled = true;
+                let t = n.egress_free_at.max(now);
+                self.schedule(t, EventKind::Egress { node });
+            }
+        }
+        n
     }
 
     /// Delivers a packet that came from outside the fabric (external mode)

@@ -28,7 +28,9 @@ use crate::stats::UdpStats;
 use crate::wire::{self, HEADERS_LEN, RxDrop};
 
 /// Frames sent before the reactor reads its own sockets again, so two
-/// endpoints in one thread do not overrun each other's socket buffers.
+/// endpoints in one thread do not overrun each other's socket buffers and
+/// ACKs never wait behind a long message. The world hands over at most
+/// [`rctb_sim::EXTERNAL_BACKLOG`] frames per turn.
 const TX_CHUNK: usize = 64;
 /// Frames read from one socket per pass.
 const RX_BATCH: usize = 64;
@@ -68,6 +70,8 @@ pub(crate) struct Reactor {
     /// Frames the world transmitted that are not on a socket yet.
     outbox: VecDeque<Packet>,
     taken: Vec<Packet>,
+    /// Frames read from the sockets, for the world's next turn.
+    arrived: Vec<Packet>,
     txbuf: Vec<u8>,
     rxbuf: Vec<u8>,
 }
@@ -86,6 +90,7 @@ impl Reactor {
             endpoints: Vec::new(),
             outbox: VecDeque::new(),
             taken: Vec::new(),
+            arrived: Vec::new(),
             txbuf: Vec::with_capacity(RX_BUF),
             rxbuf: vec![0; RX_BUF],
         }
@@ -111,18 +116,24 @@ impl Reactor {
         Ok(ep)
     }
 
-    /// Runs the world up to the present.
+    /// Brings the world's clock to the present (a verb is stamped with
+    /// it); what fell due runs at the next [`turn`](Self::turn).
     pub fn advance(&mut self) {
-        self.sim.run_until(self.clock.now());
+        self.sim.advance_clock(self.clock.now());
     }
 
-    /// Everything that can be done without blocking: timers due, frames to
-    /// send, frames received; repeated until nothing moves (bounded).
+    /// Everything that can be done without blocking, repeated until nothing
+    /// moves (bounded). Each pass reads the sockets first, then lets the
+    /// world take those frames before the timers that fell due meanwhile
+    /// (`Sim::external_turn`: a reactor that was busy or descheduled must
+    /// not time out on ACKs that wait in its socket, and a late timer fires
+    /// once), then sends at most a chunk.
     pub fn turn(&mut self) -> Result<(), TransportError> {
         for _ in 0..256 {
-            self.advance();
-            let sent = self.flush()?;
             let received = self.receive()?;
+            self.sim.external_turn(self.clock.now(), &mut self.arrived, &mut self.taken);
+            self.outbox.extend(self.taken.drain(..));
+            let sent = self.flush()?;
             if sent == 0 && received == 0 {
                 break;
             }
@@ -161,8 +172,6 @@ impl Reactor {
 
     /// Sends up to [`TX_CHUNK`] waiting frames; returns how many.
     fn flush(&mut self) -> Result<usize, TransportError> {
-        self.sim.take_external(&mut self.taken);
-        self.outbox.extend(self.taken.drain(..));
         let mut n = 0;
         while n < TX_CHUNK {
             let Some(pkt) = self.outbox.pop_front() else { break };
@@ -174,8 +183,8 @@ impl Reactor {
         Ok(n)
     }
 
-    /// Reads what the sockets hold (bounded per socket); returns how many
-    /// frames were read.
+    /// Reads what the sockets hold (bounded per socket) into `arrived`;
+    /// returns how many frames were read.
     fn receive(&mut self) -> Result<usize, TransportError> {
         let mut total = 0;
         for i in 0..self.endpoints.len() {
@@ -230,13 +239,11 @@ impl Reactor {
                     self.sim.recycle(pkt.payload);
                     return;
                 }
-                // The world's clock must be now: the engine stamps timers.
-                self.sim.run_until(self.clock.now());
                 if fate == Fate::Duplicate {
                     ep.stats.rx_duplicated += 1;
-                    self.sim.inject(pkt.clone());
+                    self.arrived.push(pkt.clone());
                 }
-                self.sim.inject(pkt);
+                self.arrived.push(pkt);
             }
             Err((why, payload)) => {
                 match why {

@@ -134,6 +134,24 @@ impl Requester {
         }
     }
 
+    /// Moves the transmit point up to `una` when it is behind it: after a
+    /// go-back (timeout, NAK, RNR) rewound it, ACKs of the first flight
+    /// still arrive, and what they cover must not be sent again. READs keep
+    /// their own rewind (`ack_before` stops at them).
+    fn skip_acked(&mut self) {
+        let Some(idx) = self.sq.iter().position(|w| w.contains(self.una)) else { return };
+        let w = &self.sq[idx];
+        if w.is_read() {
+            return;
+        }
+        let acked = self.una.diff(w.first_psn) as u32;
+        if self.tx_idx < idx || (self.tx_idx == idx && self.tx_pkt < acked) {
+            // Every WR before `idx` ends before `una`: acknowledged, done.
+            self.tx_idx = idx;
+            self.tx_pkt = acked;
+        }
+    }
+
     pub(crate) fn can_transmit(&self, now: Instant, max_rd_atomic: u8) -> bool {
         if self.rnr_until.is_some_and(|t| now < t) {
             return false;
@@ -240,6 +258,7 @@ fn ack_before(qp: &mut RcQp, psn: Psn) -> bool {
     let advanced = new_una.diff(req.una) > 0;
     if advanced {
         req.una = new_una;
+        req.skip_acked();
     }
     advanced
 }
