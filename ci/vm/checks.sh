@@ -17,10 +17,11 @@ PEER=$2
 HERE=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=lib.sh
 . "$HERE/lib.sh"
+HWV_LIB=$HERE/lib.sh # hooks: . "$HWV_LIB"
 : "${HWV_T_CONFORMANCE:=150}" "${HWV_T_CHECK:=90}" "${HWV_CAPTURE:=1}"
 : "${HWV_CHECKS_DIR:=$HERE/checks.d}"
 : "${RCTB:=$(command -v rctb || true)}"
-export RCTB DEV PEER HWV_OUT HWV_RESULTS HWV_MODE
+export RCTB DEV PEER HWV_OUT HWV_RESULTS HWV_MODE HWV_LIB
 
 # ------------------------------------------------------------------ ports
 # ports-active: both ports ACTIVE, and what the other checks need to know
@@ -52,17 +53,10 @@ fi
 # ------------------------------------------------------------------ capture
 # Everything from here to the end of the hook checks is captured on DEV's
 # netdev; the host decodes it with tshark and checks every ICRC.
-TD=""
 CAP=${TMPDIR:-/tmp}/hwv-capture.$$.pcap
+CAPTURE_PID=""
 if [ "$HWV_CAPTURE" = 1 ] && [ -n "$DEV_NETDEV" ] && command -v tcpdump >/dev/null; then
-    tcpdump -Z root -U -i "$DEV_NETDEV" -s 0 -w "$CAP" \
-        'udp port 4791 or arp' >"$HWV_OUT/tcpdump.log" 2>&1 &
-    TD=$!
-    i=0
-    while [ $i -lt 50 ] && ! grep -q listening "$HWV_OUT/tcpdump.log" 2>/dev/null; do
-        sleep 0.1
-        i=$((i + 1))
-    done
+    capture_start "$HWV_OUT/tcpdump.log" "$CAP" "$DEV_NETDEV"
     say "capturing on $DEV_NETDEV"
 fi
 
@@ -167,10 +161,8 @@ for f in "$HWV_CHECKS_DIR"/*.sh; do
 done
 
 # ------------------------------------------------------------------ end capture
-if [ -n "$TD" ]; then
-    sleep 0.5
-    kill -INT "$TD"
-    wait "$TD"
+if [ -n "$CAPTURE_PID" ]; then
+    capture_stop
     cp "$CAP" "$HWV_OUT/capture.pcap"
     rm -f "$CAP"
 fi

@@ -70,6 +70,56 @@ gid_netdev() {
     cat "/sys/class/infiniband/$1/ports/1/gid_attrs/ndevs/$2" 2>/dev/null
 }
 
+# capture_start LOG PCAP IFACE [NETNS]: tcpdump RoCEv2 (UDP 4791) and ARP
+# on IFACE (in network namespace NETNS when given) into PCAP, in the
+# background, tcpdump's own output in LOG; returns once it listens (at most
+# 5 s). Sets CAPTURE_PID; capture_stop ends it.
+capture_start() {
+    _log=$1 _pcap=$2 _if=$3
+    if [ -n "${4:-}" ]; then
+        set -- /usr/bin/ip netns exec "$4" tcpdump
+    else
+        set -- tcpdump
+    fi
+    "$@" -Z root -U -i "$_if" -s 0 -w "$_pcap" 'udp port 4791 or arp' >"$_log" 2>&1 &
+    CAPTURE_PID=$!
+    _i=0
+    while [ $_i -lt 50 ] && ! grep -q listening "$_log" 2>/dev/null; do
+        sleep 0.1
+        _i=$((_i + 1))
+    done
+}
+
+# capture_stop: let tcpdump see the last frames, then end it
+capture_stop() {
+    [ -n "${CAPTURE_PID:-}" ] || return 0
+    sleep 0.5
+    kill -INT "$CAPTURE_PID" 2>/dev/null
+    wait "$CAPTURE_PID" 2>/dev/null
+    CAPTURE_PID=""
+}
+
+# must_fail CHECK TEXT OUT CMD...: a check that CMD fails, saying TEXT (a
+# fixed string) on stderr. Prints `PASS CHECK` or `FAIL CHECK why` (a hook's
+# result line), keeps stdout in OUT.out and stderr in OUT.err, echoes the
+# latter; returns 1 on FAIL.
+must_fail() {
+    _chk=$1 _txt=$2 _out=$3
+    shift 3
+    if "$@" >"$_out.out" 2>"$_out.err"; then
+        echo "FAIL $_chk it succeeded"
+        _rc=1
+    elif grep -qF -- "$_txt" "$_out.err"; then
+        echo "PASS $_chk"
+        _rc=0
+    else
+        echo "FAIL $_chk unclear error: $(last_line "$_out.err")"
+        _rc=1
+    fi
+    cat "$_out.err"
+    return $_rc
+}
+
 # last_line FILE: the last non-empty line of FILE, for a FAIL reason
 last_line() {
     _l=$(grep -v '^[[:space:]]*$' "$1" 2>/dev/null | tail -n 1 | cut -c1-200)

@@ -12,6 +12,8 @@ if [ -z "${NVMET_NQN:-}" ] || [ -z "${RCTB:-}" ]; then
     echo "PASS skipped-no-nvmet-target"
     exit 0
 fi
+# shellcheck source=../lib.sh
+. "${HWV_LIB:-/hwv/lib.sh}"
 W=${HWV_OUT:-/tmp}/nvme-work
 mkdir -p "$W"
 fails=0
@@ -103,24 +105,12 @@ else
 fi
 
 # A wrong NQN: the target refuses Connect, and the error says which field.
-if "$TIMEOUT" 60 "$RCTB" nvme connect --backend verbs --device "$DEV" -a "$NVMET_ADDR" -s "$NVMET_PORT" \
-    -n "nqn.2024-01.io.rctb:no-such-subsystem" >"$W/wrong-nqn.out" 2>"$W/wrong-nqn.err"; then
-    fail wrong-nqn "connect succeeded"
-elif grep -q "invalid subsystem NQN" "$W/wrong-nqn.err"; then
-    pass wrong-nqn
-else
-    fail wrong-nqn "unclear error: $(tail -1 "$W/wrong-nqn.err")"
-fi
-cat "$W/wrong-nqn.err"
+must_fail wrong-nqn "invalid subsystem NQN" "$W/wrong-nqn" \
+    "$TIMEOUT" 60 "$RCTB" nvme connect --backend verbs --device "$DEV" -a "$NVMET_ADDR" -s "$NVMET_PORT" \
+    -n "nqn.2024-01.io.rctb:no-such-subsystem" || fails=1
 
 # A wrong port: nothing listens there.
-if "$TIMEOUT" 60 "$RCTB" nvme connect --backend verbs --device "$DEV" -a "$NVMET_ADDR" -s 4421 \
-    -n "$NVMET_NQN" --timeout 5 >"$W/wrong-port.out" 2>"$W/wrong-port.err"; then
-    fail wrong-port "connect succeeded"
-elif grep -q "$NVMET_ADDR:4421" "$W/wrong-port.err"; then
-    pass wrong-port
-else
-    fail wrong-port "unclear error: $(tail -1 "$W/wrong-port.err")"
-fi
-cat "$W/wrong-port.err"
+must_fail wrong-port "$NVMET_ADDR:4421" "$W/wrong-port" \
+    "$TIMEOUT" 60 "$RCTB" nvme connect --backend verbs --device "$DEV" -a "$NVMET_ADDR" -s 4421 \
+    -n "$NVMET_NQN" --timeout 5 || fails=1
 exit $fails

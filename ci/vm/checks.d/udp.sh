@@ -36,7 +36,8 @@ if [ -z "${RCTB:-}" ] || [ ! -x "$RCTB" ]; then
     echo "FAIL rctb no rctb binary (see the build check)"
     exit 1
 fi
-. /hwv/lib.sh
+# shellcheck source=../lib.sh
+. "${HWV_LIB:-/hwv/lib.sh}"
 fails=0
 
 if ! why=$(udp_ns_up); then
@@ -46,25 +47,10 @@ if ! why=$(udp_ns_up); then
 fi
 echo "PASS setup rxe2 on veth2 (10.10.2.1), UDP endpoint in netns udp (10.10.2.2)"
 
-# cap_start NAME / cap_stop: tcpdump on veth3 into $HWV_OUT/capture-NAME.pcap
-tcpdump_pid=""
+# cap_start NAME / capture_stop: tcpdump on veth3 into $HWV_OUT/capture-NAME.pcap
 cap_start() {
     command -v tcpdump >/dev/null || return 0
-    $IP netns exec udp tcpdump -Z root -U -i veth3 -s 0 -w "$HWV_OUT/capture-$1.pcap" 'udp port 4791 or arp' \
-        >"$HWV_OUT/tcpdump-$1.log" 2>&1 &
-    tcpdump_pid=$!
-    i=0
-    while [ $i -lt 50 ] && ! grep -q listening "$HWV_OUT/tcpdump-$1.log" 2>/dev/null; do
-        sleep 0.1
-        i=$((i + 1))
-    done
-}
-cap_stop() {
-    [ -n "$tcpdump_pid" ] || return 0
-    sleep 0.5
-    kill "$tcpdump_pid" 2>/dev/null
-    wait "$tcpdump_pid" 2>/dev/null
-    tcpdump_pid=""
+    capture_start "$HWV_OUT/tcpdump-$1.log" "$HWV_OUT/capture-$1.pcap" veth3 udp
 }
 cap_start udp
 
@@ -97,7 +83,7 @@ run_dir() {
 
 run_dir udp-to-rxe 10.10.2.2 rxe2
 run_dir rxe-to-udp rxe2 10.10.2.2
-cap_stop
+capture_stop
 
 # The software FPGA on a UDP endpoint streaming into roce-rx on rxe2.
 cap_start udp-roce
@@ -115,7 +101,7 @@ $IP netns exec udp "$TIMEOUT" 60 "$RCTB" fpga-emu --backend udp --device 10.10.2
 erc=$?
 wait $rx
 rrc=$?
-cap_stop
+capture_stop
 echo "---- fpga-emu --backend udp (exit $erc)"
 cat "$EMU"
 echo "---- roce-rx on rxe2 (exit $rrc)"
