@@ -48,20 +48,25 @@ fn sender(sim: &Sim) -> Sender {
     Sender { t, cq, qp, mr }
 }
 
+/// RTR and RTS of `qp` towards `peer`'s QP `dest_qpn` (PMTU 4096).
+fn connect(t: &mut SimTransport, qp: QpId, peer: &str, dest_qpn: Qpn, sq_psn: Psn, rq_psn: Psn) {
+    let av = AddressVector::new(Gid::from_ipv4(peer.parse().unwrap()), 1);
+    let rtr = RtrAttr {
+        path_mtu: Mtu::Mtu4096,
+        dest_qpn,
+        rq_psn,
+        max_dest_rd_atomic: 16,
+        min_rnr_timer: RnrTimer::default(),
+        av,
+    };
+    t.modify_qp(qp, &QpTransition::Rtr(rtr)).unwrap();
+    let rts = RtsAttr { sq_psn, timeout: 14, retry_cnt: 7, rnr_retry: 7, max_rd_atomic: 16 };
+    t.modify_qp(qp, &QpTransition::Rts(rts)).unwrap();
+}
+
 impl Sender {
     fn connect(&mut self, dest_qpn: Qpn, sq_psn: Psn, rq_psn: Psn) {
-        let av = AddressVector::new(Gid::from_ipv4("10.0.0.1".parse().unwrap()), 1);
-        let rtr = RtrAttr {
-            path_mtu: Mtu::Mtu4096,
-            dest_qpn,
-            rq_psn,
-            max_dest_rd_atomic: 16,
-            min_rnr_timer: RnrTimer::default(),
-            av,
-        };
-        self.t.modify_qp(self.qp.id, &QpTransition::Rtr(rtr)).unwrap();
-        let rts = RtsAttr { sq_psn, timeout: 14, retry_cnt: 7, rnr_retry: 7, max_rd_atomic: 16 };
-        self.t.modify_qp(self.qp.id, &QpTransition::Rts(rts)).unwrap();
+        connect(&mut self.t, self.qp.id, "10.0.0.1", dest_qpn, sq_psn, rq_psn);
     }
 
     /// Posts frame `i` (channel i mod 4) when the window allows.
@@ -74,6 +79,24 @@ impl Sender {
     fn reap(&mut self, out: &mut Vec<Completion>) -> u64 {
         out.clear();
         self.t.poll_cq(self.cq, WINDOW as usize, out).unwrap() as u64
+    }
+
+    /// Streams `FRAMES` frames, `WINDOW` in flight, to a receiver: `receive`
+    /// waits for frames and takes them, returning how many it took.
+    fn stream(&mut self, sent: &mut Vec<Completion>, mut receive: impl FnMut() -> u64) {
+        let (mut posted, mut acked, mut received) = (0u64, 0u64, 0u64);
+        while received < FRAMES {
+            while posted < FRAMES && posted - acked < WINDOW {
+                self.post(posted);
+                posted += 1;
+            }
+            received += receive();
+            acked += self.reap(sent);
+        }
+        while acked < posted {
+            self.t.wait(&[self.cq], Instant::FAR_FUTURE).unwrap();
+            acked += self.reap(sent);
+        }
     }
 }
 
@@ -95,44 +118,23 @@ fn frames_bare_verbs(bencher: Bencher<'_, '_>) {
     for (i, sge) in sges.iter().enumerate() {
         t.post_recv(qp.id, &RecvWr::new(i as u64, sge)).unwrap();
     }
-    let av = AddressVector::new(Gid::from_ipv4("10.0.0.2".parse().unwrap()), 1);
-    let rtr = RtrAttr {
-        path_mtu: Mtu::Mtu4096,
-        dest_qpn: s.qp.qpn,
-        rq_psn: Psn::wrapping(0),
-        max_dest_rd_atomic: 16,
-        min_rnr_timer: RnrTimer::default(),
-        av,
-    };
-    t.modify_qp(qp.id, &QpTransition::Rtr(rtr)).unwrap();
-    let rts = RtsAttr { sq_psn: Psn::wrapping(0), timeout: 14, retry_cnt: 7, rnr_retry: 7, max_rd_atomic: 16 };
-    t.modify_qp(qp.id, &QpTransition::Rts(rts)).unwrap();
+    connect(&mut t, qp.id, "10.0.0.2", s.qp.qpn, Psn::wrapping(0), Psn::wrapping(0));
     s.connect(qp.qpn, Psn::wrapping(0), Psn::wrapping(0));
     let (mut out, mut sent) = (Vec::new(), Vec::new());
     let mut bytes = 0u64;
     bencher.counter(ItemsCount::new(FRAMES)).bench_local(|| {
-        let (mut posted, mut acked, mut received) = (0u64, 0u64, 0u64);
-        while received < FRAMES {
-            while posted < FRAMES && posted - acked < WINDOW {
-                s.post(posted);
-                posted += 1;
-            }
+        s.stream(&mut sent, || {
             t.wait(&[cq], Instant::FAR_FUTURE).unwrap();
             out.clear();
             t.poll_cq(cq, 16, &mut out).unwrap();
             for wc in &out {
-                received += 1;
                 // Read the bytes in place, as the server's consumer does.
                 let (off, len) = (wc.wr_id * 4096, wc.byte_len as u64);
                 t.mr_view(mr.id, off, len, &mut |b: &[u8]| bytes += b.len() as u64 + b[0] as u64 % 2).unwrap();
                 t.post_recv(qp.id, &RecvWr::new(wc.wr_id, &sges[wc.wr_id as usize])).unwrap();
             }
-            acked += s.reap(&mut sent);
-        }
-        while acked < posted {
-            s.t.wait(&[s.cq], Instant::FAR_FUTURE).unwrap();
-            acked += s.reap(&mut sent);
-        }
+            out.len() as u64
+        });
     });
     black_box(bytes);
 }
@@ -156,24 +158,15 @@ fn frames_roce_server(bencher: Bencher<'_, '_>) {
     let (mut frames, mut sent) = (Vec::new(), Vec::new());
     let mut bytes = 0u64;
     bencher.counter(ItemsCount::new(FRAMES)).bench_local(|| {
-        let (mut posted, mut acked, mut received) = (0u64, 0u64, 0u64);
-        while received < FRAMES {
-            while posted < FRAMES && posted - acked < WINDOW {
-                s.post(posted);
-                posted += 1;
-            }
+        s.stream(&mut sent, || {
             server.wait_frames(&mut frames, Instant::FAR_FUTURE).unwrap();
+            let n = frames.len() as u64;
             for f in frames.drain(..) {
-                received += 1;
                 server.with_frame_data(&f, &mut |b: &[u8]| bytes += b.len() as u64 + b[0] as u64 % 2).unwrap();
                 server.release(f).unwrap();
             }
-            acked += s.reap(&mut sent);
-        }
-        while acked < posted {
-            s.t.wait(&[s.cq], Instant::FAR_FUTURE).unwrap();
-            acked += s.reap(&mut sent);
-        }
+            n
+        });
     });
     black_box(bytes);
     assert_eq!(server.counters().bad_length + server.counters().errors, 0);
