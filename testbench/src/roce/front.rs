@@ -15,7 +15,7 @@ use rctb_sim::models::fpga::{FpgaEngine, setup_connection, teardown_connection};
 
 use super::check::FrameCheck;
 use super::cli::*;
-use super::handoff::{Channel, FpgaMsg, HandoffIn, HandoffOut, HostMsg, Message};
+use super::handoff::{Channel, FpgaMsg, HandoffError, HandoffIn, HandoffOut, HostMsg, Message};
 
 /// Human output: stdout, unless the hand-off uses it.
 struct Console {
@@ -89,28 +89,16 @@ pub fn roce_rx<T: Transport>(
     let mut last_frame = server.transport().now();
     let (mut last_print, mut printed) = (last_frame, (0u64, 0u64));
     let tick = Duration::from_millis(50);
-    let mut idle_spins = 0u32;
+    let mut spins = 0u32;
+    // Frames taken since the clock was last read.
+    let mut unclocked = false;
     let stop_reason = loop {
         let n = if a.busy_poll {
-            let n = server.poll(&mut frames)?;
-            // Busy polling reads the clock (a system call on some VMs) only
-            // with frames, or every 4096 empty polls.
-            if n == 0 {
-                idle_spins += 1;
-                if idle_spins % 4096 != 0 {
-                    continue;
-                }
-            }
-            n
+            server.poll(&mut frames)?
         } else {
             let now = server.transport().now();
             server.wait_frames(&mut frames, now + tick)?
         };
-        let now = server.transport().now();
-        if n > 0 {
-            started.get_or_insert(now);
-            last_frame = now;
-        }
         for f in frames.drain(..) {
             let (ch, ring) = (f.channel(), f.ring_position());
             server.with_frame_data(&f, &mut |b: &[u8]| {
@@ -119,16 +107,36 @@ pub fn roce_rx<T: Transport>(
             })?;
             server.release(f)?;
         }
+        unclocked |= n > 0;
         if done.is_none()
             && let Some(Message::Done(d)) = from_fpga.poll("done")?
         {
             done = Some(d);
         }
-        if a.frames.is_some_and(|n| check.frames >= n) {
-            break "frame count reached";
+        let stop = if a.frames.is_some_and(|n| check.frames >= n) {
+            Some("frame count reached")
+        } else if done.is_some_and(|d| check.frames >= d.frames) {
+            Some("the FPGA is done")
+        } else {
+            None
+        };
+        // Busy polling reads the clock (a system call and an emulated device
+        // read on some VMs, as much as a frame costs) at the first frame, at
+        // the stop and every 4096 turns, not per frame: the first-to-last
+        // frame time is exact, the idle timeout and progress lines coarser.
+        spins = spins.wrapping_add(1);
+        let first = n > 0 && started.is_none();
+        if a.busy_poll && !first && stop.is_none() && spins % 4096 != 0 {
+            continue;
         }
-        if done.is_some_and(|d| check.frames >= d.frames) {
-            break "the FPGA is done";
+        let now = server.transport().now();
+        if unclocked {
+            started.get_or_insert(now);
+            last_frame = now;
+            unclocked = false;
+        }
+        if let Some(reason) = stop {
+            break reason;
         }
         if now - last_frame > a.idle_timeout {
             break "idle timeout";
@@ -209,8 +217,16 @@ pub fn fpga_emu<T: Transport>(
     let errors = st.errors.len() as u64;
     let frames = st.completed - errors;
     let bytes = stream_bytes(&stream.sizes, frames);
-    to_host.send(&Message::Done(super::handoff::DoneMsg { frames, bytes, errors }))?;
+    let sent = to_host.send(&Message::Done(super::handoff::DoneMsg { frames, bytes, errors }));
     let teardown = teardown_connection(&mut engine, &p);
+    match sent {
+        // A host that stopped at its own frame count may have closed a pipe
+        // or FIFO already: it did not want the totals, and the stream is fine.
+        Err(HandoffError::Io { source, .. }) if source.kind() == std::io::ErrorKind::BrokenPipe => {
+            console.line("fpga-emu: the host closed the hand-off before the done message");
+        }
+        r => r?,
+    }
     let elapsed = result?;
     teardown?;
     console.line(&format!(
