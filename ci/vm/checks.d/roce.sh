@@ -8,7 +8,9 @@
 # ROCE_FRAMES (100000) frames on ROCE_CHANNELS (0,1,2,3), ROCE_SIZE (256)
 # bytes each. Checks: handoff, fpga-emu, roce-rx, frames (exactly
 # ROCE_FRAMES, as many bytes as the FPGA says it sent), lost (none lost,
-# repeated, reordered or corrupt), channels (each channel's exact share).
+# repeated, reordered or corrupt), channels (each channel's exact share);
+# then handoff-stdio and handoff-fifo: short runs with the hand-off through
+# a pipe and FIFOs instead of files (see below).
 #
 # Time: rxe under TCG moves about 1,600 of these frames a second (one ACK
 # each, all captured), so 100,000 take about 65 s of the 90 s HWV_T_CHECK;
@@ -95,5 +97,62 @@ if [ -z "$bad" ]; then
 else
     fail channels "$bad"
 fi
+
+# The hand-off through stdin/stdout and FIFOs, as a host driver and an FPGA
+# that talk through pipes would: ROCE_HANDOFF_FRAMES (2000) frames each.
+#   handoff-stdio: roce-rx's stdout is fpga-emu's stdin (a pipe); fpga-emu's
+#     stdout goes into a FIFO that roce-rx follows (--fpga-params FIFO).
+#     roce-rx stops at its frame count without waiting for `done`, so
+#     fpga-emu may find the FIFO closed: that must not fail it.
+#   handoff-fifo: both directions through FIFOs named on both command lines
+#     (each side opens the one it writes, the other reads it); roce-rx
+#     waits for `done` and checks the FPGA's totals.
+: "${ROCE_HANDOFF_FRAMES:=2000}"
+hf=$ROCE_HANDOFF_FRAMES
+rx_args="--device $PEER --fpga-ip $DEV_IP --frames $hf --handoff-timeout 20s --idle-timeout 10s --interval 0s"
+emu_args="--device $DEV --host-ip $PEER_IP --frames $hf --channels $ROCE_CHANNELS --size $ROCE_SIZE --handoff-timeout 20s --interval 0s"
+# handoff_verdict NAME FPGA: roce-rx's and fpga-emu's exits (in
+# $dir/NAME.rx.rc, .emu.rc) and the receiver's RESULT line, whose fpga= field
+# must start with FPGA (an extended regular expression)
+handoff_verdict() {
+    _rx=$HWV_OUT/roce-$1-rx.log _emu=$HWV_OUT/roce-$1-emu.log
+    _rrc=$(cat "$dir/$1.rx.rc" 2>/dev/null) _erc=$(cat "$dir/$1.emu.rc" 2>/dev/null)
+    echo "---- $1: roce-rx (exit $_rrc)"
+    cat "$_rx"
+    echo "---- $1: fpga-emu (exit $_erc)"
+    cat "$_emu"
+    _res=$(grep '^RESULT ' "$_rx" | tail -n 1)
+    if [ "$_rrc" = 0 ] && [ "$_erc" = 0 ] &&
+        echo "$_res" | grep -Eq "^RESULT PASS frames=$hf .* fpga=($2)"; then
+        pass "$1" "$hf frames: $_res"
+    else
+        fail "$1" "roce-rx exit ${_rrc:-?}, fpga-emu exit ${_erc:-?}: ${_res:-$(grep -hv '^[[:space:]]*$' "$_rx" "$_emu" | tail -n 1 | cut -c1-200)}"
+    fi
+}
+
+# shellcheck disable=SC2086 # rx_args and emu_args are lists of words
+mkfifo "$dir/f.fifo" && {
+    { $TIMEOUT 60 "$RCTB" roce-rx $rx_args --fpga-params "$dir/f.fifo" 2>"$HWV_OUT/roce-handoff-stdio-rx.log"
+        echo $? >"$dir/handoff-stdio.rx.rc"
+        # (if roce-rx died before opening the FIFO, this ends the shell's
+        # wait to open it for fpga-emu's stdout)
+        : <>"$dir/f.fifo"; } |
+        { $TIMEOUT 60 "$RCTB" fpga-emu $emu_args >"$dir/f.fifo" 2>"$HWV_OUT/roce-handoff-stdio-emu.log"
+            echo $? >"$dir/handoff-stdio.emu.rc"; }
+}
+handoff_verdict handoff-stdio "-|$hf "
+
+# shellcheck disable=SC2086
+mkfifo "$dir/h2.fifo" "$dir/f2.fifo" && {
+    { $TIMEOUT 60 "$RCTB" roce-rx $rx_args --wait-done --host-params "$dir/h2.fifo" --fpga-params "$dir/f2.fifo" \
+        >"$HWV_OUT/roce-handoff-fifo-rx.log" 2>&1 </dev/null
+        echo $? >"$dir/handoff-fifo.rx.rc"; } &
+    $TIMEOUT 60 "$RCTB" fpga-emu $emu_args --host-params "$dir/h2.fifo" --fpga-params "$dir/f2.fifo" \
+        >"$HWV_OUT/roce-handoff-fifo-emu.log" 2>&1 </dev/null
+    echo $? >"$dir/handoff-fifo.emu.rc"
+    wait
+}
+handoff_verdict handoff-fifo "$hf "
+
 rm -rf "$dir"
 exit $fails

@@ -17,8 +17,9 @@
 //! write after that point); `done` gives the FPGA's totals so the host can
 //! check its counters exactly. Numbers are decimal or `0x` hex. A channel is
 //! a file (the writer truncates it when it starts, then appends one line per
-//! message; the reader waits for it to appear and follows it like `tail -f`)
-//! or `-` for stdin/stdout. Blank lines and `#` comments are skipped.
+//! message; the reader waits for it to appear and follows it like `tail -f`),
+//! a FIFO (each end opens it once, the writer's open waits for the reader,
+//! and the writer's close ends the channel) or `-` for stdin/stdout. Blank lines and `#` comments are skipped.
 //!
 //! Every malformed line is a [`HandoffError`] naming the message, the field
 //! and the rule.
@@ -26,6 +27,7 @@
 use std::fmt;
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, Read, Write};
+use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::time::Duration;
@@ -302,6 +304,13 @@ impl HandoffOut {
         let name = ch.name("stdout");
         let sink: Box<dyn Write + Send> = match ch {
             Channel::Stdio => Box::new(io::stdout()),
+            Channel::File(p) if is_fifo(p) => {
+                // Opened once (this waits for the reader, as the shell's
+                // `>fifo` does): the reader takes the last writer's close
+                // for the end.
+                let io = |source| HandoffError::Io { path: name.clone(), source };
+                Box::new(std::fs::OpenOptions::new().write(true).open(p).map_err(io)?)
+            }
             Channel::File(p) => {
                 // Truncate what an earlier run left, then only ever append.
                 let io = |source| HandoffError::Io { path: name.clone(), source };
@@ -449,9 +458,15 @@ fn forward(mut r: impl BufRead, tx: &mpsc::Sender<Event>) {
     }
 }
 
+fn is_fifo(path: &Path) -> bool {
+    std::fs::metadata(path).is_ok_and(|m| m.file_type().is_fifo())
+}
+
 /// Follows a file that may not exist yet, like `tail -F`, forwarding
-/// complete lines until the reader goes away.
+/// complete lines until the reader goes away. A FIFO is read to its end
+/// instead (every writer closed it), which closes the channel.
 fn follow(path: &Path, tx: &mpsc::Sender<Event>) {
+    // (Opening a FIFO waits for a writer; the thread ends with the process.)
     let mut file = loop {
         match File::open(path) {
             Ok(f) => break f,
@@ -464,6 +479,9 @@ fn follow(path: &Path, tx: &mpsc::Sender<Event>) {
         // (Until the file appears: the thread ends with the process.)
         std::thread::sleep(FOLLOW_POLL);
     };
+    if file.metadata().is_ok_and(|m| m.file_type().is_fifo()) {
+        return forward(BufReader::new(file), tx);
+    }
     let mut pending = Vec::new();
     let mut buf = [0u8; 4096];
     loop {
@@ -598,6 +616,27 @@ mod tests {
         w.send(&Message::Done(DoneMsg { frames: 1, bytes: 2, errors: 0 })).unwrap();
         let m = r.expect("done", Duration::from_secs(5)).unwrap();
         assert_eq!(m, Message::Done(DoneMsg { frames: 1, bytes: 2, errors: 0 }));
+        let _ = std::fs::remove_file(&path);
+    }
+
+    #[test]
+    fn a_fifo_carries_the_messages_and_its_writers_close_ends_the_channel() {
+        let path = std::env::temp_dir().join(format!("rctb-handoff-fifo-{}", std::process::id()));
+        let _ = std::fs::remove_file(&path);
+        let made = std::process::Command::new("mkfifo").arg(&path).status().expect("mkfifo runs");
+        assert!(made.success(), "mkfifo {}", path.display());
+        // The reader opens it in its thread; the writer's open waits for it.
+        let mut r = HandoffIn::open(&Channel::parse(path.to_str().unwrap()));
+        let mut w = HandoffOut::open(&Channel::File(path.clone())).unwrap();
+        w.send(&Message::Ready).unwrap();
+        w.send(&Message::Done(DoneMsg { frames: 3, bytes: 4, errors: 0 })).unwrap();
+        let t = Duration::from_secs(5);
+        assert_eq!(r.expect("ready", t).unwrap(), Message::Ready);
+        drop(w);
+        assert_eq!(r.expect("done", t).unwrap(), Message::Done(DoneMsg { frames: 3, bytes: 4, errors: 0 }));
+        // Every writer closed it: the channel is closed, not silent.
+        let e = r.expect("fpga", t).unwrap_err();
+        assert!(matches!(e, HandoffError::Closed { expected: "fpga", .. }), "{e}");
         let _ = std::fs::remove_file(&path);
     }
 }
