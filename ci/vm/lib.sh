@@ -167,3 +167,36 @@ hook_timeout() {
         echo "${HWV_T_CHECK:-90}"
     fi
 }
+
+# udp_pair_up [LOSS]: two network namespaces joined by a veth pair, for
+# `rctb run SCENARIO --backend udp` across namespaces: rctb-a (rctb-va,
+# 10.91.0.1) and rctb-b (rctb-vb, 10.91.0.2), the addresses of
+# scenarios/udp-pair.toml. With LOSS (a percentage, e.g. 3), tc netem on
+# both ends loses that share of the frames each way (needs sch_netem).
+# Neither namespace has an rxe device, so UDP port 4791 is free in both.
+# Prints why and returns 1 when something failed; udp_pair_down undoes it.
+udp_pair_up() {
+    _ip=/usr/bin/ip
+    mkdir -p /run/netns
+    udp_pair_down
+    $_ip netns add rctb-a || { echo "ip netns add rctb-a failed"; return 1; }
+    $_ip netns add rctb-b || { echo "ip netns add rctb-b failed"; return 1; }
+    $_ip link add rctb-va netns rctb-a type veth peer name rctb-vb netns rctb-b ||
+        { echo "ip link add rctb-va (veth) failed"; return 1; }
+    for _s in a:1 b:2; do
+        _n=${_s%%:*} _h=${_s##*:}
+        $_ip -n "rctb-$_n" link set lo up
+        $_ip -n "rctb-$_n" addr add "10.91.0.$_h/24" dev "rctb-v$_n"
+        $_ip -n "rctb-$_n" link set "rctb-v$_n" up
+        if [ -n "${1:-}" ]; then
+            $_ip netns exec "rctb-$_n" tc qdisc add dev "rctb-v$_n" root netem loss "$1%" ||
+                { echo "tc netem loss $1% on rctb-v$_n failed (is sch_netem there?)"; return 1; }
+        fi
+    done
+}
+
+udp_pair_down() {
+    /usr/bin/ip netns del rctb-a 2>/dev/null
+    /usr/bin/ip netns del rctb-b 2>/dev/null
+    return 0
+}

@@ -4,7 +4,8 @@
 //! - [`scenario`]: the TOML format, parsing and validation.
 //! - [`traffic`]: the verbs-level traffic generator, generic over
 //!   [`rctb_core::Transport`] with a non-blocking step.
-//! - [`runner`]: builds a simulated fabric and drives every stream on it.
+//! - [`runner`]: builds a simulated fabric and drives every stream on it;
+//!   [`udp_run`]: the same streams between real UDP endpoints.
 //! - [`expect`], [`report`]: checks and the text/JSON report.
 //! - [`sweep`]: many seeds in parallel, with replay commands.
 //! - [`conformance`]: RC semantics cases, written once for every backend.
@@ -32,4 +33,5 @@ pub mod session_stream;
 pub mod sweep;
 pub mod traffic;
 pub mod udp_faults;
+pub mod udp_run;
 pub mod wiretrace;

@@ -37,6 +37,13 @@ enum Command {
         /// Print the report as JSON.
         #[arg(long)]
         json: bool,
+        /// `sim`: the simulated fabric; `udp`: every node a real UDP endpoint (rctb-udp) at its
+        /// scenario address, or where --node puts it (manual connects only).
+        #[arg(long, value_enum, default_value_t = Backend::Sim)]
+        backend: Backend,
+        /// udp: place a node, NAME=ADDR[:PORT][@NETNS] (NETNS: an `ip netns` name); repeatable.
+        #[arg(long = "node", value_name = "NAME=ADDR[@NETNS]")]
+        nodes: Vec<rctb::udp_run::NodePlace>,
     },
     /// Run a scenario over many seeds; print each failing seed with its replay command.
     Sweep {
@@ -110,7 +117,9 @@ enum Backend {
 
 fn main() -> ExitCode {
     match Cli::parse().command {
-        Command::Run { scenario, seed, pcap, json } => run(&scenario, seed, pcap.as_deref(), json),
+        Command::Run { scenario, seed, pcap, json, backend, nodes } => {
+            run(&scenario, seed, pcap.as_deref(), json, backend, &nodes)
+        }
         Command::Sweep { scenario, seeds, shard, start, jobs } => sweep(&scenario, seeds, shard, start, jobs),
         Command::Conformance { backend, device, peer, filter, mtu } => match backend {
             Backend::Sim => conformance_sim(&filter),
@@ -135,16 +144,34 @@ fn load(path: &str) -> Result<Scenario, ExitCode> {
     })
 }
 
-fn run(path: &str, seed: Option<u64>, pcap: Option<&str>, json: bool) -> ExitCode {
+fn run(
+    path: &str,
+    seed: Option<u64>,
+    pcap: Option<&str>,
+    json: bool,
+    backend: Backend,
+    nodes: &[rctb::udp_run::NodePlace],
+) -> ExitCode {
     let scenario = match load(path) {
         Ok(s) => s,
         Err(code) => return code,
     };
     let seed = seed.unwrap_or(scenario.default_seed);
-    let out = match runner::run(&scenario, seed, pcap.is_some()) {
+    if backend != Backend::Udp && !nodes.is_empty() {
+        eprintln!("rctb: --node places UDP endpoints: it needs --backend udp");
+        return ExitCode::from(2);
+    }
+    let out = match backend {
+        Backend::Sim => {
+            runner::run(&scenario, seed, pcap.is_some()).map_err(|e| format!("building the fabric failed: {e}"))
+        }
+        Backend::Udp => rctb::udp_run::run(&scenario, seed, pcap.is_some(), nodes).map_err(|e| e.to_string()),
+        Backend::Verbs => Err("--backend verbs runs the conformance suite and the front ends, not scenarios".into()),
+    };
+    let out = match out {
         Ok(out) => out,
         Err(e) => {
-            eprintln!("rctb: {path}: building the fabric failed: {e}");
+            eprintln!("rctb: {path}: {e}");
             return ExitCode::from(2);
         }
     };

@@ -154,6 +154,61 @@ fn roce_pair(
 /// a livelock (far above anything a real scenario needs).
 const MAX_BUSY_ROUNDS: u64 = 1_000_000;
 
+/// How a run's time moves while every stream is idle, and how frames
+/// travel: the simulated fabric's virtual time ([`Virtual`]), or real time
+/// with frames on real sockets (`crate::udp_run`).
+pub trait Pace {
+    /// Called on every round of the loop (a real network moves frames here).
+    fn poll(&mut self) -> Result<(), String> {
+        Ok(())
+    }
+    /// Every stream is idle, the earliest waiting for `wake`: let time move.
+    fn idle(&mut self, wake: Option<Instant>, limit: Instant) -> Idle;
+    /// Whether streams reporting progress while time stands still is a
+    /// livelock (only where time moves only when told to).
+    fn virtual_time(&self) -> bool {
+        true
+    }
+}
+
+/// What [`Pace::idle`] did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Idle {
+    Moved,
+    /// Nothing can happen any more.
+    Stalled,
+    TimeLimit,
+    /// The network failed (a socket error): the run stops, stalled.
+    Failed(String),
+}
+
+/// The simulator's virtual time: jump to the next event or wake time.
+#[derive(Debug)]
+pub struct Virtual<'a>(pub &'a Sim);
+
+impl Pace for Virtual<'_> {
+    fn idle(&mut self, wake: Option<Instant>, limit: Instant) -> Idle {
+        let sim = self.0;
+        let event = sim.next_event_at();
+        let next = match (event, wake) {
+            (Some(a), Some(b)) => a.min(b),
+            (Some(a), None) => a,
+            (None, Some(b)) => b,
+            (None, None) => return Idle::Stalled,
+        };
+        if next > limit {
+            sim.run_until(limit);
+            return Idle::TimeLimit;
+        }
+        if event == Some(next) {
+            sim.step();
+        } else {
+            sim.run_until(next);
+        }
+        Idle::Moved
+    }
+}
+
 /// Runs `scenario` with `seed`; `capture` records a pcap of every frame.
 pub fn run(scenario: &Scenario, seed: u64, capture: bool) -> Result<RunOutput, SimError> {
     let sim = Sim::new(seed);
@@ -177,6 +232,21 @@ pub fn run(scenario: &Scenario, seed: u64, capture: bool) -> Result<RunOutput, S
             sim.schedule(fault);
         }
     }
+    run_world(scenario, seed, capture, &sim, &nodes, swarm_notes, &mut Virtual(&sim))
+}
+
+/// Runs the streams of `scenario` on the nodes of `sim` (one per scenario
+/// node, in order), with `pace` moving time; builds the report.
+pub fn run_world(
+    scenario: &Scenario,
+    seed: u64,
+    capture: bool,
+    sim: &Sim,
+    nodes: &[rctb_sim::NodeId],
+    notes: Vec<String>,
+    pace: &mut dyn Pace,
+) -> Result<RunOutput, SimError> {
+    let swarm_notes = notes;
     if capture {
         sim.enable_pcap();
     }
@@ -190,7 +260,7 @@ pub fn run(scenario: &Scenario, seed: u64, capture: bool) -> Result<RunOutput, S
             (None, Some(cfg)) => {
                 let start = Instant::ZERO + spec.config.start;
                 let (server, client) = (nodes[responder], nodes[requester]);
-                match SessionStream::new(&sim, cfg.clone(), server, client, start) {
+                match SessionStream::new(sim, cfg.clone(), server, client, start) {
                     Ok(s) => Workload::Session(Box::new(s)),
                     Err(e) => return Err(SimError::UnknownNode(format!("rcsession stream {}: {e}", spec.config.name))),
                 }
@@ -200,7 +270,7 @@ pub fn run(scenario: &Scenario, seed: u64, capture: bool) -> Result<RunOutput, S
         placed.push(Placed { name: spec.config.name.clone(), stream, requester, responder });
     }
 
-    let (outcome, drive_notes) = drive(&sim, &mut transports, &mut placed, Instant::ZERO + scenario.time_limit);
+    let (outcome, drive_notes) = drive(sim, pace, &mut transports, &mut placed, Instant::ZERO + scenario.time_limit);
     let mut notes: Vec<String> = swarm_notes.into_iter().chain(drive_notes).collect();
     let finished_at = sim.now();
     for p in placed.iter_mut() {
@@ -228,10 +298,20 @@ fn unfinished(placed: &[Placed]) -> Vec<String> {
 }
 
 /// The event loop. Returns how it ended and notes worth reporting.
-fn drive(sim: &Sim, transports: &mut [SimTransport], placed: &mut [Placed], limit: Instant) -> (Outcome, Vec<String>) {
+fn drive(
+    sim: &Sim,
+    pace: &mut dyn Pace,
+    transports: &mut [SimTransport],
+    placed: &mut [Placed],
+    limit: Instant,
+) -> (Outcome, Vec<String>) {
     let mut notes = Vec::new();
     let mut busy_rounds = 0u64;
     loop {
+        if let Err(e) = pace.poll() {
+            notes.push(e);
+            return (Outcome::Stalled { at: sim.now(), waiting: unfinished(placed) }, notes);
+        }
         let mut busy = dispatch_cm(transports, placed, &mut notes);
         let mut wake: Option<Instant> = None;
         let mut all_done = true;
@@ -256,28 +336,21 @@ fn drive(sim: &Sim, transports: &mut [SimTransport], placed: &mut [Placed], limi
         }
         if busy {
             busy_rounds += 1;
-            if busy_rounds > MAX_BUSY_ROUNDS {
+            if busy_rounds > MAX_BUSY_ROUNDS && pace.virtual_time() {
                 return (Outcome::Livelock { at: sim.now(), waiting: unfinished(placed) }, notes);
             }
             continue;
         }
         busy_rounds = 0;
         // Every stream is idle: let time move to the next thing that happens.
-        let event = sim.next_event_at();
-        let next = match (event, wake) {
-            (Some(a), Some(b)) => a.min(b),
-            (Some(a), None) => a,
-            (None, Some(b)) => b,
-            (None, None) => return (Outcome::Stalled { at: sim.now(), waiting: unfinished(placed) }, notes),
-        };
-        if next > limit {
-            sim.run_until(limit);
-            return (Outcome::TimeLimit { at: sim.now(), waiting: unfinished(placed) }, notes);
-        }
-        if event == Some(next) {
-            sim.step();
-        } else {
-            sim.run_until(next);
+        match pace.idle(wake, limit) {
+            Idle::Moved => {}
+            Idle::Stalled => return (Outcome::Stalled { at: sim.now(), waiting: unfinished(placed) }, notes),
+            Idle::TimeLimit => return (Outcome::TimeLimit { at: sim.now(), waiting: unfinished(placed) }, notes),
+            Idle::Failed(why) => {
+                notes.push(why);
+                return (Outcome::Stalled { at: sim.now(), waiting: unfinished(placed) }, notes);
+            }
         }
     }
 }

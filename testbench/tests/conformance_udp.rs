@@ -92,8 +92,9 @@ fn data_cases_pass_between_two_reactors() {
     let mut a: Either<Driven<_>, Driven<_>> = Either::A(Driven::new(a, r2.clone()));
     let mut b = Either::B(Driven::new(b, r1.clone()));
     let data = |name: &str| ["send/", "write/", "read/"].iter().any(|p| name.starts_with(p));
-    let results = conformance::run_selected(&mut a, &mut b, &data, &mut |_| {});
+    let results = conformance::run_selected(&mut a, &mut b, &data, &mut |r| eprintln!("{}", r.line()));
     let failed: Vec<String> = results.iter().filter(|r| !r.passed()).map(|r| r.line()).collect();
+    eprintln!("a: {:?}\nb: {:?}", r1.engine_stats(), r2.engine_stats());
     assert!(failed.is_empty(), "failures between two reactors:\n{}", failed.join("\n"));
     assert_eq!(results.len(), 21);
 }

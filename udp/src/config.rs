@@ -3,6 +3,7 @@
 
 use std::fmt;
 use std::net::Ipv4Addr;
+use std::path::PathBuf;
 
 use rctb_core::transport::Mtu;
 use rctb_core::wire::roce::ROCEV2_UDP_PORT;
@@ -70,6 +71,12 @@ pub struct UdpConfig {
     /// recovery); [`UdpTransport::set_hook`](crate::UdpTransport::set_hook)
     /// changes it later.
     pub hook: Option<PathHook>,
+    /// The network namespace the sockets live in: a name (`ip netns add
+    /// NAME`, i.e. `/run/netns/NAME`) or a path (`/proc/PID/ns/net`).
+    /// `None`: the caller's. The thread enters it only while opening the
+    /// sockets (CAP_SYS_ADMIN), so one process can have endpoints in several
+    /// namespaces, joined by whatever links them (a veth pair, tc netem).
+    pub netns: Option<PathBuf>,
 }
 
 impl fmt::Debug for UdpConfig {
@@ -84,6 +91,7 @@ impl fmt::Debug for UdpConfig {
             .field("raw_rx", &self.raw_rx)
             .field("socket_buffer", &self.socket_buffer)
             .field("hook", &self.hook.as_ref().map(|_| "set"))
+            .field("netns", &self.netns)
             .finish()
     }
 }
@@ -101,6 +109,7 @@ impl UdpConfig {
             raw_rx: RawRx::Auto,
             socket_buffer: 8 << 20,
             hook: None,
+            netns: None,
         }
     }
 

@@ -7,9 +7,11 @@
 use std::io;
 use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::path::Path;
 
 use rustix::io::Errno;
 use rustix::net::{self, AddressFamily, SocketFlags, SocketType, ipproto, sockopt};
+use rustix::thread::{LinkNameSpaceType, move_into_link_name_space};
 
 use crate::config::{RawRx, UdpConfig};
 use crate::error::UdpError;
@@ -31,8 +33,56 @@ fn buffers(fd: BorrowedFd<'_>, size: usize, send: bool) {
     }
 }
 
+/// The calling thread inside another network namespace until
+/// [`leave`](Netns::leave) (or drop) puts it back where it was.
+struct Netns {
+    home: Option<std::fs::File>,
+}
+
+impl Netns {
+    fn enter(ns: &Path) -> Result<Netns, UdpError> {
+        let path = if ns.components().count() == 1 { Path::new("/run/netns").join(ns) } else { ns.to_path_buf() };
+        let err = |what: &'static str| move |source: io::Error| UdpError::Netns { path: path_of(ns), what, source };
+        let home = std::fs::File::open("/proc/thread-self/ns/net").map_err(err("open the current namespace"))?;
+        let target = std::fs::File::open(&path).map_err(err("open"))?;
+        move_into_link_name_space(target.as_fd(), Some(LinkNameSpaceType::Network))
+            .map_err(|e| err("enter (setns, needs CAP_SYS_ADMIN)")(e.into()))?;
+        Ok(Netns { home: Some(home) })
+    }
+
+    fn leave(mut self) -> Result<(), UdpError> {
+        let Some(home) = self.home.take() else { return Ok(()) };
+        move_into_link_name_space(home.as_fd(), Some(LinkNameSpaceType::Network)).map_err(|e| UdpError::Netns {
+            path: "/proc/thread-self/ns/net".into(),
+            what: "return to the thread's namespace",
+            source: e.into(),
+        })
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        if let Some(home) = self.home.take() {
+            let _ = move_into_link_name_space(home.as_fd(), Some(LinkNameSpaceType::Network));
+        }
+    }
+}
+
+fn path_of(p: &Path) -> String {
+    p.display().to_string()
+}
+
 impl Sockets {
+    /// Opens the endpoint's sockets, inside `cfg.netns` when given.
     pub fn open(cfg: &UdpConfig) -> Result<Self, UdpError> {
+        let Some(ns) = &cfg.netns else { return Self::open_here(cfg) };
+        let inside = Netns::enter(ns)?;
+        let r = Self::open_here(cfg);
+        inside.leave()?;
+        r
+    }
+
+    fn open_here(cfg: &UdpConfig) -> Result<Self, UdpError> {
         if cfg.ip.is_unspecified() || cfg.ip.is_broadcast() || cfg.ip.is_multicast() {
             return Err(UdpError::Config { field: "ip", rule: "must be one unicast address of this host" });
         }

@@ -21,6 +21,13 @@ pub enum UdpError {
         #[source]
         source: io::Error,
     },
+    #[error("udp endpoint: network namespace {path}: {what}: {source}")]
+    Netns {
+        path: String,
+        what: &'static str,
+        #[source]
+        source: io::Error,
+    },
     #[error("udp endpoint: {0}")]
     Sim(#[from] rctb_sim::SimError),
 }

@@ -63,6 +63,16 @@ impl UdpReactor {
         self.inner.borrow().sim.take_pcap()
     }
 
+    /// The world the endpoints' RC engines live in (a handle). Its
+    /// `SimTransport`s (`world().transport(world().node(name))`) are the
+    /// endpoints' verbs without the reactor around them: code that drives
+    /// the reactor itself ([`turn`](Self::turn), [`block`](Self::block),
+    /// as the scenario runner does) may use them directly. The world is in
+    /// external mode: whatever it transmits goes out on the sockets.
+    pub fn world(&self) -> rctb_sim::Sim {
+        self.inner.borrow().sim.clone()
+    }
+
     /// The reactor's clock (real time since the reactor was made).
     pub fn now(&self) -> Instant {
         self.inner.borrow().clock.now()

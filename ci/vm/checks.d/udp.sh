@@ -23,8 +23,12 @@
 # ACKs all passed the UDP endpoint's ICRC check). Its frames are captured
 # apart, in capture-udp-roce.pcap (capture-udp-roce-decode, -icrc).
 #
-# Time: about 15 s for the suite both ways and 10 s for the stream under TCG.
-# hwv-timeout: 120
+# Last, udp-pair.toml between two UDP endpoints in two namespaces over a
+# veth with tc netem loss (netem/run, netem/loss; see below).
+#
+# Time: about 15 s for the suite both ways, 10 s for the stream and 20 s for
+# the scenario under TCG.
+# hwv-timeout: 150
 set -u
 : "${UDP_ROCE_FRAMES:=4000}"
 IP=/usr/bin/ip
@@ -138,4 +142,35 @@ else
 fi
 rm -rf "$d"
 udp_ns_down
+# A scenario between two UDP endpoints in two namespaces (rctb-a, rctb-b:
+# lib.sh udp_pair_up) joined by a veth pair that loses 3% of the frames
+# each way (tc netem): every stream of udp-pair.toml (every opcode both
+# ways, 1 B to 256 KiB, and 1,000 FPGA frames) completes with every byte
+# checked, through NAKs, go-back-N and ACK timeouts. Check `netem/run`
+# (the report's result line), `netem/loss` (the engine retransmitted).
+/usr/sbin/modprobe sch_netem 2>/dev/null
+if why=$(udp_pair_up 3); then
+    log=$HWV_OUT/udp-netem.txt
+    "$TIMEOUT" 60 "$RCTB" run /hwv/udp-pair.toml --backend udp --node a=10.91.0.1@rctb-a \
+        --node b=10.91.0.2@rctb-b >"$log" 2>"$HWV_OUT/udp-netem.err"
+    rc=$?
+    res=$(grep '^result: ' "$log")
+    if [ $rc = 0 ] && [ "$res" = "result: PASS (37 checks)" ]; then
+        echo "PASS netem/run $res under 3% loss each way"
+    else
+        echo "FAIL netem/run exit $rc: ${res:-$(last_line "$HWV_OUT/udp-netem.err")}"
+        fails=1
+    fi
+    retx=$(awk '$1 == "retransmitted" { print $2 }' "$log")
+    if [ "${retx:-0}" -gt 0 ]; then
+        echo "PASS netem/loss $retx packets retransmitted, $(awk '$1 == "timeouts" { print $2 }' "$log") ACK timeouts"
+    else
+        echo "FAIL netem/loss nothing retransmitted: was anything lost? (ci/out/udp-netem.txt)"
+        fails=1
+    fi
+else
+    echo "FAIL netem/setup $why"
+    fails=1
+fi
+udp_pair_down
 exit $fails

@@ -1,0 +1,203 @@
+//! `rctb run SCENARIO --backend udp`: a scenario's streams between real UDP
+//! endpoints (rctb-udp), one per node, instead of over the simulated fabric.
+//!
+//! The streams, their checks and the report are the simulator runner's
+//! ([`runner::run_world`]); the nodes are the endpoints of one
+//! [`UdpReactor`], whose world is in external mode, so every frame crosses
+//! a real socket, and time is real. Each node binds the scenario's address,
+//! or the one `--node NAME=ADDR[:PORT][@NETNS]` gives, inside network
+//! namespace NETNS when given: one process reaches endpoints in two
+//! namespaces joined by a veth pair, where `tc netem` can lose, delay or
+//! reorder frames on the way (`ci/udp-netns`).
+//!
+//! What the simulated fabric did is not done here: the scenario's latency,
+//! bandwidth, link faults, fault schedule and swarm are not applied (the
+//! report says so), and streams that connect with RDMA CM or run session
+//! workloads are refused (RDMA CM is not carried over UDP): use
+//! `connect = "manual"`.
+
+use std::net::{Ipv4Addr, SocketAddrV4};
+use std::path::PathBuf;
+
+use rctb_core::time::Instant;
+use rctb_core::wire::roce::ROCEV2_UDP_PORT;
+use rctb_sim::LinkConfig;
+use rctb_udp::{UdpConfig, UdpError, UdpReactor};
+use thiserror::Error;
+
+use crate::runner::{self, Idle, Pace, RunOutput};
+use crate::scenario::Scenario;
+use crate::traffic::ConnectMode;
+
+/// Where one node's endpoint lives (`--node NAME=ADDR[:PORT][@NETNS]`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NodePlace {
+    pub name: String,
+    pub at: SocketAddrV4,
+    pub netns: Option<PathBuf>,
+}
+
+impl std::str::FromStr for NodePlace {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        let form = "expected NAME=ADDR[:PORT][@NETNS], e.g. a=10.91.0.1@rctb-a";
+        let (name, rest) = s.split_once('=').ok_or_else(|| format!("{s:?}: {form}"))?;
+        let (addr, netns) = match rest.split_once('@') {
+            Some((a, ns)) if !ns.is_empty() => (a, Some(PathBuf::from(ns))),
+            Some(_) => return Err(format!("{s:?}: empty namespace after @; {form}")),
+            None => (rest, None),
+        };
+        let at = addr
+            .parse::<SocketAddrV4>()
+            .or_else(|_| addr.parse::<Ipv4Addr>().map(|ip| SocketAddrV4::new(ip, ROCEV2_UDP_PORT)))
+            .map_err(|_| format!("{s:?}: {addr:?} is not an IPv4 address[:port]; {form}"))?;
+        if name.is_empty() {
+            return Err(format!("{s:?}: empty node name; {form}"));
+        }
+        Ok(NodePlace { name: name.to_string(), at, netns })
+    }
+}
+
+/// Why a scenario cannot run on the udp backend (exit status 2).
+#[derive(Debug, Error)]
+pub enum UdpRunError {
+    #[error("streams.{stream:?}.{field}: {rule} (--backend udp)")]
+    Unsupported { stream: String, field: &'static str, rule: &'static str },
+    #[error("--node {name}: unknown node (nodes: {known})")]
+    UnknownNode { name: String, known: String },
+    #[error("--node: every endpoint needs the same UDP port (RoCEv2 peers send to the port they listen on): {0}")]
+    Ports(String),
+    #[error("node {node} ({at}): {source}")]
+    Bind {
+        node: String,
+        at: SocketAddrV4,
+        #[source]
+        source: UdpError,
+    },
+    #[error("building the run: {0}")]
+    Sim(#[from] rctb_sim::SimError),
+}
+
+/// Real time: block on the sockets until a frame, a timer or a stream's
+/// wake time.
+struct RealTime<'a>(&'a UdpReactor);
+
+impl Pace for RealTime<'_> {
+    fn poll(&mut self) -> Result<(), String> {
+        self.0.turn().map_err(|e| format!("udp: {e}"))
+    }
+
+    fn idle(&mut self, wake: Option<Instant>, limit: Instant) -> Idle {
+        if self.0.now() >= limit {
+            return Idle::TimeLimit;
+        }
+        // With nothing to wait for, a frame may still come from the network.
+        let until = wake.map_or(limit, |w| w.min(limit));
+        match self.0.block(until).and_then(|()| self.0.turn()) {
+            Ok(()) => Idle::Moved,
+            Err(e) => Idle::Failed(format!("udp: {e}")),
+        }
+    }
+
+    fn virtual_time(&self) -> bool {
+        false
+    }
+}
+
+/// The streams the udp backend cannot run, as the first one's error.
+pub fn check(scenario: &Scenario) -> Result<(), UdpRunError> {
+    for s in &scenario.streams {
+        let stream = s.config.name.clone();
+        if s.session.is_some() {
+            let rule = "rcsession workloads run on the simulator only (their clients connect with RDMA CM)";
+            return Err(UdpRunError::Unsupported { stream, field: "op", rule });
+        }
+        if s.roce.is_none() && s.config.connect == ConnectMode::Cm {
+            let rule = "\"cm\" is not carried over UDP: use connect = \"manual\" (QPN and PSN exchanged out of band)";
+            return Err(UdpRunError::Unsupported { stream, field: "connect", rule });
+        }
+    }
+    Ok(())
+}
+
+/// Runs `scenario` with `seed` between UDP endpoints placed by `places`
+/// (other nodes bind their scenario address on port 4791).
+pub fn run(scenario: &Scenario, seed: u64, capture: bool, places: &[NodePlace]) -> Result<RunOutput, UdpRunError> {
+    check(scenario)?;
+    let known = || scenario.nodes.iter().map(|n| n.name.as_str()).collect::<Vec<_>>().join(", ");
+    for p in places {
+        if !scenario.nodes.iter().any(|n| n.name == p.name) {
+            return Err(UdpRunError::UnknownNode { name: p.name.clone(), known: known() });
+        }
+    }
+    let place = |name: &str, ip: Ipv4Addr| {
+        places.iter().rev().find(|p| p.name == name).cloned().unwrap_or(NodePlace {
+            name: name.to_string(),
+            at: SocketAddrV4::new(ip, ROCEV2_UDP_PORT),
+            netns: None,
+        })
+    };
+    let placed: Vec<NodePlace> = scenario.nodes.iter().map(|n| place(&n.name, n.ip)).collect();
+    if placed.windows(2).any(|w| w[0].at.port() != w[1].at.port()) {
+        let list: Vec<String> = placed.iter().map(|p| format!("{}={}", p.name, p.at)).collect();
+        return Err(UdpRunError::Ports(list.join(", ")));
+    }
+    // The scenario as run: its nodes at the addresses they are bound to.
+    let mut scenario = scenario.clone();
+    for (n, p) in scenario.nodes.iter_mut().zip(&placed) {
+        n.ip = *p.at.ip();
+    }
+    let reactor = UdpReactor::new(Some(seed));
+    let mut endpoints = Vec::new();
+    let mut notes = Vec::new();
+    for (n, p) in scenario.nodes.iter().zip(&placed) {
+        let cfg = UdpConfig {
+            mtu: n.mtu,
+            port: p.at.port(),
+            peer_port: p.at.port(),
+            seed: Some(seed),
+            netns: p.netns.clone(),
+            ..UdpConfig::new(n.name.clone(), *p.at.ip())
+        };
+        let t = reactor.endpoint(cfg).map_err(|source| UdpRunError::Bind { node: n.name.clone(), at: p.at, source })?;
+        let ns = p.netns.as_ref().map(|ns| format!(" in netns {}", ns.display())).unwrap_or_default();
+        let raw = if t.stats().raw_rx { "raw socket, ICRC over the real IPv4 header" } else { "UDP socket only" };
+        notes.push(format!("udp: node {} on {}{ns} ({raw})", n.name, p.at));
+        endpoints.push(t);
+    }
+    let simulated_fabric = scenario.default_link != LinkConfig::default()
+        || !scenario.links.is_empty()
+        || !scenario.faults.is_empty()
+        || scenario.swarm.is_some();
+    if simulated_fabric {
+        notes.push(
+            "udp: the scenario's fabric (latency, faults, links, fault schedule, swarm) is not applied: frames cross \
+             the real network between the endpoints"
+                .to_string(),
+        );
+    }
+    let world = reactor.world();
+    let nodes = scenario.nodes.iter().map(|n| world.node(&n.name)).collect::<Result<Vec<_>, _>>()?;
+    let out = runner::run_world(&scenario, seed, capture, &world, &nodes, notes, &mut RealTime(&reactor))?;
+    let mut out = out;
+    for (t, n) in endpoints.iter().zip(&scenario.nodes) {
+        let s = t.stats();
+        out.report.notes.push(format!(
+            "udp: node {}: sent {} frames ({} refused by the socket), received {} ({} ACKs, {} RNR NAKs, {} PSN \
+             sequence NAKs), dropped {} bad ICRC, {} malformed, {} unsupported, {} for other ports",
+            n.name,
+            s.tx_frames,
+            s.tx_errors,
+            s.rx_frames,
+            s.rx_acks,
+            s.rx_naks_rnr,
+            s.rx_naks_seq,
+            s.rx_bad_icrc,
+            s.rx_malformed,
+            s.rx_unsupported,
+            s.rx_foreign
+        ));
+    }
+    Ok(out)
+}
