@@ -33,12 +33,16 @@ enum ObjectBackend {
     Sim,
     /// An RDMA device (rxe or a NIC; a binary built with `--features verbs`).
     Verbs,
+    /// A UDP endpoint (rctb-udp: the simulator's RC engine on a UDP socket,
+    /// port 4791): `--device ADDR[:PORT]`, no RDMA device or kernel support;
+    /// server and client may be two processes on one machine.
+    Udp,
 }
 
 /// The RDMA device options (verbs).
 #[derive(Clone, Debug, clap::Args)]
 struct DeviceArgs {
-    /// The RDMA device (verbs), e.g. rxe0.
+    /// The RDMA device (verbs), e.g. rxe0; with udp, the endpoint's IPv4 address[:port].
     #[arg(long)]
     device: Option<String>,
     /// The device's port (1-based).
@@ -193,7 +197,6 @@ fn random_seed() -> Result<[u8; 32], Failure> {
 }
 
 /// `auto` or a number.
-#[cfg_attr(not(feature = "verbs"), allow(dead_code))]
 fn gid_arg(s: &str) -> Result<Option<u32>, Failure> {
     if s == "auto" {
         return Ok(None);
@@ -228,6 +231,7 @@ fn serve(
     let r = match backend {
         ObjectBackend::Sim => serve_sim(opts),
         ObjectBackend::Verbs => verbs::serve(opts, dev)?,
+        ObjectBackend::Udp => udp::serve(opts, dev)?,
     };
     r.map_err(|e| Failure::Run(e.to_string()))
 }
@@ -274,7 +278,7 @@ fn transfer(put: bool, url: &str, file: &Path, a: &ClientArgs) -> Result<(), Fai
     let creds = Credentials::from_env(|k| std::env::var(k).ok()).map_err(|e| Failure::Usage(e.to_string()))?;
     if a.backend == ObjectBackend::Sim {
         return Err(Failure::Usage(
-            "--backend sim: a simulated client cannot reach another process's fabric; use verbs".into(),
+            "--backend sim: a simulated client cannot reach another process's fabric; use verbs or udp".into(),
         ));
     }
     if a.ack_timeout > 31 {
@@ -303,7 +307,7 @@ fn transfer(put: bool, url: &str, file: &Path, a: &ClientArgs) -> Result<(), Fai
             // Nothing moves over RDMA: no device needed.
             Arc::new(NoRdma)
         } else {
-            verbs::client(&a.dev, server_ip, cfg)?
+            rdma_client(a, server_ip, cfg)?
         };
         let client = ObjectClient::new(cp, rdma, seed);
         let pb = bar(size, a.quiet, a.phases, 2);
@@ -346,7 +350,7 @@ fn roundtrip(count: usize, max_size: u64, bucket: &str, prefix: Option<&str>, a:
     let endpoint = Endpoint::parse(&a.endpoint).map_err(|e| Failure::Usage(format!("--endpoint: {e}")))?;
     let creds = Credentials::from_env(|k| std::env::var(k).ok()).map_err(|e| Failure::Usage(e.to_string()))?;
     if a.backend == ObjectBackend::Sim {
-        return Err(Failure::Usage("--backend sim: use verbs".into()));
+        return Err(Failure::Usage("--backend sim: use verbs or udp".into()));
     }
     if max_size == 0 || max_size > u64::from(u32::MAX >> 1) {
         return Err(Failure::Usage("--max-size: must be 1..=2147483647".into()));
@@ -357,7 +361,7 @@ fn roundtrip(count: usize, max_size: u64, bucket: &str, prefix: Option<&str>, a:
         let server_ip = server_ipv4(&endpoint).await;
         let cp = Arc::new(ControlPlane::new(endpoint, creds, wall_clock()));
         let cfg = ClientConfig { capacity: max_size, timeout: a.ack_timeout, ..ClientConfig::default() };
-        let client = ObjectClient::new(cp, verbs::client(&a.dev, server_ip, cfg)?, seed);
+        let client = ObjectClient::new(cp, rdma_client(a, server_ip, cfg)?, seed);
         let start = now();
         let r = rctb_gateway::client::roundtrip(&client, bucket, &prefix, count, max_size, seed).await;
         let secs = start.elapsed().as_secs_f64();
@@ -374,6 +378,14 @@ fn roundtrip(count: usize, max_size: u64, bucket: &str, prefix: Option<&str>, a:
             Err(Failure::Run(format!("{} of {count} objects failed", r.failures.len())))
         }
     })
+}
+
+/// The client's RDMA side on the chosen backend.
+fn rdma_client(a: &ClientArgs, server_ip: Option<Ipv4Addr>, cfg: ClientConfig) -> Result<Arc<dyn RdmaRunner>, Failure> {
+    match a.backend {
+        ObjectBackend::Udp => udp::client(&a.dev, cfg),
+        _ => verbs::client(&a.dev, server_ip, cfg),
+    }
 }
 
 /// The endpoint's IPv4 address (picks the GID on its /24).
@@ -496,5 +508,131 @@ mod verbs {
 
     pub(super) fn client(_: &DeviceArgs, _: Option<Ipv4Addr>, _: ClientConfig) -> Result<Arc<dyn RdmaRunner>, Failure> {
         Err(Failure::Usage(NO_VERBS.into()))
+    }
+}
+
+/// The udp backend: the session server's and the client's RC on a UDP
+/// endpoint (rctb-udp) each, opened in their engine thread.
+mod udp {
+    use std::net::SocketAddrV4;
+
+    use super::*;
+    use rctb_core::Transport;
+    use rctb_core::rcsession::{ClientError, RcClient, SessionManager};
+    use rctb_core::transport::{Mtu, TransportError, Verb};
+    use rctb_gateway::client::RdmaJob;
+    use rctb_gateway::engine::Pacing;
+    use rctb_gateway::serve::serve_with;
+    use rctb_udp::{UdpConfig, UdpTransport};
+
+    /// `--device ADDR[:PORT]`.
+    fn endpoint(dev: &DeviceArgs) -> Result<SocketAddrV4, Failure> {
+        let d = dev.device.as_deref().ok_or_else(|| {
+            Failure::Usage(
+                "--backend udp needs --device: the UDP endpoint's IPv4 address[:port], e.g. 127.0.0.1".into(),
+            )
+        })?;
+        d.parse::<SocketAddrV4>()
+            .or_else(|_| d.parse::<Ipv4Addr>().map(|ip| SocketAddrV4::new(ip, rctb_core::wire::roce::ROCEV2_UDP_PORT)))
+            .map_err(|_| Failure::Usage(format!("--device {d:?}: with --backend udp, an IPv4 address or ADDR:PORT")))
+    }
+
+    /// The endpoint's GID index: its IPv4-mapped GID (1), or the one given.
+    fn gid(dev: &DeviceArgs) -> Result<u32, Failure> {
+        Ok(gid_arg(&dev.gid_index)?.unwrap_or(1))
+    }
+
+    fn config(name: &str, at: SocketAddrV4) -> UdpConfig {
+        // MTU 1024 fits any 1500-byte link (and is what rxe uses there).
+        UdpConfig { mtu: Mtu::Mtu1024, port: at.port(), peer_port: at.port(), ..UdpConfig::new(name, *at.ip()) }
+    }
+
+    fn open(name: &'static str, at: SocketAddrV4) -> impl FnOnce() -> Result<UdpTransport, TransportError> {
+        move || {
+            UdpTransport::bind(config(name, at)).map_err(|e| TransportError::Os {
+                verb: Verb::QueryDevice,
+                what: "udp endpoint",
+                errno: 0,
+                message: e.to_string(),
+            })
+        }
+    }
+
+    pub(super) fn serve(mut opts: ServeOptions, dev: &DeviceArgs) -> Result<std::io::Result<()>, Failure> {
+        let at = endpoint(dev)?;
+        // Bind once here so a taken port is a usage error, not a dead engine.
+        drop(open("server", at)().map_err(|e| Failure::Usage(format!("--device {at}: {e}")))?);
+        opts.server = ServerConfig { port: dev.port, gid_index: gid(dev)?, ..opts.server };
+        let cfg = opts.server;
+        eprintln!("rctb object serve: udp endpoint {at}");
+        Ok(serve_with(opts, move |rng| SessionManager::new(open("server", at)()?, rng, cfg), Pacing::REAL))
+    }
+
+    pub(super) fn client(dev: &DeviceArgs, mut cfg: ClientConfig) -> Result<Arc<dyn RdmaRunner>, Failure> {
+        let at = endpoint(dev)?;
+        cfg.port = dev.port;
+        cfg.gid_index = gid(dev)?;
+        Ok(Arc::new(ClientThread::spawn(open("client", at), cfg)?))
+    }
+
+    /// How long the client's thread waits on its endpoint before it looks
+    /// for a job again.
+    const SLICE: rctb_core::time::Duration = rctb_core::time::Duration::from_millis(1);
+
+    /// The client's `RcClient` on a thread of its own, like
+    /// `rctb_gateway::client::RdmaThread`, but between jobs the thread keeps
+    /// its UDP endpoint going: an endpoint answers only while it is called
+    /// (an RDMA NIC answers by itself), and a GET's data arrives, as the
+    /// server's RDMA WRITE, while the client waits for READY's answer.
+    #[derive(Debug)]
+    struct ClientThread {
+        tx: std::sync::Mutex<std::sync::mpsc::Sender<RdmaJob>>,
+    }
+
+    impl ClientThread {
+        fn spawn<F>(make: F, cfg: ClientConfig) -> Result<Self, ObjectError>
+        where
+            F: FnOnce() -> Result<UdpTransport, TransportError> + Send + 'static,
+        {
+            use std::sync::mpsc::{TryRecvError, channel};
+            let (tx, rx) = channel::<RdmaJob>();
+            let (ok_tx, ok_rx) = channel();
+            std::thread::Builder::new()
+                .name("rc-client-udp".into())
+                .spawn(move || {
+                    let made = make().map_err(ClientError::from).and_then(|t| RcClient::new(t, cfg));
+                    let mut client = match made {
+                        Ok(c) => {
+                            let _ = ok_tx.send(Ok(()));
+                            c
+                        }
+                        Err(e) => {
+                            let _ = ok_tx.send(Err(ObjectError::Rdma(e)));
+                            return;
+                        }
+                    };
+                    loop {
+                        match rx.try_recv() {
+                            Ok(job) => job(&mut client),
+                            Err(TryRecvError::Disconnected) => return,
+                            Err(TryRecvError::Empty) => {
+                                let t = client.transport_mut();
+                                let until = t.now() + SLICE;
+                                // A failing socket shows in the next job's verbs.
+                                let _ = t.wait(&[], until);
+                            }
+                        }
+                    }
+                })
+                .map_err(|e| ObjectError::Transport(format!("spawning the RDMA thread: {e}")))?;
+            ok_rx.recv().map_err(|_| ObjectError::Stopped)??;
+            Ok(ClientThread { tx: std::sync::Mutex::new(tx) })
+        }
+    }
+
+    impl RdmaRunner for ClientThread {
+        fn submit(&self, job: RdmaJob) -> Result<(), ObjectError> {
+            self.tx.lock().unwrap_or_else(|p| p.into_inner()).send(job).map_err(|_| ObjectError::Stopped)
+        }
     }
 }
