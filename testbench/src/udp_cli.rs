@@ -187,10 +187,49 @@ pub struct BenchArgs {
     /// Seconds to wait idle while measuring the process's CPU time (0: none).
     #[arg(long, default_value_t = 2.0)]
     pub idle_secs: f64,
+    /// Between two UDP endpoints, also run the WRITEs with the target in
+    /// another rctb process (the `rctb-udp-2proc` BENCH lines).
+    #[arg(long)]
+    pub two_processes: bool,
+    /// (internal) Be the WRITE target of `--two-processes` on ADDR[:PORT].
+    #[arg(long, hide = true, value_name = "ADDR")]
+    pub serve_target: Option<String>,
 }
 
 pub fn bench(args: &BenchArgs) -> ExitCode {
-    with_pair(args.device.as_deref(), args.peer.as_deref(), args.mtu, &Bench { args })
+    let mtu = || Mtu::from_bytes(args.mtu).map_err(|e| format!("--mtu: {e}"));
+    if let Some(at) = &args.serve_target {
+        let r = match (spec(at), mtu()) {
+            (Spec::Udp(at), Ok(mtu)) => split::serve_target(at, mtu, args.size),
+            (_, Err(e)) => Err(e),
+            (Spec::Device(_), _) => Err(format!("--serve-target {at:?}: an IPv4 address[:port]")),
+        };
+        return match r {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("rctb: udp-bench target: {e}");
+                ExitCode::from(1)
+            }
+        };
+    }
+    let code = with_pair(args.device.as_deref(), args.peer.as_deref(), args.mtu, &Bench { args });
+    if !args.two_processes || code != ExitCode::SUCCESS {
+        return code;
+    }
+    let (a, b) =
+        (spec(args.device.as_deref().unwrap_or("127.0.0.2")), spec(args.peer.as_deref().unwrap_or("127.0.0.1")));
+    let r = match (a, b, mtu()) {
+        (Spec::Udp(a), Spec::Udp(b), Ok(mtu)) => split::bench(args, a, b, mtu),
+        (_, _, Err(e)) => Err(e),
+        _ => Err("--two-processes needs two UDP endpoints (IPv4 addresses)".into()),
+    };
+    match r {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("rctb: udp-bench --two-processes: {e}");
+            ExitCode::from(1)
+        }
+    }
 }
 
 struct Bench<'a> {
@@ -375,4 +414,172 @@ fn bench_body<T: Transport>(x: &mut conformance::Endpoints<'_, T>, args: &BenchA
         println!("IDLE cpu {:.3} ms in {:.2} s waiting ({:.3}% of one core)", used * 1e3, wall, 100.0 * used / wall);
     }
     Ok(())
+}
+
+/// `rctb udp-bench --two-processes`: the WRITE target is another rctb
+/// process (`udp-bench --serve-target ADDR`, spawned here), each with its
+/// own endpoint and reactor, the QPs connected through the child's stdin
+/// and stdout (QPN, PSN, the region's address and rkey).
+mod split {
+    use std::io::{BufRead, BufReader, Write};
+    use std::net::{Ipv4Addr, SocketAddrV4};
+    use std::process::{Command, Stdio};
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    use rctb_core::Transport;
+    use rctb_core::time::Duration;
+    use rctb_core::transport::{
+        Access, AddressVector, CqId, Gid, InitAttr, MrInfo, Mtu, Psn, QpCaps, QpInfo, QpInit, QpTransition, RemoteAddr,
+        RnrTimer, RtrAttr, RtsAttr, SendOp, SendWr, Sge,
+    };
+    use rctb_udp::{UdpConfig, UdpTransport};
+
+    use super::{BenchArgs, label, next_completions};
+
+    /// One process's end: its endpoint, CQ, QP and region.
+    struct End {
+        t: UdpTransport,
+        cq: CqId,
+        qp: QpInfo,
+        mr: MrInfo,
+    }
+
+    fn end(at: SocketAddrV4, mtu: Mtu, len: u64, access: Access) -> Result<End, String> {
+        let cfg = UdpConfig { mtu, port: at.port(), peer_port: at.port(), ..UdpConfig::new("bench", *at.ip()) };
+        let mut t = UdpTransport::bind(cfg).map_err(|e| e.to_string())?;
+        let v = |what: &'static str| move |e: rctb_core::transport::TransportError| format!("{what}: {e}");
+        let pd = t.alloc_pd().map_err(v("alloc_pd"))?;
+        let cq = t.create_cq(256).map_err(v("create_cq"))?;
+        let mr = t.reg_mr(pd, len, access).map_err(v("reg_mr"))?;
+        let caps = QpCaps { max_send_wr: 64, max_recv_wr: 64, max_send_sge: 1, max_recv_sge: 1, max_inline_data: 0 };
+        let qp =
+            t.create_qp(&QpInit { pd, send_cq: cq, recv_cq: cq, caps, sq_sig_all: false }).map_err(v("create_qp"))?;
+        Ok(End { t, cq, qp, mr })
+    }
+
+    /// RESET -> INIT -> RTR -> RTS toward `peer`'s QP `dest`.
+    fn connect(e: &mut End, mtu: Mtu, peer: Ipv4Addr, dest: u32, rq_psn: u32, sq_psn: u32) -> Result<(), String> {
+        let access = Access::LOCAL_WRITE | Access::REMOTE_WRITE;
+        let steps = [
+            QpTransition::Init(InitAttr { pkey_index: 0, port: 1, access }),
+            QpTransition::Rtr(RtrAttr {
+                path_mtu: mtu,
+                dest_qpn: dest & rctb_core::transport::MAX_24BIT,
+                rq_psn: Psn::wrapping(rq_psn),
+                max_dest_rd_atomic: 16,
+                min_rnr_timer: RnrTimer::default(),
+                av: AddressVector::new(Gid::from_ipv4(peer), 1),
+            }),
+            QpTransition::Rts(RtsAttr {
+                sq_psn: Psn::wrapping(sq_psn),
+                timeout: 14,
+                retry_cnt: 7,
+                rnr_retry: 7,
+                max_rd_atomic: 16,
+            }),
+        ];
+        for s in &steps {
+            e.t.modify_qp(e.qp.id, s).map_err(|x| format!("modify_qp: {x}"))?;
+        }
+        Ok(())
+    }
+
+    /// `key=value` fields of a hand-off line, as numbers.
+    fn field(line: &str, key: &str) -> Result<u64, String> {
+        line.split_whitespace()
+            .find_map(|w| w.strip_prefix(key).and_then(|v| v.strip_prefix('=')))
+            .and_then(|v| v.strip_prefix("0x").map_or_else(|| v.parse().ok(), |h| u64::from_str_radix(h, 16).ok()))
+            .ok_or_else(|| format!("hand-off line {line:?}: no number {key}="))
+    }
+
+    const TARGET_PSN: u32 = 0x12_3456;
+    const WRITER_PSN: u32 = 0xFF_FF00;
+
+    /// The target process: a region others write into; answers until its
+    /// stdin closes.
+    pub fn serve_target(at: SocketAddrV4, mtu: Mtu, size: u32) -> Result<(), String> {
+        let mut e = end(at, mtu, size as u64, Access::LOCAL_WRITE | Access::REMOTE_WRITE)?;
+        let mut out = std::io::stdout().lock();
+        let r = e.mr.remote(0);
+        writeln!(out, "target qpn={} addr={:#x} rkey={:#x}", e.qp.qpn, r.addr, r.rkey).map_err(|x| x.to_string())?;
+        out.flush().map_err(|x| x.to_string())?;
+        let mut stdin = BufReader::new(std::io::stdin());
+        let mut line = String::new();
+        stdin.read_line(&mut line).map_err(|x| x.to_string())?;
+        let peer = line.split_whitespace().find_map(|w| w.strip_prefix("ip=")).unwrap_or_default();
+        let peer: Ipv4Addr = peer.parse().map_err(|_| format!("hand-off line {line:?}: no ip="))?;
+        connect(&mut e, mtu, peer, field(&line, "qpn")? as u32, WRITER_PSN, TARGET_PSN)?;
+        writeln!(out, "ready").and_then(|()| out.flush()).map_err(|x| x.to_string())?;
+        // Answer (ACK every WRITE) until the writer closes our stdin.
+        let done = Arc::new(AtomicBool::new(false));
+        let flag = done.clone();
+        std::thread::spawn(move || {
+            let mut rest = String::new();
+            while stdin.read_line(&mut rest).is_ok_and(|n| n > 0) {}
+            flag.store(true, Ordering::Relaxed);
+        });
+        let mut wcs = Vec::new();
+        while !done.load(Ordering::Relaxed) {
+            let until = e.t.now() + Duration::from_millis(20);
+            e.t.wait(&[e.cq], until).map_err(|x| format!("wait: {x}"))?;
+            e.t.poll_cq(e.cq, 64, &mut wcs).map_err(|x| format!("poll_cq: {x}"))?;
+            wcs.clear();
+        }
+        Ok(())
+    }
+
+    /// The writer: spawns the target, then `reps` runs of `iters` WRITEs.
+    pub fn bench(args: &BenchArgs, a: SocketAddrV4, b: SocketAddrV4, mtu: Mtu) -> Result<(), String> {
+        let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+        let mut child = Command::new(exe)
+            .args(["udp-bench", "--serve-target", &b.to_string(), "--mtu", &mtu.bytes().to_string()])
+            .args(["--size", &args.size.to_string()])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .map_err(|e| format!("spawning the target process: {e}"))?;
+        let r = (|| {
+            let mut from = BufReader::new(child.stdout.take().ok_or("no child stdout")?);
+            let mut line = String::new();
+            from.read_line(&mut line).map_err(|e| e.to_string())?;
+            let remote = RemoteAddr { addr: field(&line, "addr")?, rkey: field(&line, "rkey")? as u32 };
+            let mut e = end(a, mtu, args.size as u64, Access::LOCAL_WRITE)?;
+            connect(&mut e, mtu, *b.ip(), field(&line, "qpn")? as u32, TARGET_PSN, WRITER_PSN)?;
+            let mut to = child.stdin.take().ok_or("no child stdin")?;
+            writeln!(to, "writer qpn={} ip={}", e.qp.qpn, a.ip()).map_err(|x| x.to_string())?;
+            to.flush().map_err(|x| x.to_string())?;
+            line.clear();
+            from.read_line(&mut line).map_err(|x| x.to_string())?;
+            if line.trim() != "ready" {
+                return Err(format!("the target said {line:?}, not ready"));
+            }
+            let sge = [Sge::new(e.mr.id, 0, args.size)];
+            let mut wcs = Vec::new();
+            for _ in 0..args.reps {
+                let t0 = e.t.now();
+                let (mut posted, mut done) = (0u32, 0u32);
+                while done < args.iters {
+                    while posted < args.iters && posted - done < args.depth.max(1) {
+                        let wr = SendWr::new(posted as u64, SendOp::Write { remote }, &sge);
+                        e.t.post_send(e.qp.id, &wr).map_err(|x| format!("post_send: {x}"))?;
+                        posted += 1;
+                    }
+                    next_completions(&mut e.t, e.cq, &mut wcs)?;
+                    done += wcs.len() as u32;
+                }
+                let secs = (e.t.now() - t0).as_secs_f64();
+                let mb = args.size as f64 * args.iters as f64 / 1_048_576.0;
+                println!("BENCH write_bw-{} rctb-udp-2proc {:.1} MB/s", label(args.size), mb / secs);
+            }
+            drop(to);
+            Ok(())
+        })();
+        let status = child.wait().map_err(|e| e.to_string())?;
+        r?;
+        if !status.success() {
+            return Err(format!("the target process exited with {status}"));
+        }
+        Ok(())
+    }
 }

@@ -117,10 +117,12 @@ fn the_udp_front_ends_print_what_the_hooks_read() {
     assert!(text.lines().any(|l| l == "conformance: 45 passed, 0 failed, 2 skipped"), "{text}");
 
     let args = ["udp-bench", "--device", "127.91.6.2", "--peer", "127.91.6.1", "--iters", "8", "--reps", "2"];
-    let out = rctb(&[&args[..], &["--pingpong", "20", "--idle-secs", "0.05"]].concat());
+    let out = rctb(&[&args[..], &["--pingpong", "20", "--idle-secs", "0.05", "--two-processes"]].concat());
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{text}\n{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(text.lines().filter(|l| l.starts_with("BENCH write_bw-1MiB rctb-udp ")).count(), 2, "{text}");
+    // The same WRITEs into a target in another rctb process.
+    assert_eq!(text.lines().filter(|l| l.starts_with("BENCH write_bw-1MiB rctb-udp-2proc ")).count(), 2, "{text}");
     assert!(text.lines().any(|l| l.starts_with("LATENCY send-64B round trip over 20 iterations")), "{text}");
     assert!(text.lines().any(|l| l.starts_with("IDLE cpu ")), "{text}");
 
