@@ -685,10 +685,13 @@ pub struct SelftestArgs {
     /// Runs (each a fresh server and clients); with --bench one BENCH line each.
     #[arg(long, default_value_t = 1)]
     pub reps: u32,
-    /// Print `BENCH <WORKLOAD> rctb-session <MB/s> MB/s` after each run (MB = 2^20,
+    /// Print `BENCH <WORKLOAD> <TOOL> <MB/s> MB/s` after each run (MB = 2^20,
     /// as perftest), e.g. write_bw-1MiB.
     #[arg(long, value_name = "WORKLOAD")]
     pub bench: Option<String>,
+    /// The tool column of the BENCH lines.
+    #[arg(long, default_value = "rctb-session")]
+    pub bench_tool: String,
     /// Give up after this long (transport time: virtual on sim).
     #[arg(long, default_value = "600s", value_parser = crate::scenario::parse_duration)]
     pub time_limit: Duration,
@@ -731,6 +734,7 @@ impl SelftestArgs {
 
 /// Runs one selftest on the simulator: server node `sim0` (10.10.0.1),
 /// client node `sim1` (10.10.0.2), MTU 1024 as rxe on a 1500-byte link.
+/// `busy_poll` is ignored (simulated time moves only inside `wait`).
 pub fn run_sim(cfg: &SelftestConfig) -> Result<SelftestReport, String> {
     use rctb_sim::{NodeConfig, Sim};
     let sim = Sim::new(cfg.seed);
@@ -741,7 +745,9 @@ pub fn run_sim(cfg: &SelftestConfig) -> Result<SelftestReport, String> {
     };
     let server = node("sim0", [10, 10, 0, 1])?;
     let client = node("sim1", [10, 10, 0, 2])?;
-    run(sim.transport(server), || Ok(sim.transport(client)), cfg)
+    // Simulated time moves only inside `wait`: never spin.
+    let cfg = SelftestConfig { busy_poll: false, ..cfg.clone() };
+    run(sim.transport(server), || Ok(sim.transport(client)), &cfg)
 }
 
 #[cfg(feature = "verbs")]
@@ -795,7 +801,7 @@ pub fn main(args: &RcSessionArgs) -> std::process::ExitCode {
         };
         print!("{}", report.text());
         if let Some(w) = &a.bench {
-            println!("BENCH {w} rctb-session {:.1} MB/s", report.mib_per_sec());
+            println!("BENCH {w} {} {:.1} MB/s", a.bench_tool, report.mib_per_sec());
         }
         let failures = report.failures(&cfg);
         for f in &failures {

@@ -58,6 +58,8 @@ fn a_fixed_size_get_benchmark_moves_exactly_its_bytes() {
         ops: OpMix::Get,
         verify: false,
         depth: 2,
+        // ignored on the simulator, which would otherwise never move
+        busy_poll: true,
         ..SelftestConfig::default()
     };
     let r = passes(&cfg);
@@ -147,7 +149,7 @@ fn sizes_parse_with_binary_units() {
 fn the_command_prints_counters_and_a_result_line() {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_rctb"))
         .args(["rc-session", "selftest", "--transfers", "8", "--max-size", "64KiB", "--seed", "5"])
-        .args(["--bench", "write_bw-64KiB", "--reps", "2"])
+        .args(["--bench", "write_bw-64KiB", "--bench-tool", "rctb-session", "--reps", "2"])
         .output()
         .expect("rctb runs");
     let text = String::from_utf8_lossy(&out.stdout);
