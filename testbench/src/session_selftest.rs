@@ -49,6 +49,9 @@ pub struct SelftestConfig {
     pub max_size: u64,
     /// Every transfer this size (a benchmark) instead of drawn sizes.
     pub fixed_size: Option<u64>,
+    /// The largest drawn size, when below `max_size` (the edges are still
+    /// `min_size` and `max_size`): fewer big objects on a slow link.
+    pub draw_max: Option<u64>,
     pub ops: OpMix,
     pub seed: u64,
     /// Sessions in flight at once (one client each).
@@ -71,6 +74,7 @@ impl Default for SelftestConfig {
             min_size: 1,
             max_size: 8 << 20,
             fixed_size: None,
+            draw_max: None,
             ops: OpMix::Mixed,
             seed: 0,
             depth: 1,
@@ -109,6 +113,27 @@ pub struct SelftestReport {
     pub usage_after: Usage,
     /// Live sessions after the run (must be 0).
     pub sessions_after: usize,
+    /// Where the time went (summed over sessions; with `depth` > 1 the
+    /// data phases overlap the rest).
+    pub time: PhaseTimes,
+}
+
+/// Transport time spent in each step of the sessions, summed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PhaseTimes {
+    /// Making the objects (the PRBS).
+    pub pattern: Duration,
+    /// Server PREPARE: PD, CQ, QP, staging region; a GET's object copied in.
+    pub prepare: Duration,
+    /// Client: a fresh QP, connecting it (RESET, INIT, RTR, RTS), a GET's
+    /// receive; a PUT's object copied into its region.
+    pub client: Duration,
+    /// Server READY: its QP to RTR and RTS, the WRITE or receive posted.
+    pub ready: Duration,
+    /// From READY to the server's result and the client's completion.
+    pub data: Duration,
+    /// Final step or PUT commit, the data checked, the session reaped.
+    pub finish: Duration,
 }
 
 impl SelftestReport {
@@ -176,6 +201,18 @@ impl SelftestReport {
             self.largest_put
         );
         let _ = writeln!(s, "busy: {}  mismatches: {}  errors: {}", self.busy, self.mismatches, self.errors.len());
+        let t = &self.time;
+        let ms = |d: Duration| d.as_secs_f64() * 1e3;
+        let _ = writeln!(
+            s,
+            "time (ms, summed): pattern {:.1}, prepare {:.1}, client {:.1}, ready {:.1}, data {:.1}, finish {:.1}",
+            ms(t.pattern),
+            ms(t.prepare),
+            ms(t.client),
+            ms(t.ready),
+            ms(t.data),
+            ms(t.finish)
+        );
         for e in self.errors.iter().take(10) {
             let _ = writeln!(s, "  error: {e}");
         }
@@ -211,9 +248,10 @@ pub fn transfer_shape(cfg: &SelftestConfig, pattern: &StreamPattern, i: u64) -> 
         }
         None => {
             // log-uniform: as many transfers per doubling of the size
+            let top = cfg.draw_max.map_or(max, |d| d.clamp(min, max));
             let unit = (draw("size") >> 11) as f64 / (1u64 << 53) as f64;
-            let (lo, hi) = ((min as f64).ln(), ((max + 1) as f64).ln());
-            ((lo + unit * (hi - lo)).exp() as u64).clamp(min, max)
+            let (lo, hi) = ((min as f64).ln(), ((top + 1) as f64).ln());
+            ((lo + unit * (hi - lo)).exp() as u64).clamp(min, top)
         }
     };
     (op, size)
@@ -227,6 +265,7 @@ enum Phase {
         ticket: ReadyTicket,
         result: Option<Result<ReadyOutcome, RcError>>,
         client_done: bool,
+        since: Instant,
     },
     /// BUSY: READY again at the client's `retry_at`.
     Backoff,
@@ -408,7 +447,7 @@ impl Run<'_> {
                 self.send_ready(server, slot);
                 true
             }
-            Phase::Moving { ticket, ref mut result, ref mut client_done } => {
+            Phase::Moving { ticket, ref mut result, ref mut client_done, since } => {
                 let mut moved = false;
                 if result.is_none()
                     && let Some(r) = server.take_ready(ticket)
@@ -435,7 +474,10 @@ impl Run<'_> {
                 let finished = result.is_some() && (*client_done || slot.op == Op::Put);
                 if finished {
                     let r = result.take().expect("checked");
+                    let t = server.now();
+                    self.report.time.data += t.saturating_duration_since(since);
                     self.finish(server, slot, r);
+                    self.report.time.finish += server.now().saturating_duration_since(t);
                 }
                 moved
             }
@@ -473,7 +515,10 @@ impl Run<'_> {
         slot.index = i;
         slot.op = op;
         slot.size = size;
+        let t0 = server.now();
         self.object_for(i, size as usize);
+        let t1 = server.now();
+        self.report.time.pattern += t1.saturating_duration_since(t0);
         let psn = self.pattern.draw(&format!("psn/{i}")) as u32;
         let cookie = self.pattern.imm(i) | 1;
         let (mut x, req) = match slot.client.begin(self.principal, op, &format!("/selftest/o{i}"), size, psn, cookie) {
@@ -485,10 +530,14 @@ impl Run<'_> {
         {
             return self.fail(slot, format!("write_payload: {e}"));
         }
+        let t2 = server.now();
         let prepared = match op {
             Op::Get => prepare_get(server, &req, &self.object[..size as usize], "selftest"),
             Op::Put => prepare_put(server, &req),
         };
+        let t3 = server.now();
+        self.report.time.client += t2.saturating_duration_since(t1);
+        self.report.time.prepare += t3.saturating_duration_since(t2);
         let reply = match prepared {
             Ok(r) => r,
             Err(e) => return self.fail(slot, format!("PREPARE: {e}")),
@@ -501,6 +550,7 @@ impl Run<'_> {
             }
         }
         slot.xfer = Some(x);
+        self.report.time.client += server.now().saturating_duration_since(t3);
         self.send_ready(server, slot);
     }
 
@@ -510,7 +560,10 @@ impl Run<'_> {
         slot: &mut Slot<C>,
     ) {
         let req = slot.ready.clone().expect("a READY request");
-        match server.ready(&req) {
+        let t0 = server.now();
+        let started = server.ready(&req);
+        self.report.time.ready += server.now().saturating_duration_since(t0);
+        match started {
             Ok(ReadyStart::Pending(ticket)) => {
                 let x = slot.xfer.as_mut().expect("a transfer");
                 if slot.op == Op::Put {
@@ -522,7 +575,7 @@ impl Run<'_> {
                 } else {
                     slot.client.ready_sent(x);
                 }
-                slot.phase = Phase::Moving { ticket, result: None, client_done: false };
+                slot.phase = Phase::Moving { ticket, result: None, client_done: false, since: server.now() };
             }
             Ok(ReadyStart::Done) => self.fail(slot, "READY moved no data".into()),
             Err(e) => {
@@ -666,6 +719,10 @@ pub struct SelftestArgs {
     /// Largest object.
     #[arg(long, default_value = "8MiB", value_parser = parse_size)]
     pub max_size: u64,
+    /// The largest drawn size (log-uniform in min..=draw-max after the edges
+    /// min and max; default max-size): fewer big objects on a slow link.
+    #[arg(long, value_parser = parse_size)]
+    pub draw_max: Option<u64>,
     /// Every object this size (instead of log-uniform sizes in min..=max).
     #[arg(long, value_parser = parse_size)]
     pub size: Option<u64>,
@@ -720,6 +777,7 @@ impl SelftestArgs {
             min_size: self.min_size,
             max_size: self.max_size,
             fixed_size: self.size,
+            draw_max: self.draw_max,
             ops: self.ops,
             seed: self.seed,
             depth: self.depth,
@@ -779,7 +837,10 @@ pub fn main(args: &RcSessionArgs) -> std::process::ExitCode {
     };
     let sizes = match cfg.fixed_size {
         Some(s) => format!("{s} bytes"),
-        None => format!("{}..={} bytes, log-uniform", cfg.min_size, cfg.max_size),
+        None => match cfg.draw_max.filter(|d| *d < cfg.max_size) {
+            Some(d) => format!("{} and {} bytes, then {}..={d} log-uniform", cfg.min_size, cfg.max_size, cfg.min_size),
+            None => format!("{}..={} bytes, log-uniform", cfg.min_size, cfg.max_size),
+        },
     };
     println!(
         "rc-session selftest: server on {peer}, client on {device}, {} transfers ({:?}), {sizes}, depth {}, seed {}",
@@ -805,7 +866,7 @@ pub fn main(args: &RcSessionArgs) -> std::process::ExitCode {
         }
         let failures = report.failures(&cfg);
         for f in &failures {
-            println!("FAIL {f}");
+            println!("failed: {f}");
         }
         println!(
             "RESULT {} transfers={} gets={} puts={} bytes={} mismatches={} errors={} busy={} held={} leaked={}",

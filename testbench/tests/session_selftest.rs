@@ -127,6 +127,12 @@ fn sizes_start_at_the_edges_then_spread_log_uniformly() {
     let get = SelftestConfig { ops: OpMix::Get, ..cfg.clone() };
     assert_eq!(transfer_shape(&get, &p, 0), (Op::Get, 1));
     assert_eq!(transfer_shape(&get, &p, 1), (Op::Get, 8 << 20));
+    // draw_max lowers the drawn sizes, not the edges
+    let capped = SelftestConfig { draw_max: Some(256 << 10), ..cfg.clone() };
+    let c: Vec<u64> = (0..cfg.transfers).map(|i| transfer_shape(&capped, &p, i).1).collect();
+    assert_eq!(&c[..4], &[1, 1, 8 << 20, 8 << 20]);
+    assert!(c[4..].iter().all(|&s| (1..=256 << 10).contains(&s)));
+    assert!(c[4..].iter().any(|&s| s > 128 << 10), "the top doubling is drawn");
     let fixed = SelftestConfig { fixed_size: Some(4096), ..cfg };
     assert!((0..50).all(|i| transfer_shape(&fixed, &p, i).1 == 4096));
 }

@@ -15,7 +15,7 @@
 # Time: measured in the TCG VM, see the log's "transfers:" line.
 # hwv-timeout: 150
 set -u
-: "${RCS_TRANSFERS:=1000}" "${RCS_MAX_SIZE:=8MiB}" "${RCS_SEED:=1}"
+: "${RCS_TRANSFERS:=1000}" "${RCS_MAX_SIZE:=8MiB}" "${RCS_DRAW_MAX:=256KiB}" "${RCS_SEED:=1}"
 : "${TIMEOUT:=timeout}" "${HWV_OUT:=/tmp}"
 LOG=$HWV_OUT/rcsession.log
 fails=0
@@ -29,11 +29,11 @@ if [ -z "${RCTB:-}" ] || [ -z "${DEV:-}" ] || [ -z "${PEER:-}" ]; then
     exit 1
 fi
 $TIMEOUT 140 "$RCTB" rc-session selftest --backend verbs --device "$DEV" --peer "$PEER" \
-    --gid-index "${DEV_GID:-1}" --transfers "$RCS_TRANSFERS" --max-size "$RCS_MAX_SIZE" \
+    --gid-index "${DEV_GID:-1}" --transfers "$RCS_TRANSFERS" --max-size "$RCS_MAX_SIZE" --draw-max "$RCS_DRAW_MAX" \
     --seed "$RCS_SEED" --time-limit 130s >"$LOG" 2>&1
 rc=$?
 echo "---- rc-session selftest (exit $rc)"
-cat "$LOG"
+sed 's/^/  | /' "$LOG"
 
 res=$(grep '^RESULT ' "$LOG" | tail -n 1)
 val() { echo "$res" | tr ' ' '\n' | sed -n "s/^$1=//p"; }
