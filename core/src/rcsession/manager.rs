@@ -171,7 +171,7 @@ impl<T: Transport, R: RngCore> SessionManager<T, R> {
         &self.t
     }
 
-    /// The transport, e.g. to `wait` on [`Self::wait_cqs`].
+    /// The transport, e.g. to `wait` on [`Self::wait_set`].
     pub fn transport_mut(&mut self) -> &mut T {
         &mut self.t
     }

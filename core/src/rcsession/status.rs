@@ -9,61 +9,63 @@ use thiserror::Error;
 use crate::transport::TransportError;
 use crate::wire::hipobj::{ChecksumError, ParamError, TokenError};
 
-/// The ABI status codes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-#[repr(u8)]
-pub enum Status {
-    Ok = 0,
-    Arg = 1,
-    State = 2,
-    Session = 3,
-    Stale = 4,
-    NoSession = 5,
-    Double = 6,
-    Wire = 7,
-    Short = 8,
-    Trunc = 9,
-    Limit = 10,
-    Internal = 11,
+/// A `#[repr(u8)]` code enum of the ABI (`rc_server_abi.h`) with its
+/// table: `ALL` in code order, `code`, `name` (the ABI's spelling) and
+/// `Display` (the name).
+macro_rules! abi_codes {
+    (
+        $(#[$meta:meta])*
+        pub enum $ty:ident { $($(#[$vmeta:meta])* $v:ident = $code:literal => $name:literal,)+ }
+    ) => {
+        $(#[$meta])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+        #[repr(u8)]
+        pub enum $ty {
+            $($(#[$vmeta])* $v = $code,)+
+        }
+
+        impl $ty {
+            /// Every value, in code order.
+            pub const ALL: [$ty; [$($ty::$v),+].len()] = [$($ty::$v),+];
+
+            pub fn code(self) -> u8 {
+                self as u8
+            }
+
+            pub fn name(self) -> &'static str {
+                match self {
+                    $($ty::$v => $name,)+
+                }
+            }
+        }
+
+        impl fmt::Display for $ty {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.name())
+            }
+        }
+    };
+}
+
+abi_codes! {
+    /// The ABI status codes.
+    pub enum Status {
+        Ok = 0 => "OK",
+        Arg = 1 => "ARG",
+        State = 2 => "STATE",
+        Session = 3 => "SESSION",
+        Stale = 4 => "STALE",
+        NoSession = 5 => "NO_SESSION",
+        Double = 6 => "DOUBLE",
+        Wire = 7 => "WIRE",
+        Short = 8 => "SHORT",
+        Trunc = 9 => "TRUNC",
+        Limit = 10 => "LIMIT",
+        Internal = 11 => "INTERNAL",
+    }
 }
 
 impl Status {
-    pub const ALL: [Status; 12] = [
-        Status::Ok,
-        Status::Arg,
-        Status::State,
-        Status::Session,
-        Status::Stale,
-        Status::NoSession,
-        Status::Double,
-        Status::Wire,
-        Status::Short,
-        Status::Trunc,
-        Status::Limit,
-        Status::Internal,
-    ];
-
-    pub fn code(self) -> u8 {
-        self as u8
-    }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Status::Ok => "OK",
-            Status::Arg => "ARG",
-            Status::State => "STATE",
-            Status::Session => "SESSION",
-            Status::Stale => "STALE",
-            Status::NoSession => "NO_SESSION",
-            Status::Double => "DOUBLE",
-            Status::Wire => "WIRE",
-            Status::Short => "SHORT",
-            Status::Trunc => "TRUNC",
-            Status::Limit => "LIMIT",
-            Status::Internal => "INTERNAL",
-        }
-    }
-
     /// The HTTP status and S3-style error code the gateway answers with.
     /// SESSION answers exactly as NO_SESSION: a session that exists for
     /// someone else is never revealed.
@@ -80,40 +82,16 @@ impl Status {
     }
 }
 
-impl fmt::Display for Status {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-/// The outcome of a READY's data phase (`RC_READY_*`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-#[repr(u8)]
-pub enum ReadyOutcome {
-    Ok = 0,
-    /// The peer was not ready (RNR or transport retries exhausted): the QP
-    /// went back to INIT, the session to Prepared; READY may be retried.
-    Busy = 1,
-    Timeout = 2,
-    VerifyFail = 3,
-    WireFail = 4,
-}
-
-impl ReadyOutcome {
-    pub fn name(self) -> &'static str {
-        match self {
-            ReadyOutcome::Ok => "OK",
-            ReadyOutcome::Busy => "BUSY",
-            ReadyOutcome::Timeout => "TIMEOUT",
-            ReadyOutcome::VerifyFail => "VERIFY_FAIL",
-            ReadyOutcome::WireFail => "WIRE_FAIL",
-        }
-    }
-}
-
-impl fmt::Display for ReadyOutcome {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
+abi_codes! {
+    /// The outcome of a READY's data phase (`RC_READY_*`).
+    pub enum ReadyOutcome {
+        Ok = 0 => "OK",
+        /// The peer was not ready (RNR or transport retries exhausted): the QP
+        /// went back to INIT, the session to Prepared; READY may be retried.
+        Busy = 1 => "BUSY",
+        Timeout = 2 => "TIMEOUT",
+        VerifyFail = 3 => "VERIFY_FAIL",
+        WireFail = 4 => "WIRE_FAIL",
     }
 }
 
@@ -195,5 +173,40 @@ impl RcError {
             RcError::ShuttingDown => (503, "RdmaServiceUnavailable"),
             other => other.status().http(),
         }
+    }
+}
+
+#[cfg(test)]
+mod codes {
+    use super::*;
+
+    #[test]
+    fn status_codes_names_and_http_answers_are_the_abis() {
+        let table: Vec<(u8, String, u16)> = Status::ALL.iter().map(|s| (s.code(), s.to_string(), s.http().0)).collect();
+        let want = [
+            (0, "OK", 200),
+            (1, "ARG", 400),
+            (2, "STATE", 409),
+            (3, "SESSION", 404),
+            (4, "STALE", 409),
+            (5, "NO_SESSION", 404),
+            (6, "DOUBLE", 409),
+            (7, "WIRE", 502),
+            (8, "SHORT", 400),
+            (9, "TRUNC", 400),
+            (10, "LIMIT", 429),
+            (11, "INTERNAL", 500),
+        ]
+        .map(|(c, n, h)| (c, n.to_string(), h));
+        assert_eq!(table, want);
+        // SESSION is never told apart from NO_SESSION
+        assert_eq!(Status::Session.http(), Status::NoSession.http());
+    }
+
+    #[test]
+    fn ready_outcomes_are_the_abis() {
+        let table: Vec<(u8, &str)> = ReadyOutcome::ALL.iter().map(|o| (o.code(), o.name())).collect();
+        assert_eq!(table, [(0, "OK"), (1, "BUSY"), (2, "TIMEOUT"), (3, "VERIFY_FAIL"), (4, "WIRE_FAIL")]);
+        assert_eq!(ReadyOutcome::VerifyFail.to_string(), "VERIFY_FAIL");
     }
 }
