@@ -222,7 +222,7 @@ fn a_target_crash_fails_io_and_loses_unflushed_writes() {
     let e = c.read(&ns, 0, Buffer::host(mr)).unwrap_err();
     assert!(matches!(e, NvmeError::Disconnected { .. } | NvmeError::Completion { .. }), "{e:?}");
     c.close();
-    s.target.borrow_mut().restart();
+    s.target.borrow_mut().restart(&mut s.sim.transport(s.sim.node("target").unwrap()));
     let data = s.target.borrow().namespace_data(NQN, 2).unwrap()[..8192].to_vec();
     assert!(data[..4096] == pattern(8192, 1)[..4096], "flushed block survives");
     assert!(data[4096..].iter().all(|&b| b == 0), "unflushed block is lost");
@@ -366,4 +366,158 @@ fn bring_up_errors_are_clear() {
     assert!(e.to_string().contains("requires authentication"));
     s.sim.run_until(s.sim.now() + Duration::from_millis(10));
     assert_eq!(s.sim.live_resources().qps, 0, "a refused bring-up leaves nothing behind");
+}
+
+/// A driver loop as an application writes it: wait on the controller's
+/// wait set, then `service`, until `until` or an error.
+fn drive(c: &mut Controller<SimTransport>, until: rctb_core::time::Instant) -> Result<(), NvmeError> {
+    loop {
+        c.service()?;
+        let now = c.transport().now();
+        if now >= until {
+            return Ok(());
+        }
+        let (cqs, next) = c.wait_set();
+        c.transport_mut().wait(&cqs, next.min(until))?;
+    }
+}
+
+#[test]
+fn an_idle_controller_keeps_alive_through_service() {
+    let s = setup(20, TargetConfig::new(NQN));
+    let mut cfg = config(s.addr);
+    cfg.keep_alive = Duration::from_secs(1);
+    let mut c = connect(&s, cfg);
+    let queues = s.target.borrow().queue_count();
+    assert_eq!(queues, 2, "admin and one I/O queue");
+    let before = s.target.borrow().stats().keep_alives;
+    let until = s.sim.now() + Duration::from_secs(10);
+    drive(&mut c, until).unwrap();
+    // One Keep Alive every KATO/2, and nothing else was sent.
+    let sent = s.target.borrow().stats().keep_alives - before;
+    assert!((19..=21).contains(&sent), "{sent} Keep Alives in 10 s with KATO 1 s");
+    assert_eq!(s.target.borrow().queue_count(), queues, "the target kept the controller");
+    let ns = c.namespace(1).unwrap();
+    let mr = c.alloc(512).unwrap();
+    let t = c.submit_read(&ns, 0, Buffer::host(mr)).unwrap();
+    while c.in_flight() > 0 {
+        let (cqs, next) = c.wait_set();
+        c.transport_mut().wait(&cqs, next).unwrap();
+        c.service().unwrap();
+    }
+    assert_eq!(c.take_finished(), vec![(t, Ok(()))]);
+}
+
+#[test]
+fn a_target_that_stops_answering_fails_service_with_a_timeout() {
+    let s = setup(21, TargetConfig::new(NQN));
+    let mut cfg = config(s.addr);
+    cfg.keep_alive = Duration::from_secs(2);
+    cfg.timeout = Duration::from_millis(500);
+    let mut c = connect(&s, cfg);
+    drive(&mut c, s.sim.now() + Duration::from_secs(3)).unwrap();
+    s.target.borrow_mut().faults_mut().drop_responses = u32::MAX;
+    let start = s.sim.now();
+    let e = drive(&mut c, start + Duration::from_secs(60)).unwrap_err();
+    assert_eq!(e, NvmeError::Timeout { command: "Keep Alive", qid: 0, after: Duration::from_millis(500) });
+    // The next Keep Alive was due within KATO/2, its answer within the timeout.
+    assert!(s.sim.now() - start <= Duration::from_millis(1500), "{:?}", s.sim.now() - start);
+    // The failure sticks: service keeps saying so, and the controller knows why.
+    assert_eq!(c.service().unwrap_err(), e);
+    assert_eq!(c.failure(), Some(&e));
+}
+
+#[test]
+fn tickets_keep_many_commands_in_flight() {
+    let s = setup(22, TargetConfig::new(NQN));
+    let mut cfg = config(s.addr);
+    cfg.io_queues = 2;
+    let mut c = connect(&s, cfg);
+    let ns = c.namespace(1).unwrap();
+    let n = 64u64;
+    let mr = c.alloc(n * 1024).unwrap();
+    let data = pattern((n * 1024) as usize, 9);
+    c.transport_mut().mr_write(mr.id, 0, &data).unwrap();
+    let mut want = Vec::new();
+    for i in 0..n {
+        want.push(c.submit_write(&ns, 2 * i, Buffer::slice(mr, i * 1024, 1024)).unwrap());
+    }
+    assert_eq!(c.in_flight(), 64);
+    let mut done = Vec::new();
+    while c.in_flight() > 0 {
+        let (cqs, next) = c.wait_set();
+        c.transport_mut().wait(&cqs, next).unwrap();
+        c.service().unwrap();
+        done.extend(c.take_finished());
+    }
+    let mut got: Vec<_> = done.iter().map(|(t, _)| *t).collect();
+    got.sort();
+    assert_eq!(got, want);
+    assert!(done.iter().all(|(_, r)| r.is_ok()), "{done:?}");
+    let stored = s.target.borrow().namespace_data(NQN, 1).unwrap()[..(n * 1024) as usize].to_vec();
+    assert!(stored == data);
+    // Larger than one command: refused, naming the rule.
+    let big = c.alloc(c.max_transfer() + 512).unwrap();
+    let e = c.submit_read(&ns, 0, Buffer::host(big)).unwrap_err();
+    assert!(matches!(e, NvmeError::Invalid(ref v) if v.to_string().contains("max_transfer")), "{e}");
+    c.close();
+}
+
+#[test]
+fn reconnect_after_a_crash_and_restart_continues_io() {
+    let s = setup(23, TargetConfig::new(NQN));
+    let mut cfg = config(s.addr);
+    cfg.timeout = Duration::from_millis(100);
+    let mut c = connect(&s, cfg);
+    let first_id = c.cntlid();
+    let ns = c.namespace(2).unwrap();
+    let mr = c.alloc(8192).unwrap();
+    c.transport_mut().mr_write(mr.id, 0, &pattern(8192, 3)).unwrap();
+    c.write(&ns, 0, Buffer::slice(mr, 0, 4096)).unwrap();
+    c.flush(&ns).unwrap();
+    c.write(&ns, 1, Buffer::slice(mr, 4096, 4096)).unwrap();
+    let t = c.submit_read(&ns, 0, Buffer::slice(mr, 0, 4096)).unwrap();
+    let tnode = s.sim.node("target").unwrap();
+    s.target.borrow_mut().crash(&mut s.sim.transport(tnode));
+    // The crash fails what was in flight and the controller (typed errors).
+    let e = drive(&mut c, s.sim.now() + Duration::from_secs(1)).unwrap_err();
+    assert!(matches!(e, NvmeError::Disconnected { .. }), "{e:?}");
+    let done = c.take_finished();
+    assert!(matches!(done[..], [(tt, Err(NvmeError::Disconnected { .. }))] if tt == t), "{done:?}");
+    // While the target is down a reconnect fails, cleanly, and may be retried.
+    let e = c.reconnect().unwrap_err();
+    assert!(matches!(e, NvmeError::Rejected { .. } | NvmeError::Unreachable { .. }), "{e:?}");
+    assert!(c.submit_read(&ns, 0, Buffer::slice(mr, 0, 4096)).is_err());
+    s.target.borrow_mut().restart(&mut s.sim.transport(s.sim.node("target").unwrap()));
+    c.reconnect().unwrap();
+    assert_ne!(c.cntlid(), first_id, "a new controller");
+    // The flushed block survived, the unflushed one is lost, and I/O goes on.
+    let back = c.alloc(8192).unwrap();
+    c.read(&ns, 0, Buffer::host(back)).unwrap();
+    let mut got = vec![0u8; 8192];
+    c.transport().mr_read(back.id, 0, &mut got).unwrap();
+    assert!(got[..4096] == pattern(8192, 3)[..4096]);
+    assert!(got[4096..].iter().all(|&b| b == 0));
+    c.write(&ns, 1, Buffer::slice(mr, 4096, 4096)).unwrap();
+    c.close();
+    s.sim.run_until(s.sim.now() + Duration::from_millis(10));
+    let live = s.sim.live_resources();
+    assert!(live.qps == 0, "{live:?}");
+}
+
+#[test]
+fn reconnect_after_a_dropped_response_recovers_the_queue() {
+    let s = setup(24, TargetConfig::new(NQN));
+    let mut cfg = config(s.addr);
+    cfg.timeout = Duration::from_millis(50);
+    let mut c = connect(&s, cfg);
+    let ns = c.namespace(1).unwrap();
+    let mr = c.alloc(4096).unwrap();
+    s.target.borrow_mut().faults_mut().drop_responses = 1;
+    assert!(matches!(c.read(&ns, 0, Buffer::host(mr)), Err(NvmeError::Timeout { .. })));
+    assert!(c.failure().is_some());
+    c.reconnect().unwrap();
+    assert!(c.failure().is_none());
+    c.read(&ns, 0, Buffer::host(mr)).unwrap();
+    c.close();
 }

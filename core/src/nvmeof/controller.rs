@@ -102,6 +102,21 @@ pub trait GpuFlush {
     fn flush(&mut self, mr: MrId) -> Result<(), NvmeError>;
 }
 
+/// An I/O command submitted without waiting ([`Controller::submit_read`],
+/// [`Controller::submit_write`], [`Controller::submit_flush`]); its result
+/// comes back from [`Controller::take_finished`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Ticket(pub u64);
+
+/// A submitted command waiting for its queue.
+#[derive(Clone, Copy, Debug)]
+struct Pending {
+    ticket: Ticket,
+    name: &'static str,
+    /// A GPU buffer to flush before the read is reported done.
+    gpu: Option<MrId>,
+}
+
 /// Scratch of the admin queue: connect data and Identify / log pages.
 const SCRATCH_LEN: u64 = 64 * 1024;
 
@@ -123,6 +138,10 @@ pub struct Controller<T: Transport> {
     next_queue: usize,
     closed: bool,
     gpu_flush: Option<Box<dyn GpuFlushDebug>>,
+    /// Tickets in flight, by (I/O queue index, command id).
+    pending: std::collections::BTreeMap<(usize, u16), Pending>,
+    finished: Vec<(Ticket, Result<(), NvmeError>)>,
+    next_ticket: u64,
 }
 
 /// `GpuFlush` that can be shown in Debug output.
@@ -178,6 +197,9 @@ impl<T: Transport> Controller<T> {
             next_queue: 0,
             closed: false,
             gpu_flush: None,
+            pending: std::collections::BTreeMap::new(),
+            finished: Vec::new(),
+            next_ticket: 1,
         };
         match c.bring_up() {
             Ok(()) => Ok(c),
@@ -269,37 +291,86 @@ impl<T: Transport> Controller<T> {
         }
     }
 
-    /// Waits for anything (completions, CM events, a keep-alive due, a
-    /// deadline) once, then processes it.
-    fn pump(&mut self, deadline: Instant) -> Result<(), NvmeError> {
+    /// The completion queues worth waiting on and the time the controller
+    /// next needs [`Controller::service`] without any completion: the
+    /// earliest command deadline or keep-alive due. A driver loop waits on
+    /// these (`transport.wait(&cqs, until)`), then calls `service`.
+    pub fn wait_set(&self) -> (Vec<CqId>, Instant) {
         // Only live queues: a failed one has nothing left to wait for.
-        let cqs: Vec<_> = std::iter::once(&self.admin)
-            .chain(self.io.iter())
-            .filter(|q| q.failure().is_none() && !q.is_closed())
-            .map(|q| q.cq())
-            .collect();
-        let mut until = deadline;
-        for q in std::iter::once(&self.admin).chain(self.io.iter()) {
+        let live =
+            || std::iter::once(&self.admin).chain(self.io.iter()).filter(|q| q.failure().is_none() && !q.is_closed());
+        let cqs = live().map(|q| q.cq()).collect();
+        let mut until = Instant::FAR_FUTURE;
+        for q in live() {
             if let Some(d) = q.next_deadline() {
                 until = until.min(d);
             }
         }
-        if let Some(k) = self.next_keep_alive {
+        // While a Keep Alive is outstanding its deadline counts, not the
+        // next one's due time (already past: nothing to send until it answers).
+        if let (Some(k), None) = (self.next_keep_alive, self.keep_alive_cid) {
             until = until.min(k);
         }
-        if self.t.wait(&cqs, until)? == Readiness::Ready {
-            while let Some(ev) = self.t.cm_poll() {
-                self.admin.handle_cm(&mut self.t, &ev);
-                for q in &mut self.io {
-                    q.handle_cm(&mut self.t, &ev);
-                }
+        (cqs, until)
+    }
+
+    /// Waits for anything (completions, CM events, a keep-alive due, a
+    /// deadline) once, then processes it.
+    fn pump(&mut self, deadline: Instant) -> Result<(), NvmeError> {
+        let (cqs, until) = self.wait_set();
+        self.t.wait(&cqs, until.min(deadline))?;
+        self.service()
+    }
+
+    /// Does everything that is due without blocking: CM events (a
+    /// disconnect fails its queue), completions, command deadlines,
+    /// finished tickets, and a Keep Alive when one is due (on the
+    /// transport's clock, whether or not the application is calling
+    /// anything else). An application that sits idle with a keep-alive
+    /// timeout set must call this by [`Controller::wait_set`]'s time.
+    ///
+    /// Errors: the admin queue failed (a Keep Alive or admin command timed
+    /// out, the target disconnected) or a Keep Alive was refused; the
+    /// controller is then unusable until [`Controller::reconnect`]. I/O
+    /// queue failures are reported through the tickets they fail.
+    pub fn service(&mut self) -> Result<(), NvmeError> {
+        while let Some(ev) = self.t.cm_poll() {
+            self.admin.handle_cm(&mut self.t, &ev);
+            for q in &mut self.io {
+                q.handle_cm(&mut self.t, &ev);
             }
         }
         self.admin.poll(&mut self.t)?;
         for q in &mut self.io {
             q.poll(&mut self.t)?;
         }
-        self.keep_alive_tick()
+        self.collect_tickets();
+        self.keep_alive_tick()?;
+        match self.admin.failure() {
+            Some(e) => Err(e.clone()),
+            None if self.admin.is_closed() => Err(NvmeError::Disconnected { qid: 0 }),
+            None => Ok(()),
+        }
+    }
+
+    /// Moves finished ticketed commands to `finished`.
+    fn collect_tickets(&mut self) {
+        if self.pending.is_empty() {
+            return;
+        }
+        let keys: Vec<(usize, u16)> = self.pending.keys().copied().collect();
+        for (qi, cid) in keys {
+            let Some(r) = self.io.get_mut(qi).and_then(|q| q.take(cid)) else { continue };
+            let p = self.pending.remove(&(qi, cid)).expect("listed");
+            let mut r = r.and_then(|c| c.check().map_err(|error| NvmeError::Status { command: p.name, error }));
+            if let (Ok(()), Some(mr)) = (&r, p.gpu) {
+                r = match self.gpu_flush.as_mut() {
+                    Some(f) => f.flush(mr),
+                    None => Err(NvmeError::Unsupported("a GPU buffer needs a flush hook (set_gpu_flush)".into())),
+                };
+            }
+            self.finished.push((p.ticket, r.map(|_| ())));
+        }
     }
 
     /// Sends a Keep Alive when one is due (and checks the last one's answer).
@@ -322,13 +393,12 @@ impl<T: Transport> Controller<T> {
         Ok(())
     }
 
-    /// Keeps the controller alive (and drives its queues) until `deadline`.
+    /// Keeps the controller alive (and drives its queues) until `deadline`:
+    /// the blocking form of a `wait_set` / `service` loop.
     pub fn idle_until(&mut self, deadline: Instant) -> Result<(), NvmeError> {
+        self.service()?;
         while self.t.now() < deadline {
             self.pump(deadline)?;
-            if let Some(e) = self.admin.failure() {
-                return Err(e.clone());
-            }
         }
         Ok(())
     }
@@ -491,26 +561,7 @@ impl<T: Transport> Controller<T> {
     ) -> Result<(), NvmeError> {
         let lba = ns.lba_size();
         for &(slba, buf) in reqs {
-            if buf.len == 0 || buf.len % lba != 0 {
-                return Err(InvalidValue::new("length", buf.len, "must be a non-zero multiple of the LBA size").into());
-            }
-            if buf.offset.checked_add(buf.len).is_none_or(|end| end > buf.mr.len) {
-                return Err(InvalidValue::new(
-                    "offset+length",
-                    buf.offset.saturating_add(buf.len),
-                    "exceeds the registered buffer",
-                )
-                .into());
-            }
-            let blocks = buf.len / lba;
-            if slba.checked_add(blocks).is_none_or(|end| end > ns.blocks()) {
-                return Err(InvalidValue::new(
-                    "slba+blocks",
-                    slba.saturating_add(blocks),
-                    "beyond the namespace's size",
-                )
-                .into());
-            }
+            check_request(ns, slba, &buf)?;
         }
         if self.io.is_empty() {
             return Err(NvmeError::Unsupported("no I/O queue".into()));
@@ -529,25 +580,7 @@ impl<T: Transport> Controller<T> {
                 let n = per_cmd.min(blocks - next);
                 let Some(qi) = self.pick_queue() else { break };
                 let off = buf.offset + next * lba;
-                let len = n * lba;
-                let q = &mut self.io[qi];
-                let small = dir == Dir::Write && len <= q.in_capsule();
-                let built = if small {
-                    Ok((Sgl::InCapsule { offset: 0, len: len as u32 }, Some((buf.mr.id, off, len as u32))))
-                } else {
-                    Sgl::for_region(&buf.mr, off, len).map(|sgl| (sgl, None))
-                };
-                let cmd = built.and_then(|(sgl, inline)| {
-                    let cmd = match dir {
-                        Dir::Read => NvmeCommand::read(ns.nsid(), slba + next, n as u32, sgl),
-                        Dir::Write => NvmeCommand::write(ns.nsid(), slba + next, n as u32, sgl),
-                    };
-                    cmd.map(|c| (c, inline))
-                });
-                let submitted = match cmd {
-                    Ok((cmd, inline)) => q.submit(&mut self.t, &cmd, inline),
-                    Err(e) => Err(NvmeError::Build(e)),
-                };
+                let submitted = self.submit_one(qi, dir, ns, slba + next, buf.mr, off, n);
                 match submitted {
                     Ok(cid) => {
                         inflight.push((qi, cid));
@@ -586,6 +619,162 @@ impl<T: Transport> Controller<T> {
             });
         }
         first.map_or(Ok(()), Err)
+    }
+
+    /// Submits one command of `blocks` blocks at `slba`, its data at `off`
+    /// of `mr` (in-capsule for a small write when the queue allows it).
+    #[allow(clippy::too_many_arguments)]
+    fn submit_one(
+        &mut self,
+        qi: usize,
+        dir: Dir,
+        ns: &Namespace,
+        slba: u64,
+        mr: MrInfo,
+        off: u64,
+        blocks: u64,
+    ) -> Result<u16, NvmeError> {
+        let len = blocks * ns.lba_size();
+        let q = &mut self.io[qi];
+        let small = dir == Dir::Write && len <= q.in_capsule();
+        let built = if small {
+            Ok((Sgl::InCapsule { offset: 0, len: len as u32 }, Some((mr.id, off, len as u32))))
+        } else {
+            Sgl::for_region(&mr, off, len).map(|sgl| (sgl, None))
+        };
+        let cmd = built.and_then(|(sgl, inline)| {
+            let cmd = match dir {
+                Dir::Read => NvmeCommand::read(ns.nsid(), slba, blocks as u32, sgl),
+                Dir::Write => NvmeCommand::write(ns.nsid(), slba, blocks as u32, sgl),
+            };
+            cmd.map(|c| (c, inline))
+        });
+        match cmd {
+            Ok((cmd, inline)) => q.submit(&mut self.t, &cmd, inline),
+            Err(e) => Err(NvmeError::Build(e)),
+        }
+    }
+
+    /// Submits a read of `buf.len` bytes (whole blocks, at most
+    /// [`Controller::max_transfer`]: one command) from block `slba` without
+    /// waiting. A `MemoryKind::Gpu` buffer is flushed (through the hook)
+    /// before its ticket is reported finished.
+    pub fn submit_read(&mut self, ns: &Namespace, slba: u64, buf: Buffer) -> Result<Ticket, NvmeError> {
+        if buf.kind == MemoryKind::Gpu && self.gpu_flush.is_none() {
+            return Err(NvmeError::Unsupported("a GPU buffer needs a flush hook (set_gpu_flush)".into()));
+        }
+        self.submit_io(Dir::Read, ns, slba, buf)
+    }
+
+    /// Submits a write of `buf` at block `slba` without waiting (one
+    /// command, as [`Controller::submit_read`]).
+    pub fn submit_write(&mut self, ns: &Namespace, slba: u64, buf: Buffer) -> Result<Ticket, NvmeError> {
+        self.submit_io(Dir::Write, ns, slba, buf)
+    }
+
+    fn submit_io(&mut self, dir: Dir, ns: &Namespace, slba: u64, buf: Buffer) -> Result<Ticket, NvmeError> {
+        check_request(ns, slba, &buf)?;
+        if buf.len > self.max_transfer {
+            return Err(InvalidValue::new(
+                "length",
+                buf.len,
+                "a submitted command moves at most max_transfer bytes (MDTS); read/write split larger ones",
+            )
+            .into());
+        }
+        let qi = self.ticket_queue()?;
+        let cid = self.submit_one(qi, dir, ns, slba, buf.mr, buf.offset, buf.len / ns.lba_size())?;
+        let name = if dir == Dir::Read { "Read" } else { "Write" };
+        let gpu = (dir == Dir::Read && buf.kind == MemoryKind::Gpu).then_some(buf.mr.id);
+        Ok(self.track(qi, cid, name, gpu))
+    }
+
+    /// Submits a Flush of `ns` without waiting.
+    pub fn submit_flush(&mut self, ns: &Namespace) -> Result<Ticket, NvmeError> {
+        let qi = self.ticket_queue()?;
+        let cmd = NvmeCommand::Flush { nsid: ns.nsid() };
+        let cid = self.io[qi].submit(&mut self.t, &cmd, None)?;
+        Ok(self.track(qi, cid, cmd.name(), None))
+    }
+
+    /// The queue a submitted command goes to; every queue full is `QueueFull`.
+    fn ticket_queue(&mut self) -> Result<usize, NvmeError> {
+        let Some(first) = self.io.first() else { return Err(NvmeError::Unsupported("no I/O queue".into())) };
+        let (qid, depth, outstanding) = (first.qid(), first.depth(), first.outstanding());
+        self.pick_queue().ok_or(NvmeError::QueueFull { qid, depth, outstanding })
+    }
+
+    fn track(&mut self, qi: usize, cid: u16, name: &'static str, gpu: Option<MrId>) -> Ticket {
+        let ticket = Ticket(self.next_ticket);
+        self.next_ticket += 1;
+        self.pending.insert((qi, cid), Pending { ticket, name, gpu });
+        ticket
+    }
+
+    /// Submitted commands not finished yet.
+    pub fn in_flight(&self) -> usize {
+        self.pending.len()
+    }
+
+    /// Commands the I/O queues can take now (free slots of live queues).
+    pub fn free_slots(&self) -> usize {
+        self.io
+            .iter()
+            .filter(|q| q.failure().is_none() && !q.is_closed())
+            .map(|q| (q.capacity() - q.outstanding()) as usize)
+            .sum()
+    }
+
+    /// Every ticket finished since the last call, with its result (an
+    /// NVMe status is an error), in the order `service` saw them finish.
+    pub fn take_finished(&mut self) -> Vec<(Ticket, Result<(), NvmeError>)> {
+        std::mem::take(&mut self.finished)
+    }
+
+    /// The first failure of the admin queue or an I/O queue, if any: the
+    /// controller needs [`Controller::reconnect`] to be whole again.
+    pub fn failure(&self) -> Option<&NvmeError> {
+        std::iter::once(&self.admin).chain(self.io.iter()).find_map(|q| q.failure())
+    }
+
+    /// Tears every queue down and brings the controller up again (admin
+    /// queue, Fabrics Connect, enable, Identify, I/O queues) on the same PD
+    /// and buffers: the recovery after a target crash and restart, a
+    /// timed-out command or a dropped connection. The target assigns a new
+    /// controller id. Tickets still in flight finish with `Disconnected`;
+    /// namespaces and registered buffers stay valid. Blocks in transport
+    /// time (bounded by the command timeout). On error the controller is
+    /// left disconnected, and `reconnect` may be called again.
+    pub fn reconnect(&mut self) -> Result<(), NvmeError> {
+        if self.closed {
+            return Err(NvmeError::Disconnected { qid: 0 });
+        }
+        for q in &mut self.io {
+            q.close(&mut self.t);
+        }
+        self.admin.close(&mut self.t);
+        self.collect_tickets();
+        for (_, p) in std::mem::take(&mut self.pending) {
+            self.finished.push((p.ticket, Err(NvmeError::Disconnected { qid: 0 })));
+        }
+        self.io.clear();
+        self.next_keep_alive = None;
+        self.keep_alive_cid = None;
+        self.next_queue = 0;
+        let (admin, cntlid) =
+            connect_admin(&mut self.t, self.pd, self.scratch, &self.cfg, &self.cfg.subnqn, self.cfg.keep_alive)?;
+        self.admin = admin;
+        self.cntlid = cntlid;
+        if let Err(e) = self.bring_up() {
+            for q in &mut self.io {
+                q.close(&mut self.t);
+            }
+            self.io.clear();
+            self.admin.close(&mut self.t);
+            self.next_keep_alive = None;
+            return Err(e);
+        }
+        Ok(())
     }
 
     /// A queue with a free slot, round-robin.
@@ -630,6 +819,28 @@ impl<T: Transport> Controller<T> {
         self.close();
         self.t
     }
+}
+
+/// The caller's side of a transfer: whole blocks, inside the buffer and
+/// the namespace.
+fn check_request(ns: &Namespace, slba: u64, buf: &Buffer) -> Result<(), NvmeError> {
+    let lba = ns.lba_size();
+    if buf.len == 0 || buf.len % lba != 0 {
+        return Err(InvalidValue::new("length", buf.len, "must be a non-zero multiple of the LBA size").into());
+    }
+    if buf.offset.checked_add(buf.len).is_none_or(|end| end > buf.mr.len) {
+        return Err(InvalidValue::new(
+            "offset+length",
+            buf.offset.saturating_add(buf.len),
+            "exceeds the registered buffer",
+        )
+        .into());
+    }
+    let blocks = buf.len / lba;
+    if slba.checked_add(blocks).is_none_or(|end| end > ns.blocks()) {
+        return Err(InvalidValue::new("slba+blocks", slba.saturating_add(blocks), "beyond the namespace's size").into());
+    }
+    Ok(())
 }
 
 /// Connects the admin queue and sends Fabrics Connect; returns the queue

@@ -16,6 +16,6 @@ mod error;
 pub mod protocol;
 pub mod queue;
 
-pub use controller::{Buffer, Controller, ControllerConfig, GpuFlush, MemoryKind, Namespace, discover};
+pub use controller::{Buffer, Controller, ControllerConfig, GpuFlush, MemoryKind, Namespace, Ticket, discover};
 pub use error::NvmeError;
 pub use queue::{Queue, QueueConfig};

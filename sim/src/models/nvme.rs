@@ -369,9 +369,16 @@ impl NvmeTarget {
         }
     }
 
-    /// Comes back after a crash: listens again on the next run.
-    pub fn restart(&mut self) {
+    /// Comes back after a crash and listens again at once (as an actor it
+    /// would otherwise only listen on its next run).
+    pub fn restart<T: Transport>(&mut self, t: &mut T) {
         self.up = true;
+        let _ = self.run(t);
+    }
+
+    /// Whether the target is up (not crashed).
+    pub fn is_up(&self) -> bool {
+        self.up
     }
 
     /// Handles everything pending: CM events, completions, delayed
