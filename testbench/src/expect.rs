@@ -62,7 +62,8 @@ pub fn evaluate(
             format!("livelock at {at}: progress without time passing, in: {}", waiting.join(", ")),
         ),
     }];
-    for (spec, stats) in scenario.streams.iter().zip(streams) {
+    // nvme streams have their own checks (crate::nvme_stream::checks).
+    for (spec, stats) in scenario.streams.iter().zip(streams).filter(|(spec, _)| spec.nvme.is_none()) {
         stream_checks(spec, stats, &mut out);
     }
     if let Some(max) = scenario.expect.max_duration {

@@ -23,6 +23,7 @@ pub mod expect;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod nvme;
+pub mod nvme_stream;
 pub mod pattern;
 pub mod report;
 pub mod roce;

@@ -15,6 +15,7 @@ use rctb_core::transport::RnrTimer;
 use rctb_sim::models::fpga::{Payload, StreamConfig as EngineStream};
 
 use crate::expect;
+use crate::nvme_stream::NvmeStream;
 use crate::pattern::StreamPattern;
 use crate::report::Report;
 use crate::roce::check::FrameCheck;
@@ -58,6 +59,7 @@ enum Workload {
     Traffic(Box<Stream<SimTransport>>),
     Roce(Box<RocePair<SimTransport>>),
     Session(Box<SessionStream>),
+    Nvme(Box<NvmeStream>),
 }
 
 impl Workload {
@@ -66,6 +68,7 @@ impl Workload {
             Workload::Traffic(s) => s.step(),
             Workload::Roce(p) => p.step(),
             Workload::Session(w) => w.step(),
+            Workload::Nvme(w) => w.step(),
         }
     }
     fn is_done(&self) -> bool {
@@ -73,6 +76,7 @@ impl Workload {
             Workload::Traffic(s) => s.is_done(),
             Workload::Roce(p) => p.is_done(),
             Workload::Session(w) => w.is_done(),
+            Workload::Nvme(w) => w.is_done(),
         }
     }
     fn abort(&mut self) {
@@ -80,6 +84,7 @@ impl Workload {
             Workload::Traffic(s) => s.abort(),
             Workload::Roce(p) => p.abort(),
             Workload::Session(w) => w.abort(),
+            Workload::Nvme(w) => w.abort(),
         }
     }
     fn stats(&self) -> &StreamStats {
@@ -87,18 +92,19 @@ impl Workload {
             Workload::Traffic(s) => s.stats(),
             Workload::Roce(p) => p.stats(),
             Workload::Session(w) => w.stats(),
+            Workload::Nvme(w) => w.stats(),
         }
     }
     /// The engine and server set up through registers: no CM events.
     fn offer_cm(&mut self, role: Role, ev: &rctb_core::transport::CmEvent) -> bool {
         match self {
             Workload::Traffic(s) => s.offer_cm(role, ev),
-            Workload::Roce(_) | Workload::Session(_) => false,
+            Workload::Roce(_) | Workload::Session(_) | Workload::Nvme(_) => false,
         }
     }
     fn roce_check(&self) -> Option<FrameCheck> {
         match self {
-            Workload::Traffic(_) | Workload::Session(_) => None,
+            Workload::Traffic(_) | Workload::Session(_) | Workload::Nvme(_) => None,
             Workload::Roce(p) => Some(p.check().clone()),
         }
     }
@@ -256,6 +262,13 @@ pub fn run_world(
         let (requester, responder) = (sim.node(&spec.from)?.0, sim.node(&spec.to)?.0);
         let (req_t, resp_t) = (transports[requester].clone(), transports[responder].clone());
         let stream = match (&spec.roce, &spec.session) {
+            _ if spec.nvme.is_some() => {
+                let nvme = spec.nvme.clone().expect("checked");
+                match NvmeStream::new(sim, spec.config.clone(), nvme, seed, nodes[requester], nodes[responder]) {
+                    Ok(s) => Workload::Nvme(Box::new(s)),
+                    Err(e) => return Err(SimError::UnknownNode(format!("nvme stream {}: {e}", spec.config.name))),
+                }
+            }
             (Some(roce), _) => Workload::Roce(Box::new(roce_pair(spec, roce, scenario, seed, resp_t, req_t))),
             (None, Some(cfg)) => {
                 let start = Instant::ZERO + spec.config.start;
@@ -280,12 +293,20 @@ pub fn run_world(
         if let Workload::Session(w) = &p.stream {
             notes.push(format!("{}: {}", p.name, w.summary()));
         }
+        if let Workload::Nvme(w) = &p.stream {
+            notes.push(format!("{}: {}", p.name, w.summary()));
+        }
     }
     let leaked = sim.live_resources();
     let streams: Vec<_> = placed.iter().map(|p| p.stream.stats().clone()).collect();
     let roce: Vec<Option<FrameCheck>> = placed.iter().map(|p| p.stream.roce_check()).collect();
     let mut checks = expect::evaluate(scenario, &outcome, &streams, finished_at, &sim.stats(), &leaked);
     checks.extend(expect::roce_checks(scenario, &streams, &roce));
+    for (p, spec) in placed.iter().zip(&scenario.streams) {
+        if let Workload::Nvme(w) = &p.stream {
+            checks.extend(crate::nvme_stream::checks(spec, w.stats(), w.tally()));
+        }
+    }
     let mut report =
         Report::build(scenario, seed, &outcome, finished_at, &streams, &sim.stats(), &leaked, notes, checks);
     report.add_roce(scenario, &roce);
@@ -360,6 +381,11 @@ fn drive(
 fn dispatch_cm(transports: &mut [SimTransport], placed: &mut [Placed], notes: &mut Vec<String>) -> bool {
     let mut any = false;
     for (node, t) in transports.iter_mut().enumerate() {
+        // The nodes of an nvme stream poll their own CM events.
+        let own = |p: &Placed| matches!(p.stream, Workload::Nvme(_)) && (p.requester == node || p.responder == node);
+        if placed.iter().any(own) {
+            continue;
+        }
         while let Some(ev) = t.cm_poll() {
             any = true;
             let claimed = placed.iter_mut().any(|p| {

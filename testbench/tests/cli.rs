@@ -47,7 +47,7 @@ fn run_passes_with_exit_zero_and_a_text_report() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
     assert!(stdout.starts_with("scenario quickstart (seed 1)"), "{stdout}");
-    assert!(stdout.trim_end().ends_with("result: PASS (46 checks)"), "{stdout}");
+    assert!(stdout.trim_end().ends_with("result: PASS (50 checks)"), "{stdout}");
 }
 
 #[test]
@@ -57,7 +57,7 @@ fn run_json_is_the_report_and_the_pcap_is_written() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("stdout is JSON");
     assert_eq!((json["seed"].as_u64(), json["passed"].as_bool()), (Some(3), Some(true)));
-    assert_eq!(json["streams"].as_array().map(Vec::len), Some(7));
+    assert_eq!(json["streams"].as_array().map(Vec::len), Some(8));
     let bytes = std::fs::read(&pcap).expect("pcap written");
     assert_eq!(&bytes[..4], &0xa1b2_3c4du32.to_le_bytes(), "a little-endian nanosecond pcap");
     let _ = std::fs::remove_file(pcap);

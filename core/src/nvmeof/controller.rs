@@ -211,7 +211,13 @@ impl<T: Transport> Controller<T> {
     }
 
     fn bring_up(&mut self) -> Result<(), NvmeError> {
-        self.cap = enable(&mut self.t, &mut self.admin)?;
+        // Each CSTS poll counts as traffic for the keep-alive timer: poll
+        // well within KATO (a Keep Alive is not sent before the controller is up).
+        let mut poll = Duration::from_millis(10);
+        if self.cfg.keep_alive > Duration::ZERO {
+            poll = poll.min(self.cfg.keep_alive / 4);
+        }
+        self.cap = enable(&mut self.t, &mut self.admin, poll)?;
         let info = self.identify_controller()?;
         if info.cntlid != self.cntlid {
             return Err(NvmeError::Protocol(ProtocolError::field(
@@ -920,9 +926,10 @@ fn fabrics_connect<T: Transport>(
     Ok(r.cntlid)
 }
 
-/// Reads CAP, enables the controller and polls CSTS.RDY every 10 ms up to
-/// max(0.5 s, (CAP.TO + 1) x 0.5 s); CSTS.CFS is fatal.
-fn enable<T: Transport>(t: &mut T, q: &mut Queue) -> Result<Cap, NvmeError> {
+/// Reads CAP, enables the controller and polls CSTS.RDY every `poll` (10 ms,
+/// less with a short KATO) up to max(0.5 s, (CAP.TO + 1) x 0.5 s); CSTS.CFS
+/// is fatal.
+fn enable<T: Transport>(t: &mut T, q: &mut Queue, poll: Duration) -> Result<Cap, NvmeError> {
     let cap = Cap(q.execute(t, &NvmeCommand::PropertyGet { size: PropSize::Eight, offset: REG_CAP })?.result);
     q.execute(t, &NvmeCommand::PropertySet { size: PropSize::Four, offset: REG_CC, value: cc_enable(cap) as u64 })?;
     let limit = ready_timeout(cap);
@@ -939,7 +946,7 @@ fn enable<T: Transport>(t: &mut T, q: &mut Queue) -> Result<Cap, NvmeError> {
         if waited >= limit {
             return Err(NvmeError::NotReady { waited });
         }
-        q.wait(t, t.now() + Duration::from_millis(10))?;
+        q.wait(t, t.now() + poll)?;
     }
 }
 
@@ -974,7 +981,7 @@ pub fn discover<T: Transport>(
 }
 
 fn discovery_log<T: Transport>(t: &mut T, q: &mut Queue, scratch: MrInfo) -> Result<DiscoveryLog, NvmeError> {
-    enable(t, q)?;
+    enable(t, q, Duration::from_millis(10))?;
     let read = |t: &mut T, q: &mut Queue, len: u64| -> Result<Vec<u8>, NvmeError> {
         let sgl = Sgl::for_region(&scratch, 0, len).map_err(NvmeError::Build)?;
         let cmd = NvmeCommand::get_log_page(LID_DISCOVERY, len as u32, 0, sgl).map_err(NvmeError::Build)?;

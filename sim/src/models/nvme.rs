@@ -369,6 +369,23 @@ impl NvmeTarget {
         }
     }
 
+    /// Stops for good: every connection torn down, the listener closed and
+    /// the PD released (nothing of the target stays allocated). Data stays
+    /// readable through [`NvmeTarget::namespace_data`].
+    pub fn shutdown<T: Transport>(&mut self, t: &mut T) {
+        self.up = false;
+        for key in self.queues.keys().copied().collect::<Vec<_>>() {
+            self.destroy_queue(t, key);
+        }
+        if let Some(l) = self.listener.take() {
+            let _ = t.cm_close_listener(l);
+        }
+        self.controllers.clear();
+        if let Some(pd) = self.pd.take() {
+            let _ = t.dealloc_pd(pd);
+        }
+    }
+
     /// Comes back after a crash and listens again at once (as an actor it
     /// would otherwise only listen on its next run).
     pub fn restart<T: Transport>(&mut self, t: &mut T) {

@@ -164,6 +164,8 @@ pub struct StreamFile {
     pub gap: Option<DurationStr>,
     /// `op = "rcsession"` only: the session workload's mix and server limits.
     pub session: Option<SessionFile>,
+    /// `op = "nvme"` only: the initiator, the target model and its faults.
+    pub nvme: Option<super::nvme::NvmeFile>,
     #[serde(default)]
     pub expect: StreamExpectFile,
 }

@@ -8,6 +8,7 @@
 
 mod error;
 mod file;
+mod nvme;
 mod session;
 mod swarm;
 mod units;
@@ -20,6 +21,7 @@ use rctb_core::transport::WcStatus;
 use rctb_sim::{LinkConfig, NodeConfig, ScheduledFault};
 
 pub use error::{Invalid, ScenarioError};
+pub use nvme::{ERROR_KINDS as NVME_ERROR_KINDS, NvmeFault, NvmeFaultAction, NvmeSpec};
 pub use swarm::{Swarm, describe as describe_swarm};
 pub use units::{CountExpect, format_duration, parse_duration};
 
@@ -70,6 +72,9 @@ pub struct StreamSpec {
     /// `count` GET/PUT transfers of `size` against an RC session server on
     /// `to` (the `rctb_sim::models::rcsession` workload).
     pub session: Option<rctb_sim::models::rcsession::WorkloadConfig>,
+    /// `op = "nvme"`: the NVMe-oF initiator on `from` runs `count` I/O
+    /// commands against the target model on `to` (`crate::nvme_stream`).
+    pub nvme: Option<NvmeSpec>,
 }
 
 /// What a RoCEv2 receive-server stream adds to a stream.

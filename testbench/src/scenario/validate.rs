@@ -263,13 +263,18 @@ fn streams(c: &mut Check, files: &[StreamFile], nodes: &[NodeConfig]) -> Vec<Str
         }
         out.push(stream(c, &field, i, s, nodes));
     }
+    super::nvme::exclusive_nodes(c, &out);
     out
 }
 
 fn stream(c: &mut Check, field: &str, index: usize, s: &StreamFile, nodes: &[NodeConfig]) -> StreamSpec {
     let is_roce = s.op == "roce";
     let is_session = s.op == super::session::OP;
-    let op = if is_roce {
+    let is_nvme = s.op == super::nvme::OP;
+    let op = if is_nvme {
+        // Command capsules and responses are SENDs.
+        Op::Send
+    } else if is_roce {
         // The FPGA engine's frames are SEND_WITH_IMM.
         Op::SendImm
     } else if is_session {
@@ -280,7 +285,7 @@ fn stream(c: &mut Check, field: &str, index: usize, s: &StreamFile, nodes: &[Nod
             c.push(Invalid::NotOneOf {
                 field: format!("{field}.op"),
                 value: s.op.clone(),
-                allowed: "send, send_imm, write, write_imm, read, roce, rcsession",
+                allowed: "send, send_imm, write, write_imm, read, roce, rcsession, nvme",
             });
             Op::Send
         })
@@ -370,10 +375,14 @@ fn stream(c: &mut Check, field: &str, index: usize, s: &StreamFile, nodes: &[Nod
         cm_port: CM_BASE_PORT.wrapping_add(index as u16),
         qp,
     };
-    let expect = stream_expect(c, field, s, op);
+    let mut expect = stream_expect(c, field, s, op, is_nvme);
     let roce = roce(c, field, s, is_roce, &config);
     let session = super::session::validate(c, field, s, is_session, &config);
-    StreamSpec { config, from: s.from.clone(), to: s.to.clone(), expect, roce, session }
+    let nvme = super::nvme::validate(c, field, s, is_nvme, &config);
+    if is_nvme {
+        expect.received = None;
+    }
+    StreamSpec { config, from: s.from.clone(), to: s.to.clone(), expect, roce, session, nvme }
 }
 
 /// The `op = "roce"` settings, and the rule that other streams have none.
@@ -444,9 +453,10 @@ fn roce(c: &mut Check, field: &str, s: &StreamFile, is_roce: bool, cfg: &StreamC
     })
 }
 
-fn stream_expect(c: &mut Check, field: &str, s: &StreamFile, op: Op) -> StreamExpect {
+fn stream_expect(c: &mut Check, field: &str, s: &StreamFile, op: Op, is_nvme: bool) -> StreamExpect {
     let mut errors = BTreeMap::new();
-    for (name, count) in &s.expect.errors {
+    // An nvme stream's `errors` name NVMe error kinds (its own validation).
+    for (name, count) in s.expect.errors.iter().filter(|_| !is_nvme) {
         match WcStatus::from_name(name) {
             Some(WcStatus::Success) => c.push(Invalid::rule(
                 format!("{field}.expect.errors.{name}"),
@@ -458,7 +468,7 @@ fn stream_expect(c: &mut Check, field: &str, s: &StreamFile, op: Op) -> StreamEx
             None => c.push(Invalid::UnknownStatus { field: format!("{field}.expect.errors"), name: name.clone() }),
         }
     }
-    if s.expect.received.is_some() && !op.consumes_recv() {
+    if s.expect.received.is_some() && !op.consumes_recv() && !is_nvme {
         c.push(Invalid::rule(
             format!("{field}.expect.received"),
             format!("{} consumes no receives; expect `delivered` instead", op.key()),
