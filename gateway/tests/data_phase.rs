@@ -292,9 +292,9 @@ async fn shutdown_answers_503_while_in_flight_requests_finish() {
 /// What `rctb object roundtrip` runs, on the simulator.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn roundtrip_of_many_objects() {
-    let rig = Rig::start(big_rig(64 << 10, 1)).await;
-    let c = rig.client(0);
-    let r = rctb_gateway::client::roundtrip(&c, "rt", "run1", 40, 64 << 10, 9).await;
+    let rig = Rig::start(big_rig(64 << 10, 3)).await;
+    let clients: Vec<_> = (0..3).map(|i| Arc::new(rig.client(i))).collect();
+    let r = rctb_gateway::client::roundtrip(&clients, "rt", "run1", 40, 64 << 10, 9).await;
     assert_eq!(r.failures, Vec::<(String, String)>::new());
     assert_eq!(r.objects, 40);
     assert_eq!(rig.live_sessions().await, 0);

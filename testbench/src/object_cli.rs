@@ -128,6 +128,9 @@ enum ObjectCommand {
         /// Key prefix (default: a random one, so runs do not overwrite each other).
         #[arg(long)]
         prefix: Option<String>,
+        /// Concurrent clients (each its own QP and region, objects dealt round robin).
+        #[arg(long, default_value_t = 1)]
+        jobs: usize,
         #[command(flatten)]
         client: ClientArgs,
     },
@@ -168,8 +171,8 @@ pub fn main(args: &ObjectArgs) -> ExitCode {
         }
         ObjectCommand::Put { url, file, client } => ("put", transfer(true, url, file, client)),
         ObjectCommand::Get { url, file, client } => ("get", transfer(false, url, file, client)),
-        ObjectCommand::Roundtrip { count, max_size, bucket, prefix, client } => {
-            ("roundtrip", roundtrip(*count, *max_size, bucket, prefix.as_deref(), client))
+        ObjectCommand::Roundtrip { count, max_size, bucket, prefix, jobs, client } => {
+            ("roundtrip", roundtrip(*count, *max_size, bucket, prefix.as_deref(), *jobs, client))
         }
         ObjectCommand::Load { endpoint, clients, prepares, size, bucket } => {
             ("load", load(endpoint, *clients, *prepares, *size, bucket))
@@ -346,7 +349,17 @@ fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
         .map_err(|e| Failure::Run(e.to_string()))
 }
 
-fn roundtrip(count: usize, max_size: u64, bucket: &str, prefix: Option<&str>, a: &ClientArgs) -> Result<(), Failure> {
+fn roundtrip(
+    count: usize,
+    max_size: u64,
+    bucket: &str,
+    prefix: Option<&str>,
+    jobs: usize,
+    a: &ClientArgs,
+) -> Result<(), Failure> {
+    if jobs == 0 || jobs > 64 {
+        return Err(Failure::Usage("--jobs: must be 1..=64".into()));
+    }
     let endpoint = Endpoint::parse(&a.endpoint).map_err(|e| Failure::Usage(format!("--endpoint: {e}")))?;
     let creds = Credentials::from_env(|k| std::env::var(k).ok()).map_err(|e| Failure::Usage(e.to_string()))?;
     if a.backend == ObjectBackend::Sim {
@@ -359,18 +372,26 @@ fn roundtrip(count: usize, max_size: u64, bucket: &str, prefix: Option<&str>, a:
     let prefix = prefix.map_or_else(|| format!("{seed:016x}"), str::to_string);
     runtime()?.block_on(async move {
         let server_ip = server_ipv4(&endpoint).await;
-        let cp = Arc::new(ControlPlane::new(endpoint, creds, wall_clock()));
         let cfg = ClientConfig { capacity: max_size, timeout: a.ack_timeout, ..ClientConfig::default() };
-        let client = ObjectClient::new(cp, rdma_client(a, server_ip, cfg)?, seed);
-        let start = now();
-        let r = rctb_gateway::client::roundtrip(&client, bucket, &prefix, count, max_size, seed).await;
-        let secs = start.elapsed().as_secs_f64();
+        let mut clients = Vec::new();
+        for j in 0..jobs {
+            let cp = Arc::new(ControlPlane::new(endpoint.clone(), creds.clone(), wall_clock()));
+            let rdma = rdma_client(a, server_ip, cfg)?;
+            clients.push(Arc::new(ObjectClient::new(cp, rdma, seed.wrapping_add(j as u64))));
+        }
+        let r = rctb_gateway::client::roundtrip(&clients, bucket, &prefix, count, max_size, seed).await;
+        let secs = (r.put_time + r.get_time).as_secs_f64();
         for (key, why) in &r.failures {
             println!("FAIL {bucket}/{key}: {why}");
         }
         println!(
-            "roundtrip: {} of {count} objects identical ({} bytes each way, prefix {prefix}), busy_retries={}, in {secs:.2} s",
-            r.objects, r.bytes, r.busy_retries
+            "roundtrip: {} of {count} objects identical ({} bytes each way, prefix {prefix}), {jobs} clients, busy_retries={}, PUTs {:.2} s, GETs {:.2} s ({:.1} objects/s)",
+            r.objects,
+            r.bytes,
+            r.busy_retries,
+            r.put_time.as_secs_f64(),
+            r.get_time.as_secs_f64(),
+            2.0 * count as f64 / secs.max(1e-9)
         );
         if r.failures.is_empty() && r.objects == count {
             Ok(())

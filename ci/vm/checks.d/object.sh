@@ -5,9 +5,10 @@
 # Checks:
 #   serve      the server comes up and prints its address
 #   roundtrip  OBJ_COUNT (200) objects (0 B, 1 B, then up to OBJ_MAX bytes)
-#              PUT, GET back and compared byte for byte, ETags too
+#              PUT, GET back and compared byte for byte, ETags too, by
+#              OBJ_JOBS (4) concurrent clients (concurrent data phases)
 #   cli        `rctb object put` and `get` of a 3 MiB file, compared with cmp
-#   crash-data the server SIGKILLed while a 24 MiB PUT's RDMA WRITE runs:
+#   crash-data the server SIGKILLed while an 8 MiB PUT's RDMA WRITE runs:
 #              after a restart the key still holds its previous version, whole
 #   crash-commit the server SIGKILLed as soon as the PUT's temporary file
 #              appears (its commit): after a restart the key holds the old
@@ -15,13 +16,16 @@
 #
 # hwv-timeout: 120
 set -u
-: "${OBJ_COUNT:=200}" "${OBJ_MAX:=65536}" "${TIMEOUT:=timeout}" "${HWV_OUT:=/tmp}"
+: "${OBJ_COUNT:=200}" "${OBJ_MAX:=65536}" "${OBJ_JOBS:=4}" "${TIMEOUT:=timeout}" "${HWV_OUT:=/tmp}"
 export AWS_ACCESS_KEY_ID=AKHWV AWS_SECRET_ACCESS_KEY=hwvsecret
 work=${TMPDIR:-/tmp}/object.$$
 root=$work/root
 mkdir -p "$root"
 LOG=$HWV_OUT/object-serve.log
 fails=0
+t0=$(cut -d' ' -f1 /proc/uptime)
+# at WHAT: a progress line with the seconds since the hook started
+at() { echo "[+$(awk -v a="$t0" '{ printf "%.1f", $1 - a }' /proc/uptime)s] $*"; }
 pass() { echo "PASS $*"; }
 fail() {
     echo "FAIL $*"
@@ -45,7 +49,7 @@ start_server() {
     done
     return 1
 }
-client() { $TIMEOUT 60 "$RCTB" object "$@" --endpoint "$EP" --device "$DEV" --quiet; }
+client() { $TIMEOUT 100 "$RCTB" object "$@" --endpoint "$EP" --device "$DEV" --quiet; }
 
 if start_server 1; then
     pass serve "$(grep '^listening on' "$LOG" | tail -n 1)"
@@ -55,7 +59,8 @@ else
     exit 1
 fi
 
-out=$(client roundtrip --count "$OBJ_COUNT" --max-size "$OBJ_MAX" --bucket rt --prefix hwv 2>&1)
+at "roundtrip"
+out=$(client roundtrip --count "$OBJ_COUNT" --max-size "$OBJ_MAX" --jobs "$OBJ_JOBS" --bucket rt --prefix hwv 2>&1)
 rc=$?
 echo "$out"
 if [ $rc = 0 ]; then
@@ -64,6 +69,7 @@ else
     fail roundtrip "exit $rc: $(echo "$out" | grep -m 3 -e FAIL -e 'rctb object' | tr '\n' ' ')"
 fi
 
+at "cli"
 head -c 3145728 /dev/urandom >"$work/in.bin"
 if client put s3://cli/file.bin "$work/in.bin" && client get s3://cli/file.bin "$work/out.bin" \
     && cmp "$work/in.bin" "$work/out.bin"; then
@@ -72,9 +78,10 @@ else
     fail cli "put/get/cmp of 3 MiB failed"
 fi
 
-# crash: v1 (4 KiB) first; then a 24 MiB v2 whose PUT the server does not survive.
+# crash: v1 (4 KiB) first; then an 8 MiB v2 whose PUT the server does not survive.
+at "crash"
 head -c 4096 /dev/urandom >"$work/v1.bin"
-head -c 25165824 /dev/urandom >"$work/v2.bin"
+head -c 8388608 /dev/urandom >"$work/v2.bin"
 # after_restart NAME: the key holds v1 or v2 whole, and no temporary is left
 after_restart() {
     if ! start_server "$2"; then
@@ -128,13 +135,14 @@ for kind in data commit; do
     prc=$?
     kill -9 $srv 2>/dev/null
     wait $srv 2>/dev/null
-    echo "crash-$kind: killed $when; the PUT exited $prc"
+    at "crash-$kind: killed $when; the PUT exited $prc"
     n=$(grep -c '^listening on' "$LOG")
     after_restart "crash-$kind" $((n + 1)) "killed $when, PUT exit $prc"
 done
 
 kill $srv 2>/dev/null
 wait $srv 2>/dev/null
+at "done"
 echo "---- serve log"
 cat "$LOG"
 rm -rf "$work"
