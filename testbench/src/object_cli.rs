@@ -318,7 +318,12 @@ fn transfer(put: bool, url: &str, file: &Path, a: &ClientArgs) -> Result<(), Fai
         let done = match data {
             Some(d) => client.put(&bucket, &key, Bytes::from(d), &pb).await?,
             None => {
-                let (bytes, t) = client.get(&bucket, &key, &pb).await?;
+                // The size is known (HeadObject above): no second HEAD.
+                let (bytes, t) = if size == 0 {
+                    client.get(&bucket, &key, &pb).await?
+                } else {
+                    client.get_range(&bucket, &key, 0, size, &pb).await?
+                };
                 pb.0.set_message("writing the file");
                 std::fs::write(file, &bytes).map_err(|e| Failure::Run(format!("{}: {e}", file.display())))?;
                 pb.0.inc(size);

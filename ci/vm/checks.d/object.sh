@@ -14,7 +14,7 @@
 #              appears (its commit): after a restart the key holds the old
 #              version or the new one, whole, never a part; no temporary left
 #
-# hwv-timeout: 120
+# hwv-timeout: 150
 set -u
 : "${OBJ_COUNT:=200}" "${OBJ_MAX:=65536}" "${OBJ_JOBS:=4}" "${TIMEOUT:=timeout}" "${HWV_OUT:=/tmp}"
 export AWS_ACCESS_KEY_ID=AKHWV AWS_SECRET_ACCESS_KEY=hwvsecret
