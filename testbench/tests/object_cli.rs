@@ -2,21 +2,15 @@
 //! hand-written HTTP/1.1 signed by rctb_gateway::auth::sign (wall clock:
 //! the server checks skew against its own).
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::SystemTime;
 
 use rctb_gateway::auth::{self, User};
 
-struct Killed(Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+mod common;
+use common::ObjectServer;
 
 fn request(addr: &str, method: &str, path: &str, who: Option<&User>, extra: &[(&str, &str)]) -> (u16, String) {
     let mut h: Vec<(String, String)> = vec![("host".into(), addr.to_string())];
@@ -42,17 +36,9 @@ fn request(addr: &str, method: &str, path: &str, who: Option<&User>, extra: &[(&
 #[test]
 fn serve_answers_signed_requests_over_loopback() {
     let dir = tempfile_dir();
-    let child = Command::new(env!("CARGO_BIN_EXE_rctb"))
-        .args(["object", "serve", "--root", &dir, "--listen", "127.0.0.1:0", "--backend", "sim"])
-        .env("AWS_ACCESS_KEY_ID", "AKCLI")
-        .env("AWS_SECRET_ACCESS_KEY", "clisecret")
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut child = Killed(child);
-    let mut line = String::new();
-    BufReader::new(child.0.stdout.take().unwrap()).read_line(&mut line).unwrap();
-    let addr = line.trim().strip_prefix("listening on ").unwrap_or_else(|| panic!("{line:?}")).to_string();
+    let env = [("AWS_ACCESS_KEY_ID", "AKCLI"), ("AWS_SECRET_ACCESS_KEY", "clisecret")];
+    let server = ObjectServer::spawn(&["--root", &dir, "--listen", "127.0.0.1:0", "--backend", "sim"], &env);
+    let addr = server.addr.clone();
     let admin = User { access_key: "AKCLI".into(), secret_key: "clisecret".into(), admin: true };
     let (st, body) = request(&addr, "GET", "/rc-sessions", None, &[]);
     assert_eq!(st, 403, "{body}");
@@ -82,16 +68,8 @@ fn load_put_and_get_from_other_processes() {
     let dir = tempfile_dir() + "-load";
     std::fs::create_dir_all(&dir).unwrap();
     let env = [("AWS_ACCESS_KEY_ID", "AKCLI"), ("AWS_SECRET_ACCESS_KEY", "clisecret")];
-    let child = Command::new(env!("CARGO_BIN_EXE_rctb"))
-        .args(["object", "serve", "--root", &dir, "--listen", "127.0.0.1:0", "--backend", "sim"])
-        .envs(env)
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut child = Killed(child);
-    let mut line = String::new();
-    BufReader::new(child.0.stdout.take().unwrap()).read_line(&mut line).unwrap();
-    let ep = format!("http://{}", line.trim().strip_prefix("listening on ").unwrap());
+    let server = ObjectServer::spawn(&["--root", &dir, "--listen", "127.0.0.1:0", "--backend", "sim"], &env);
+    let ep = server.endpoint();
     let rctb = |args: &[&str]| Command::new(env!("CARGO_BIN_EXE_rctb")).args(args).envs(env).output().unwrap();
 
     let out = rctb(&["object", "load", "--endpoint", &ep, "--clients", "8", "--prepares", "200"]);

@@ -3,17 +3,10 @@
 //! machine with no RDMA, the data phase included (the client's RDMA WRITE
 //! of a PUT, the server's of a GET, each over a UDP endpoint on loopback).
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output};
 
-struct Killed(Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+mod common;
+use common::ObjectServer;
 
 const ENV: [(&str, &str); 2] = [("AWS_ACCESS_KEY_ID", "AKUDP"), ("AWS_SECRET_ACCESS_KEY", "udpsecret")];
 
@@ -44,17 +37,11 @@ fn put_and_get_move_object_data_over_udp_between_two_processes() {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let root = dir.join("root");
-    let child = Command::new(env!("CARGO_BIN_EXE_rctb"))
-        .args(["object", "serve", "--root", root.to_str().unwrap(), "--listen", "127.94.1.1:0"])
-        .args(["--backend", "udp", "--device", "127.94.1.1"])
-        .envs(ENV)
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut child = Killed(child);
-    let mut line = String::new();
-    BufReader::new(child.0.stdout.take().unwrap()).read_line(&mut line).unwrap();
-    let ep = format!("http://{}", line.trim().strip_prefix("listening on ").unwrap_or_else(|| panic!("{line:?}")));
+    let server = ObjectServer::spawn(
+        &["--root", root.to_str().unwrap(), "--listen", "127.94.1.1:0", "--backend", "udp", "--device", "127.94.1.1"],
+        &ENV,
+    );
+    let ep = server.endpoint();
     let client = ["--endpoint", &ep, "--backend", "udp", "--device", "127.94.1.2", "-q"];
 
     // 3 MB: about 3,000 packets at MTU 1024 each way.
