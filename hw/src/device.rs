@@ -21,40 +21,11 @@ use rdma_sys::{
 };
 
 use crate::gid::read_gid_type;
+use crate::summary::{DeviceSummary, NO_DEVICE_HINT, SYSFS_ROOT, UNKNOWN_DEVICE_HINT};
 use crate::sys::{check_rc, cstr_lossy};
-
-/// What every entry point says when this machine has no RDMA device.
-pub const NO_DEVICE_HINT: &str =
-    "no RDMA device: load rdma_rxe (rdma link add rxe0 type rxe netdev eth0) or run the VM harness ci/hw-validate";
-
-/// What `open` says when devices exist but none has the requested name.
-pub const UNKNOWN_DEVICE_HINT: &str = "no RDMA device of that name: `rctb devices` or `rdma link show` lists them";
-
-/// Where the kernel publishes GID types.
-pub(crate) const SYSFS_ROOT: &str = "/sys";
 
 fn no_device(verb: Verb, hint: &'static str) -> TransportError {
     TransportError::NoDevice { verb, hint: Some(hint) }
-}
-
-/// One device as [`list_devices`](crate::list_devices) reports it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct DeviceSummary {
-    pub name: String,
-    pub device: DeviceInfo,
-    /// Every physical port (1-based), each with its GID table.
-    pub ports: Vec<PortInfo>,
-}
-
-impl DeviceSummary {
-    /// The IPv4 address of the first RoCE v2, IPv4-mapped GID of any port.
-    pub fn ipv4(&self) -> Option<Ipv4Addr> {
-        self.ports.iter().find_map(ipv4_of_port)
-    }
-}
-
-pub(crate) fn ipv4_of_port(port: &PortInfo) -> Option<Ipv4Addr> {
-    port.gids.iter().filter(|g| g.gid_type == GidType::RoceV2).find_map(|g| g.gid.to_ipv4())
 }
 
 /// The array `rdma_get_devices` returns; holding it keeps every listed

@@ -3,13 +3,29 @@
 //! (`rdma_rxe`) or a ConnectX NIC. The only rctb crate with `unsafe` code;
 //! every `unsafe` block says why it is sound.
 //!
+//! # Cargo features
+//!
+//! - **`verbs`** (off by default): the verbs backend itself,
+//!   `VerbsTransport` and `list_devices`, linked to libibverbs and
+//!   librdmacm through `rdma-sys`. Building it needs rdma-core's headers
+//!   and libclang (Debian: `apt-get install libibverbs-dev librdmacm-dev
+//!   libclang-dev`); running it needs an RDMA device.
+//! - Without it the crate builds on any machine and holds what needs no
+//!   libibverbs: GID table facts from sysfs and [`detect_gid_index`]
+//!   (PROTOCOLS.md §1), [`DeviceSummary`] and the `NoDevice` hints. There
+//!   is no stand-in transport: a program that wants a device is built with
+//!   `verbs`, or says it was not (`rctb` does).
+//!
 //! # Quick start
 //!
 //! ```no_run
 //! use rctb_core::transport::*;
+//!
+//! # #[cfg(not(feature = "verbs"))] fn main() {}
+//! # #[cfg(feature = "verbs")]
+//! # fn main() -> Result<(), TransportError> {
 //! use rctb_hw::VerbsTransport;
 //!
-//! # fn main() -> Result<(), TransportError> {
 //! for dev in rctb_hw::list_devices()? {
 //!     println!("{} {:?}", dev.name, dev.ipv4());
 //! }
@@ -50,10 +66,7 @@
 //! in one process, each on its own thread or all on one. Handles are plain
 //! `Copy` ids scoped to the transport that made them.
 //!
-//! ```compile_fail
-//! fn shared<T: Sync>() {}
-//! shared::<rctb_hw::VerbsTransport>(); // not Sync
-//! ```
+//! (The `compile_fail` proof of this is on [`VerbsTransport`]'s own docs.)
 //!
 //! # Resource cleanup
 //!
@@ -87,21 +100,40 @@
 //!   rxe (Linux 6.1) where ConnectX reports `LOC_LEN_ERR`: the provider's
 //!   status is passed through unchanged.
 
-mod cm;
-mod cq;
-mod device;
+// Always built: plain data and sysfs parsing, no libibverbs.
 mod gid;
+mod summary;
+
+// The verbs backend: FFI to libibverbs and librdmacm (feature `verbs`).
+#[cfg(feature = "verbs")]
+mod cm;
+#[cfg(feature = "verbs")]
+mod cq;
+#[cfg(feature = "verbs")]
+mod device;
+#[cfg(feature = "verbs")]
 mod mr;
+#[cfg(feature = "verbs")]
 mod pd;
+#[cfg(feature = "verbs")]
 mod qp;
+#[cfg(feature = "verbs")]
 mod sys;
+#[cfg(feature = "verbs")]
 mod transport;
+#[cfg(feature = "verbs")]
 mod wc;
 
 #[cfg(test)]
 mod testutil;
 
-pub use cm::{REJ_CONSUMER_DEFINED, REJ_INVALID_SERVICE_ID};
-pub use device::{DeviceSummary, NO_DEVICE_HINT, UNKNOWN_DEVICE_HINT};
 pub use gid::{GidDetectError, SeenGid, detect_gid_index, parse_gid, parse_gid_type, read_gid_type};
+pub use summary::{DeviceSummary, NO_DEVICE_HINT, UNKNOWN_DEVICE_HINT};
+
+#[cfg(feature = "verbs")]
+pub use cm::{REJ_CONSUMER_DEFINED, REJ_INVALID_SERVICE_ID};
+#[cfg(feature = "verbs")]
 pub use transport::{CONNECT_SETTLE, VerbsTransport, list_devices};
+
+/// Whether this build of rctb-hw has the verbs backend (feature `verbs`).
+pub const VERBS: bool = cfg!(feature = "verbs");

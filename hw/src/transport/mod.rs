@@ -19,7 +19,8 @@ use rctb_core::transport::*;
 use rdma_sys::{ibv_sge, ibv_wc};
 
 use crate::cq::Cq;
-use crate::device::{Context, DeviceSummary, SYSFS_ROOT, ipv4_of_port};
+use crate::device::Context;
+use crate::summary::{DeviceSummary, SYSFS_ROOT};
 use crate::gid::{GidDetectError, detect_gid_index};
 use crate::mr::MemoryRegion;
 use crate::pd::Pd;
@@ -83,6 +84,13 @@ struct PendingQp {
 /// | `cm_destroy` / `cm_close_listener` | `rdma_destroy_id` |
 /// | `cm_poll` | `rdma_get_cm_event` (non-blocking) + `rdma_ack_cm_event` |
 /// | `now` | `clock_gettime(CLOCK_MONOTONIC)` |
+///
+/// `Send`, not `Sync`:
+///
+/// ```compile_fail
+/// fn shared<T: Sync>() {}
+/// shared::<rctb_hw::VerbsTransport>(); // not Sync
+/// ```
 #[derive(Debug)]
 pub struct VerbsTransport {
     // Fields drop top to bottom. CM ids go first (rdma_cm stops touching
@@ -567,16 +575,4 @@ impl Transport for VerbsTransport {
 /// RDMA support, or no device (and no soft-RoCE link) exists.
 pub fn list_devices() -> Result<Vec<DeviceSummary>> {
     crate::device::list_devices()
-}
-
-impl DeviceSummary {
-    /// Port `port`'s facts, if the device has it.
-    pub fn port(&self, port: u8) -> Option<&PortInfo> {
-        self.ports.iter().find(|p| p.port == port)
-    }
-
-    /// The IPv4 address of port `port` (its first RoCE v2 IPv4-mapped GID).
-    pub fn port_ipv4(&self, port: u8) -> Option<Ipv4Addr> {
-        self.port(port).and_then(ipv4_of_port)
-    }
 }
