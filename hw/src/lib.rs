@@ -61,12 +61,12 @@
 //!
 //! # Thread safety
 //!
-//! [`VerbsTransport`] is `Send` but not `Sync`: move it to the thread that
+//! `VerbsTransport` is `Send` but not `Sync`: move it to the thread that
 //! drives it, do not share it. Many transports (even on one device) may run
 //! in one process, each on its own thread or all on one. Handles are plain
 //! `Copy` ids scoped to the transport that made them.
 //!
-//! (The `compile_fail` proof of this is on [`VerbsTransport`]'s own docs.)
+//! (The `compile_fail` proof of this is on `VerbsTransport`'s own docs.)
 //!
 //! # Resource cleanup
 //!
@@ -89,7 +89,7 @@
 //!   when the peer's CM rejects with reason 8 (invalid service ID); every
 //!   other REJ, including reason 28 (consumer defined), is `Rejected`.
 //! - `cm_connect` resolves the address and route itself (local work on
-//!   RoCE) for up to [`CONNECT_SETTLE`], so its REQ is normally sent when it
+//!   RoCE) for up to `CONNECT_SETTLE`, so its REQ is normally sent when it
 //!   returns; if resolution takes longer, the rest happens in `cm_poll` and
 //!   `wait`, and until then the QP it returned does not exist yet: verbs on
 //!   it return `InvalidState`.

@@ -16,6 +16,7 @@
 //!
 //! The binary (`src/main.rs`) is a thin CLI over these.
 
+pub mod backends;
 pub mod conformance;
 pub mod counters;
 pub mod decode;

@@ -15,8 +15,17 @@ use rctb::sweep::{self, Shard};
 mod object_cli;
 mod udp_cli;
 
+/// `rctb --version`: the version, then the backends compiled in.
+const LONG_VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), "\n", rctb::backends_line!());
+
 #[derive(Debug, Parser)]
-#[command(name = "rctb", version, about = "RDMA RC testbench: scenarios on a deterministic RoCEv2 fabric")]
+#[command(
+    name = "rctb",
+    version,
+    long_version = LONG_VERSION,
+    about = "RDMA RC testbench: scenarios on a deterministic RoCEv2 fabric",
+    after_help = rctb::backends::SUMMARY
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -360,9 +369,7 @@ mod verbs {
 mod verbs {
     use std::process::ExitCode;
 
-    const HOW: &str = "this rctb was built without verbs support: \
-        apt-get install libibverbs-dev librdmacm-dev libclang-dev, then \
-        cargo build --release -p rctb --features verbs";
+    use rctb::backends::NO_VERBS as HOW;
 
     pub fn conformance(_device: Option<&str>, _peer: Option<&str>, _filter: &str) -> ExitCode {
         eprintln!("rctb: {HOW}");

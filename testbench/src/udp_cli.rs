@@ -147,8 +147,8 @@ fn mixed(
 #[cfg(not(feature = "verbs"))]
 fn mixed(_: &UdpReactor, _: SocketAddrV4, device: &str, _: Mtu, _: bool, _: &impl Job) -> ExitCode {
     eprintln!(
-        "rctb: {device:?} is not an IPv4 address, and this rctb was built without verbs support to open it as an \
-         RDMA device (cargo build --release -p rctb --features verbs)"
+        "rctb: {device:?} is not an IPv4 address, and opening it as an RDMA device needs verbs: {}",
+        rctb::backends::NO_VERBS
     );
     ExitCode::from(2)
 }

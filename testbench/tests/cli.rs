@@ -108,3 +108,38 @@ fn sweep_of_quickstart_passes() {
     assert!(out.status.success(), "{stdout}");
     assert!(stdout.contains("4 passed, 0 failed"), "{stdout}");
 }
+
+#[test]
+fn version_and_help_name_the_backends_compiled_in() {
+    let verbs = if cfg!(feature = "verbs") { "verbs yes" } else { "verbs no (build with --features verbs)" };
+    let out = rctb(&["--version"]);
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.starts_with(&format!("rctb {}", env!("CARGO_PKG_VERSION"))), "{text}");
+    assert!(text.contains(&format!("backends: sim yes, udp yes, {verbs}")), "{text}");
+
+    let out = rctb(&["--help"]);
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains(&format!("backends: sim yes, udp yes, {verbs}")), "{text}");
+}
+
+/// Every verbs path of a build without verbs says what is missing, and how
+/// to get it, instead of failing some other way.
+#[test]
+#[cfg(not(feature = "verbs"))]
+fn a_build_without_verbs_says_so_on_every_verbs_path() {
+    let cases: &[&[&str]] = &[
+        &["devices"],
+        &["conformance", "--backend", "verbs", "--device", "rxe1", "--peer", "rxe0"],
+        &["nvme", "identify", "--backend", "verbs", "--device", "rxe1", "-a", "10.10.0.1", "-n", "nqn.x"],
+        &["roce-rx", "--backend", "verbs", "--device", "rxe0", "--fpga-ip", "10.10.0.2"],
+    ];
+    for args in cases {
+        let out = rctb(args);
+        assert!(!out.status.success(), "{args:?} succeeded");
+        let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        assert!(text.contains("built without the verbs backend"), "{args:?}: {text}");
+        assert!(text.contains("--features verbs"), "{args:?}: {text}");
+    }
+}

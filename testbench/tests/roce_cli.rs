@@ -90,9 +90,9 @@ fn the_verbs_backend_needs_its_device_and_peer_address() {
     let o = rctb(&["roce-rx", "--fpga-ip", "10.10.0.2"]);
     let (_, err) = text(&o);
     assert_eq!(o.status.code(), Some(2), "{err}");
-    assert!(err.contains("--device") || err.contains("without verbs support"), "{err}");
+    assert!(err.contains("--device") || err.contains("without the verbs backend"), "{err}");
     let o = rctb(&["fpga-emu", "--device", "rxe1"]);
     let (_, err) = text(&o);
     assert_eq!(o.status.code(), Some(2), "{err}");
-    assert!(err.contains("--host-ip") || err.contains("without verbs support"), "{err}");
+    assert!(err.contains("--host-ip") || err.contains("without the verbs backend"), "{err}");
 }

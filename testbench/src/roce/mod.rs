@@ -51,8 +51,7 @@ fn emu_verbs(a: &FpgaEmuArgs) -> Result<bool, CliError> {
     verbs::fpga_emu(a)
 }
 #[cfg(not(feature = "verbs"))]
-const NO_VERBS: &str = "this rctb was built without verbs support: apt-get install libibverbs-dev \
-    librdmacm-dev libclang-dev, then cargo build --release -p rctb --features verbs (or use --backend sim)";
+const NO_VERBS: &str = crate::backends::NO_VERBS;
 #[cfg(not(feature = "verbs"))]
 fn rx_verbs(_: &RoceRxArgs) -> Result<bool, CliError> {
     Err(CliError::Usage(NO_VERBS.into()))
