@@ -17,6 +17,7 @@ use rctb_gateway::auth::{Users, wall_clock};
 use rctb_gateway::client::{
     ControlPlane, Credentials, Endpoint, ObjectClient, ObjectError, Progress, RdmaRunner, parse_s3_url,
 };
+use rctb_gateway::http::GatewayOptions;
 use rctb_gateway::serve::{ServeOptions, serve_sim};
 
 #[derive(Debug, clap::Args)]
@@ -99,6 +100,13 @@ enum ObjectCommand {
         /// SigV4 region.
         #[arg(long, default_value = "us-east-1")]
         region: String,
+        /// Test mode: READY with x-amz-rdma-qpn 0 answers OK without moving data (what
+        /// `object load` needs). Off, QPN 0 gets 400 InvalidRdmaRequest.
+        #[arg(long)]
+        control_plane_only: bool,
+        /// The highest part number a target may name (1..=10000).
+        #[arg(long, default_value_t = 10_000)]
+        max_part_number: u32,
     },
     /// Store FILE as s3://BUCKET/KEY (credentials and region from the AWS environment).
     Put {
@@ -135,7 +143,8 @@ enum ObjectCommand {
         client: ClientArgs,
     },
     /// Control-plane load: CLIENTS connections run PREPARES PREPARE + READY (client QPN 0:
-    /// no data moves, nothing is committed); prints p50/p99 latency and errors.
+    /// no data moves, nothing is committed; the server must run --control-plane-only);
+    /// prints p50/p99 latency and errors.
     Load {
         /// The gateway, http://HOST:PORT.
         #[arg(long)]
@@ -166,8 +175,9 @@ impl From<ObjectError> for Failure {
 
 pub fn main(args: &ObjectArgs) -> ExitCode {
     let (name, r) = match &args.command {
-        ObjectCommand::Serve { root, listen, backend, dev, users, region } => {
-            ("serve", serve(root, *listen, *backend, dev, users.as_deref(), region))
+        ObjectCommand::Serve { root, listen, backend, dev, users, region, control_plane_only, max_part_number } => {
+            let g = GatewayOptions { control_plane_only: *control_plane_only, max_part_number: *max_part_number };
+            ("serve", serve(root, *listen, *backend, dev, users.as_deref(), region, g))
         }
         ObjectCommand::Put { url, file, client } => ("put", transfer(true, url, file, client)),
         ObjectCommand::Get { url, file, client } => ("get", transfer(false, url, file, client)),
@@ -214,7 +224,11 @@ fn serve(
     dev: &DeviceArgs,
     users: Option<&Path>,
     region: &str,
+    gateway: GatewayOptions,
 ) -> Result<(), Failure> {
+    if gateway.max_part_number == 0 || gateway.max_part_number > 10_000 {
+        return Err(Failure::Usage("--max-part-number: must be 1..=10000".into()));
+    }
     let users = match users {
         Some(p) => Users::load(p),
         None => Users::from_env(std::env::var("AWS_ACCESS_KEY_ID").ok(), std::env::var("AWS_SECRET_ACCESS_KEY").ok()),
@@ -230,6 +244,7 @@ fn serve(
         region: region.to_string(),
         seed,
         server: ServerConfig::default(),
+        gateway,
     };
     let r = match backend {
         ObjectBackend::Sim => serve_sim(opts),
