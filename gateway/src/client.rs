@@ -720,9 +720,9 @@ impl ObjectClient {
         self.put_target(target(bucket, key), data, progress).await
     }
 
-    /// Stores `data` (1 byte or more) at PREPARE target `t` (an object, or
-    /// an upload's part).
-    async fn put_target(&self, t: String, data: Bytes, progress: &dyn Progress) -> Result<Transferred, ObjectError> {
+    /// Stores `data` (1 byte or more) at PREPARE target `t`, already
+    /// percent-encoded (an object, or an upload's part).
+    pub async fn put_target(&self, t: String, data: Bytes, progress: &dyn Progress) -> Result<Transferred, ObjectError> {
         let size = data.len() as u64;
         let (psn, cookie) = self.draw();
         let principal = self.cp.credentials().principal();
@@ -777,9 +777,9 @@ impl ObjectClient {
         self.get_target(target(bucket, key), offset, size, progress).await
     }
 
-    /// Reads `size` bytes at `offset` of PREPARE target `t` (an object, or
-    /// a part of one).
-    async fn get_target(
+    /// Reads `size` bytes at `offset` of PREPARE target `t`, already
+    /// percent-encoded (an object, or a part of one).
+    pub async fn get_target(
         &self,
         t: String,
         offset: u64,

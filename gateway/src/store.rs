@@ -62,7 +62,7 @@ pub enum StoreError {
     #[error("part upload: {0}")]
     BadPart(&'static str),
     /// A target's query breaks a rule of §3a (the key it names, the rule).
-    #[error("query key {key:?}: {rule}")]
+    #[error("query key '{key}': {rule}")]
     BadQuery { key: String, rule: &'static str },
     /// GetPart of a part the object does not have.
     #[error("part {number} of an object of {parts} part(s)")]

@@ -108,8 +108,8 @@ fn parts_are_stored_apart_from_the_object() {
     assert_eq!(files(dir.path()), ["bk/big.u/up-1/1", "bk/big.u/up-1/2"]);
 }
 
-const PART_RULE: &str = "query key \"partNumber\": must be a decimal number 1..=10000, and within the server's part limit";
-const UPLOAD_RULE: &str = "query key \"uploadId\": letters, digits and - _ . ~ + = only, not starting with .";
+const PART_RULE: &str = "query key 'partNumber': must be a decimal number 1..=10000, and within the server's part limit";
+const UPLOAD_RULE: &str = "query key 'uploadId': letters, digits and - _ . ~ + = only, not starting with .";
 
 #[test]
 fn bad_keys_are_typed_errors_and_touch_nothing() {
@@ -142,8 +142,8 @@ fn bad_keys_are_typed_errors_and_touch_nothing() {
         ("/bk/a?partNumber=10001&uploadId=u", PART_RULE),
         ("/bk/a?partNumber=1&uploadId=..", UPLOAD_RULE),
         ("/bk/a?partNumber=1&uploadId=a%2Fb", UPLOAD_RULE),
-        ("/bk/a?partNumber=1", "query key \"uploadId\": UploadPart needs uploadId beside partNumber"),
-        ("/bk/a?acl=1", "query key \"acl\": only partNumber and uploadId are allowed"),
+        ("/bk/a?partNumber=1", "query key 'uploadId': UploadPart needs uploadId beside partNumber"),
+        ("/bk/a?acl=1", "query key 'acl': only partNumber and uploadId are allowed"),
         ("/bk/a?partNumber=-1&uploadId=u", PART_RULE),
     ];
     for (target, want) in cases {

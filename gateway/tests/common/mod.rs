@@ -142,7 +142,10 @@ pub struct Rig {
 impl Rig {
     pub async fn start(o: RigOptions) -> Rig {
         let dir = tempfile::tempdir().unwrap();
-        let store = Arc::new(FsStore::open(dir.path(), Box::new(ChaCha8Rng::seed_from_u64(o.seed ^ 3))).unwrap());
+        // The store's root is a subdirectory, so a test can see that
+        // nothing is ever written beside it.
+        let root = dir.path().join("root");
+        let store = Arc::new(FsStore::open(&root, Box::new(ChaCha8Rng::seed_from_u64(o.seed ^ 3))).unwrap());
         let (seed, n, server, client) = (o.seed, o.clients, o.server, o.client);
         let engine = Engine::spawn(move || {
             let sim = Sim::new(seed);
