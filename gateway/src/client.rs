@@ -722,7 +722,12 @@ impl ObjectClient {
 
     /// Stores `data` (1 byte or more) at PREPARE target `t`, already
     /// percent-encoded (an object, or an upload's part).
-    pub async fn put_target(&self, t: String, data: Bytes, progress: &dyn Progress) -> Result<Transferred, ObjectError> {
+    pub async fn put_target(
+        &self,
+        t: String,
+        data: Bytes,
+        progress: &dyn Progress,
+    ) -> Result<Transferred, ObjectError> {
         let size = data.len() as u64;
         let (psn, cookie) = self.draw();
         let principal = self.cp.credentials().principal();

@@ -94,7 +94,9 @@ async fn ready_with_qpn_0_is_refused_outside_the_test_mode() {
 /// plain object `bk/a/b`.
 fn seed_objects(rig: &Rig) {
     for (n, data) in [(1, &b"one"[..]), (2, b"twoo2"), (3, b"33")] {
-        rig.store.put(&ObjectPath::from_target(&format!("/bk/multi?partNumber={n}&uploadId=up")).unwrap(), data).unwrap();
+        rig.store
+            .put(&ObjectPath::from_target(&format!("/bk/multi?partNumber={n}&uploadId=up")).unwrap(), data)
+            .unwrap();
     }
     let parts: Vec<(u32, Option<String>)> = (1..=3).map(|n| (n, None)).collect();
     rig.store.complete_upload(&ObjectPath::new("bk", "multi").unwrap(), "up", &parts).unwrap();
@@ -126,28 +128,98 @@ async fn targets_decode_and_classify_as_versitygw() {
         // Refused, no session made.
         ("PUT", "/bk/k?uploadId=u", "10", 400, "InvalidRdmaRequest", "query key 'partNumber': UploadPart needs"),
         ("PUT", "/bk/k?partNumber=1", "10", 400, "InvalidRdmaRequest", "query key 'uploadId': UploadPart needs"),
-        ("PUT", "/bk/k?partNumber=1&uploadId=", "10", 400, "InvalidRdmaRequest", "query key 'uploadId': must not be empty"),
-        ("PUT", "/bk/k?partNumber=1&uploadId=u&versionId=3", "10", 400, "InvalidRdmaRequest", "query key 'versionId': only"),
+        (
+            "PUT",
+            "/bk/k?partNumber=1&uploadId=",
+            "10",
+            400,
+            "InvalidRdmaRequest",
+            "query key 'uploadId': must not be empty",
+        ),
+        (
+            "PUT",
+            "/bk/k?partNumber=1&uploadId=u&versionId=3",
+            "10",
+            400,
+            "InvalidRdmaRequest",
+            "query key 'versionId': only",
+        ),
         ("GET", "/bk/a/b?versionId=3", "11", 400, "InvalidRdmaRequest", "query key 'versionId': only"),
         ("PUT", "/bk/k?checksumCRC32=AAAAAA%3D%3D", "10", 400, "InvalidRdmaRequest", "query key 'checksumCRC32': only"),
-        ("PUT", "/bk/k?partNumber=1&partNumber=2&uploadId=u", "10", 400, "InvalidRdmaRequest", "query key 'partNumber': must not be repeated"),
-        ("PUT", "/bk/k?partNumber=1&uploadId=u&uploadId=v", "10", 400, "InvalidRdmaRequest", "query key 'uploadId': must not be repeated"),
+        (
+            "PUT",
+            "/bk/k?partNumber=1&partNumber=2&uploadId=u",
+            "10",
+            400,
+            "InvalidRdmaRequest",
+            "query key 'partNumber': must not be repeated",
+        ),
+        (
+            "PUT",
+            "/bk/k?partNumber=1&uploadId=u&uploadId=v",
+            "10",
+            400,
+            "InvalidRdmaRequest",
+            "query key 'uploadId': must not be repeated",
+        ),
         ("PUT", "/bk/k?", "10", 400, "InvalidRdmaRequest", "query key '': an empty query"),
         ("GET", "/bk/a/b?", "11", 400, "InvalidRdmaRequest", "query key '': an empty query"),
-        ("PUT", "/bk/k?partNumber=%zz&uploadId=u", "10", 400, "InvalidRdmaRequest", "query key 'partNumber': malformed percent-encoding"),
-        ("PUT", "/bk/k?partNumber=1&uploadId=a%2", "10", 400, "InvalidRdmaRequest", "query key 'uploadId': malformed percent-encoding"),
-        ("PUT", "/bk/k?partNumber=0&uploadId=u", "10", 400, "InvalidRdmaRequest", "query key 'partNumber': must be a decimal number 1..=10000"),
+        (
+            "PUT",
+            "/bk/k?partNumber=%zz&uploadId=u",
+            "10",
+            400,
+            "InvalidRdmaRequest",
+            "query key 'partNumber': malformed percent-encoding",
+        ),
+        (
+            "PUT",
+            "/bk/k?partNumber=1&uploadId=a%2",
+            "10",
+            400,
+            "InvalidRdmaRequest",
+            "query key 'uploadId': malformed percent-encoding",
+        ),
+        (
+            "PUT",
+            "/bk/k?partNumber=0&uploadId=u",
+            "10",
+            400,
+            "InvalidRdmaRequest",
+            "query key 'partNumber': must be a decimal number 1..=10000",
+        ),
         ("PUT", "/bk/k?partNumber=-1&uploadId=u", "10", 400, "InvalidRdmaRequest", "query key 'partNumber'"),
         ("PUT", "/bk/k?partNumber=1x&uploadId=u", "10", 400, "InvalidRdmaRequest", "query key 'partNumber'"),
         ("PUT", "/bk/k?partNumber=10001&uploadId=u", "10", 400, "InvalidRdmaRequest", "query key 'partNumber'"),
         ("PUT", "/bk/k?partNumber=501&uploadId=u", "10", 400, "InvalidRdmaRequest", "within the server's part limit"),
         ("GET", "/bk/multi?partNumber=0", "1", 400, "InvalidRdmaRequest", "query key 'partNumber'"),
         ("GET", "/bk/multi?partNumber=501", "1", 400, "InvalidRdmaRequest", "query key 'partNumber'"),
-        ("GET", "/bk/multi?uploadId=up", "1", 400, "InvalidRdmaRequest", "query key 'uploadId': a GET takes partNumber alone"),
-        ("GET", "/bk/multi?partNumber=1&uploadId=up", "1", 400, "InvalidRdmaRequest", "query key 'uploadId': a GET takes"),
+        (
+            "GET",
+            "/bk/multi?uploadId=up",
+            "1",
+            400,
+            "InvalidRdmaRequest",
+            "query key 'uploadId': a GET takes partNumber alone",
+        ),
+        (
+            "GET",
+            "/bk/multi?partNumber=1&uploadId=up",
+            "1",
+            400,
+            "InvalidRdmaRequest",
+            "query key 'uploadId': a GET takes",
+        ),
         // Traversal stays impossible: the checks run after decoding.
         ("PUT", "/bk/%2E%2E%2Fescape", "10", 400, "InvalidRdmaRequest", "key: must not have a . or .. segment"),
-        ("PUT", "/bk/a%2F%2E%2E%2F%2E%2E%2Fescape", "10", 400, "InvalidRdmaRequest", "key: must not have a . or .. segment"),
+        (
+            "PUT",
+            "/bk/a%2F%2E%2E%2F%2E%2E%2Fescape",
+            "10",
+            400,
+            "InvalidRdmaRequest",
+            "key: must not have a . or .. segment",
+        ),
         ("GET", "/bk/a%2F..%2F..%2Fescape", "10", 400, "InvalidRdmaRequest", "key: must not have a . or .. segment"),
         ("PUT", "/bk/.%2Fa", "10", 400, "InvalidRdmaRequest", "key: must not have a . or .. segment"),
         ("PUT", "/bk/a%2F%2Fb", "10", 400, "InvalidRdmaRequest", "key: must not have an empty segment"),
@@ -188,7 +260,13 @@ async fn targets_decode_and_classify_as_versitygw() {
 
 /// PREPARE over HTTP of `target` and connect simulated client 0: the
 /// transfer and its READY request.
-async fn prepared(rig: &Rig, op: Op, target: &str, data: Vec<u8>, checksum: Option<Crc64Nvme>) -> (ClientTransfer, ReadyRequest) {
+async fn prepared(
+    rig: &Rig,
+    op: Op,
+    target: &str,
+    data: Vec<u8>,
+    checksum: Option<Crc64Nvme>,
+) -> (ClientTransfer, ReadyRequest) {
     let principal = PrincipalId::from_credentials(ALICE.0, ALICE.1);
     let (t, size) = (target.to_string(), data.len() as u64);
     let (xfer, req) = rig
@@ -282,7 +360,8 @@ async fn capabilities_are_advertised_once_a_session_exists() {
     table.push(("validation", bad, 400, "InvalidRdmaRequest", None));
     let unsigned = send(&rig, "POST", "/.hipobj-rc/prepare", None, t0(), &prepare_headers("PUT", "/bk/k", "1")).await;
     table.push(("authorization", unsigned, 403, "AccessDenied", None));
-    let unknown = post(&rig, "/.hipobj-rc/ready", ALICE, &ready_headers("0123456789abcdef0123456789abcdef", "11")).await;
+    let unknown =
+        post(&rig, "/.hipobj-rc/ready", ALICE, &ready_headers("0123456789abcdef0123456789abcdef", "11")).await;
     table.push(("READY of no session", unknown, 404, "NoSuchRdmaSession", None));
     // A whole PUT and GET through the client: READY's success answer.
     let c = rig.client(0);
@@ -314,7 +393,8 @@ async fn client_uploads_parts_over_rc_and_reads_them_back_with_get_part() {
     .await;
     let c = rig.client(0);
     let upload = "up+load=1";
-    let parts: Vec<Vec<u8>> = [70_000usize, 1, 4097, 33].iter().enumerate().map(|(i, n)| pattern(*n, i as u8)).collect();
+    let parts: Vec<Vec<u8>> =
+        [70_000usize, 1, 4097, 33].iter().enumerate().map(|(i, n)| pattern(*n, i as u8)).collect();
     let mut etags = Vec::new();
     for (i, data) in parts.iter().enumerate() {
         let n = i as u32 + 1;

@@ -236,7 +236,8 @@ mod codes {
 
     #[test]
     fn ready_outcomes_map_to_versitygws_http_answers() {
-        let table: Vec<(&str, u16, &str)> = ReadyOutcome::ALL.iter().map(|o| (o.name(), o.http().0, o.http().1)).collect();
+        let table: Vec<(&str, u16, &str)> =
+            ReadyOutcome::ALL.iter().map(|o| (o.name(), o.http().0, o.http().1)).collect();
         assert_eq!(
             table,
             [

@@ -37,9 +37,9 @@ fn bad_query(key: &str, rule: &'static str) -> StoreError {
 /// Every `%` is followed by two hex digits.
 fn well_formed(s: &str) -> bool {
     let b = s.as_bytes();
-    b.iter().enumerate().all(|(i, c)| {
-        *c != b'%' || b.get(i + 1..i + 3).is_some_and(|h| h.iter().all(u8::is_ascii_hexdigit))
-    })
+    b.iter()
+        .enumerate()
+        .all(|(i, c)| *c != b'%' || b.get(i + 1..i + 3).is_some_and(|h| h.iter().all(u8::is_ascii_hexdigit)))
 }
 
 /// Percent-decodes `s` strictly (malformed escapes and non-UTF-8 refused).
@@ -91,7 +91,10 @@ impl ObjectPath {
             match op {
                 Op::Get => {
                     if upload_id.is_some() {
-                        return Err(bad_query("uploadId", "a GET takes partNumber alone (GetPart), never an upload id"));
+                        return Err(bad_query(
+                            "uploadId",
+                            "a GET takes partNumber alone (GetPart), never an upload id",
+                        ));
                     }
                     let n = number.ok_or_else(|| bad_query("partNumber", "missing"))?;
                     get_part = Some(part_number(&n, max_part)?);
