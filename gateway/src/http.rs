@@ -627,3 +627,33 @@ pub async fn serve(gw: Gateway, listener: TcpListener) -> std::io::Result<()> {
         });
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// After the data moved, a session that is gone means it expired
+    /// before READY's answer: 500 SessionExpired; every such answer
+    /// advertises.
+    #[test]
+    fn errors_after_the_data_phase_answer_as_versitygw() {
+        let table: Vec<(EngineError, u16, &str)> = vec![
+            (EngineError::Rc(RcError::NoSession), 500, "SessionExpired"),
+            (EngineError::Rc(RcError::Stale("PUT view")), 500, "SessionExpired"),
+            (EngineError::Rc(RcError::Double("the PUT view")), 409, "RdmaSessionConflict"),
+            (EngineError::Store(StoreError::NoSuchKey), 404, "NoSuchKey"),
+            (EngineError::Stopped, 503, "RdmaServiceUnavailable"),
+        ];
+        for (e, status, code) in table {
+            let what = e.to_string();
+            let r = after_data(e);
+            assert_eq!((r.status, r.code, r.capabilities), (status, code, true), "{what}");
+        }
+        // Before a session: no header.
+        let r: ErrorReply = RcError::NoSession.into();
+        assert!(!r.capabilities);
+        let resp = error(r.after_session(), "/x");
+        assert_eq!(resp.headers().get(CAPABILITIES.0).map(|v| v.to_str().unwrap()), Some("mp"));
+        assert!(error(ErrorReply::bad("x"), "/x").headers().get(CAPABILITIES.0).is_none());
+    }
+}
