@@ -48,14 +48,21 @@ use tokio::net::TcpStream;
 use tokio::sync::oneshot;
 
 use crate::auth::{self, Clock, User};
-use crate::http::BUSY_MESSAGE;
+use crate::http::{BUSY_MESSAGE, CAPABILITIES};
+
+mod parts;
+mod roundtrip;
+pub use parts::{PartInfo, part_target, upload_part_target};
+pub use roundtrip::{RoundtripReport, roundtrip};
 
 /// Why a client call failed.
 #[derive(Debug, Error)]
 pub enum ObjectError {
     /// The gateway answered an error (S3-style XML body).
+    /// `capabilities`: the answer's `x-amz-rdma-capabilities`, when it had
+    /// one (the request had reached a session).
     #[error("{route}: HTTP {status} {code}: {message}")]
-    Http { route: String, status: u16, code: String, message: String },
+    Http { route: String, status: u16, code: String, message: String, capabilities: Option<String> },
     #[error("{0}")]
     Endpoint(String),
     #[error("connecting to {addr}: {source}")]
@@ -179,12 +186,18 @@ impl Answer {
         body.split(&open).nth(1).and_then(|s| s.split(&close).next()).unwrap_or("").to_string()
     }
 
+    /// The `x-amz-rdma-capabilities` header (`mp`: multipart).
+    pub fn capabilities(&self) -> Option<&str> {
+        self.header(CAPABILITIES.0)
+    }
+
     fn into_error(self, route: &str) -> ObjectError {
         ObjectError::Http {
             route: route.to_string(),
             status: self.status,
             code: self.xml_field("Code"),
             message: self.xml_field("Message"),
+            capabilities: self.capabilities().map(str::to_string),
         }
     }
 }
@@ -196,6 +209,8 @@ pub enum ReadyAnswer {
         bytes: u64,
         etag: Option<String>,
         version_id: Option<String>,
+        /// `x-amz-rdma-capabilities` (`mp` from a versitygw-like gateway).
+        capabilities: Option<String>,
     },
     /// 409 BUSY: the peer was not ready; READY may be retried.
     Busy,
@@ -216,6 +231,8 @@ pub struct ControlPlane {
     creds: Credentials,
     clock: Clock,
     conn: tokio::sync::Mutex<Option<SendRequest<Full<Bytes>>>>,
+    /// The last `x-amz-rdma-capabilities` the gateway sent.
+    capabilities: Mutex<Option<String>>,
 }
 
 impl fmt::Debug for ControlPlane {
@@ -249,7 +266,19 @@ pub fn parse_s3_url(url: &str) -> Result<(String, String), ObjectError> {
 
 impl ControlPlane {
     pub fn new(endpoint: Endpoint, creds: Credentials, clock: Clock) -> Self {
-        ControlPlane { endpoint, creds, clock, conn: tokio::sync::Mutex::new(None) }
+        ControlPlane { endpoint, creds, clock, conn: tokio::sync::Mutex::new(None), capabilities: Mutex::new(None) }
+    }
+
+    /// The capabilities the gateway last advertised (`x-amz-rdma-capabilities`,
+    /// sent on READY's answers), if it did.
+    pub fn capabilities(&self) -> Option<String> {
+        self.capabilities.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Whether the gateway advertised multipart (`mp`): UploadPart and
+    /// GetPart targets.
+    pub fn multipart(&self) -> bool {
+        self.capabilities().is_some_and(|c| c.split(',').any(|t| t.trim() == CAPABILITIES.1))
     }
 
     pub fn endpoint(&self) -> &Endpoint {
@@ -310,7 +339,11 @@ impl ControlPlane {
             resp.into_body().collect().await.map_err(|e| ObjectError::Transport(e.to_string()))?.to_bytes()
         };
         *conn = Some(sender);
-        Ok(Answer { status, headers, body })
+        let a = Answer { status, headers, body };
+        if let Some(c) = a.capabilities() {
+            *self.capabilities.lock().unwrap_or_else(|p| p.into_inner()) = Some(c.to_string());
+        }
+        Ok(a)
     }
 
     /// PREPARE; the reply as the session API has it.
@@ -372,6 +405,7 @@ impl ControlPlane {
             bytes,
             etag: a.header("x-amz-rdma-etag").map(str::to_string),
             version_id: a.header("x-amz-rdma-version-id").map(str::to_string),
+            capabilities: a.capabilities().map(str::to_string),
         })
     }
 
@@ -396,6 +430,7 @@ impl ControlPlane {
                 status: a.status,
                 code: code.into(),
                 message: "HeadObject failed".into(),
+                capabilities: None,
             });
         }
         let size =
@@ -617,6 +652,8 @@ pub struct Transferred {
     pub version_id: String,
     /// READYs answered BUSY before the one that worked.
     pub busy_retries: u32,
+    /// READY's `x-amz-rdma-capabilities` (none without a data phase).
+    pub capabilities: Option<String>,
 }
 
 /// Objects over one gateway and one RDMA port.
@@ -674,10 +711,26 @@ impl ObjectClient {
         if data.is_empty() {
             progress.phase("PutObject (empty)");
             let info = self.cp.put_inline(bucket, key, data).await?;
-            return Ok(Transferred { size: 0, etag: info.etag, version_id: info.version_id, busy_retries: 0 });
+            return Ok(Transferred {
+                size: 0,
+                etag: info.etag,
+                version_id: info.version_id,
+                busy_retries: 0,
+                capabilities: None,
+            });
         }
+        self.put_target(target(bucket, key), data, progress).await
+    }
+
+    /// Stores `data` (1 byte or more) at PREPARE target `t`, already
+    /// percent-encoded (an object, or an upload's part).
+    pub async fn put_target(
+        &self,
+        t: String,
+        data: Bytes,
+        progress: &dyn Progress,
+    ) -> Result<Transferred, ObjectError> {
         let size = data.len() as u64;
-        let t = target(bucket, key);
         let (psn, cookie) = self.draw();
         let principal = self.cp.credentials().principal();
         let t2 = t.clone();
@@ -707,7 +760,13 @@ impl ObjectClient {
         if info.size == 0 {
             return Ok((
                 Vec::new(),
-                Transferred { size: 0, etag: info.etag, version_id: info.version_id, busy_retries: 0 },
+                Transferred {
+                    size: 0,
+                    etag: info.etag,
+                    version_id: info.version_id,
+                    busy_retries: 0,
+                    capabilities: None,
+                },
             ));
         }
         self.get_range(bucket, key, 0, info.size, progress).await
@@ -722,7 +781,18 @@ impl ObjectClient {
         size: u64,
         progress: &dyn Progress,
     ) -> Result<(Vec<u8>, Transferred), ObjectError> {
-        let t = target(bucket, key);
+        self.get_target(target(bucket, key), offset, size, progress).await
+    }
+
+    /// Reads `size` bytes at `offset` of PREPARE target `t`, already
+    /// percent-encoded (an object, or a part of one).
+    pub async fn get_target(
+        &self,
+        t: String,
+        offset: u64,
+        size: u64,
+        progress: &dyn Progress,
+    ) -> Result<(Vec<u8>, Transferred), ObjectError> {
         let (psn, cookie) = self.draw();
         let principal = self.cp.credentials().principal();
         let t2 = t.clone();
@@ -819,7 +889,7 @@ impl ObjectClient {
             }
             let answer = answer.await.map_err(|e| ObjectError::Transport(e.to_string()))??;
             match answer {
-                ReadyAnswer::Ok { bytes, etag, version_id } => {
+                ReadyAnswer::Ok { bytes, etag, version_id, capabilities } => {
                     if bytes != x.size {
                         return Err(ObjectError::Reply(format!(
                             "x-amz-rdma-bytes-transferred: {bytes}, expected {}",
@@ -843,6 +913,7 @@ impl ObjectClient {
                         etag: etag.unwrap_or_default(),
                         version_id: version_id.unwrap_or_default(),
                         busy_retries: busy,
+                        capabilities,
                     });
                 }
                 ReadyAnswer::Busy => {
@@ -876,116 +947,4 @@ pub async fn resolve(endpoint: &Endpoint) -> Result<SocketAddr, ObjectError> {
         .map_err(|source| ObjectError::Connect { addr: endpoint.authority.clone(), source })?
         .next()
         .ok_or_else(|| ObjectError::Endpoint(format!("{}: no address", endpoint.authority)))
-}
-
-/// What [`roundtrip`] did.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct RoundtripReport {
-    pub objects: usize,
-    pub bytes: u64,
-    /// Keys whose GET differed from their PUT (or failed), with why.
-    pub failures: Vec<(String, String)>,
-    pub busy_retries: u32,
-    /// Wall time of the PUT phase and of the GET phase.
-    pub put_time: StdDuration,
-    pub get_time: StdDuration,
-}
-
-#[allow(clippy::disallowed_methods)] // phase times for the report: wall time by definition
-fn wall_now() -> std::time::Instant {
-    std::time::Instant::now()
-}
-
-/// PUTs `count` objects of sizes drawn from `seed` (0, 1, then 1..=max_size
-/// bytes of seeded random data) under `bucket/prefix/N`, object N through
-/// client N mod `clients.len()` (the clients run concurrently); then GETs
-/// each back the same way and compares it byte for byte, and its ETag
-/// with the PUT's.
-pub async fn roundtrip(
-    clients: &[Arc<ObjectClient>],
-    bucket: &str,
-    prefix: &str,
-    count: usize,
-    max_size: u64,
-    seed: u64,
-) -> RoundtripReport {
-    let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    let mut objects = Vec::new();
-    for i in 0..count {
-        let size = match i {
-            0 => 0,
-            1 => 1,
-            _ => 1 + rng.next_u64() % max_size.max(1),
-        };
-        let mut data = vec![0u8; size as usize];
-        rng.fill_bytes(&mut data);
-        objects.push((format!("{prefix}/{i}"), Bytes::from(data)));
-    }
-    let n = clients.len().max(1);
-    let mut report = RoundtripReport::default();
-    // PUT phase.
-    let start = wall_now();
-    let mut tasks = Vec::new();
-    for (c, client) in clients.iter().enumerate() {
-        let mine: Vec<(String, Bytes)> = objects.iter().skip(c).step_by(n).cloned().collect();
-        let (client, bucket) = (client.clone(), bucket.to_string());
-        tasks.push(tokio::spawn(async move {
-            let mut out = Vec::new();
-            for (key, data) in mine {
-                let r = client.put(&bucket, &key, data.clone(), &NoProgress).await;
-                out.push((key, data, r));
-            }
-            out
-        }));
-    }
-    let mut stored = Vec::new();
-    for t in tasks {
-        for (key, data, r) in t.await.unwrap_or_default() {
-            match r {
-                Ok(t) => {
-                    report.busy_retries += t.busy_retries;
-                    stored.push((key, data, t.etag));
-                }
-                Err(e) => report.failures.push((key, format!("PUT: {e}"))),
-            }
-        }
-    }
-    report.put_time = start.elapsed();
-    // GET phase (sizes are known: no HeadObject but for the empty object).
-    let start = wall_now();
-    let mut tasks = Vec::new();
-    for (c, client) in clients.iter().enumerate() {
-        let mine: Vec<(String, Bytes, String)> = stored.iter().skip(c).step_by(n).cloned().collect();
-        let (client, bucket) = (client.clone(), bucket.to_string());
-        tasks.push(tokio::spawn(async move {
-            let mut out = Vec::new();
-            for (key, data, etag) in mine {
-                let r = if data.is_empty() {
-                    client.get(&bucket, &key, &NoProgress).await
-                } else {
-                    client.get_range(&bucket, &key, 0, data.len() as u64, &NoProgress).await
-                };
-                out.push((key, data, etag, r));
-            }
-            out
-        }));
-    }
-    for t in tasks {
-        for (key, data, etag, r) in t.await.unwrap_or_default() {
-            match r {
-                Ok((got, t)) if got == data && t.etag == etag => {
-                    report.objects += 1;
-                    report.bytes += data.len() as u64;
-                    report.busy_retries += t.busy_retries;
-                }
-                Ok((got, t)) => report.failures.push((
-                    key,
-                    format!("GET: {} bytes, etag {}; PUT {} bytes, etag {etag}", got.len(), t.etag, data.len()),
-                )),
-                Err(e) => report.failures.push((key, format!("GET: {e}"))),
-            }
-        }
-    }
-    report.get_time = start.elapsed();
-    report
 }

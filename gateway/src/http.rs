@@ -1,6 +1,18 @@
-//! The HTTP control plane (PROTOCOLS.md §3): POST `/.hipobj-rc/prepare`,
-//! `/ready`, `/cancel` with `x-amz-rdma-*` headers, `GET /rc-sessions`
-//! for admins; every request SigV4-verified; errors as S3-style XML.
+//! The HTTP control plane (PROTOCOLS.md §3, and §3a where they differ):
+//! POST `/.hipobj-rc/prepare`, `/ready`, `/cancel` with `x-amz-rdma-*`
+//! headers, `GET /rc-sessions` for admins; every request SigV4-verified;
+//! errors as S3-style XML.
+//!
+//! As versitygw's RC routes answer: READY's qpn must be non-zero (QPN 0,
+//! the C layer's control-plane-only mode, only when the gateway runs in
+//! that test mode, [`GatewayOptions::control_plane_only`]); targets are
+//! decoded and classified by [`crate::store`]'s target rules (GetPart for
+//! a GET with `partNumber`); a READY whose data phase failed answers by
+//! its outcome ([`ReadyOutcome::http`]); and `x-amz-rdma-capabilities: mp`
+//! ([`CAPABILITIES`]) is on READY's success answer and on the error
+//! answers given once a session exists (a GET PREPARE whose object read
+//! failed, a READY whose data phase or commit failed), never on a
+//! successful PREPARE or a failure before a session exists.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -24,7 +36,7 @@ use tokio::sync::Notify;
 
 use crate::auth::{self, AuthError, Clock, Principal, Users};
 use crate::engine::{Engine, EngineError, PutData, ReadyWait};
-use crate::store::{ObjectMeta, ObjectPath, ObjectStore, StoreError};
+use crate::store::{ObjectPath, ObjectStore, StoreError, Target};
 
 /// Request bodies larger than this are refused (the control plane carries
 /// everything in headers).
@@ -32,6 +44,28 @@ pub const MAX_BODY: usize = 64 * 1024;
 
 /// The message of a READY answered BUSY (409): the client may retry.
 pub const BUSY_MESSAGE: &str = "BUSY: the peer was not ready; READY may be retried";
+
+/// The capability header and its value (`mp`: multipart, i.e. UploadPart
+/// and GetPart targets).
+pub const CAPABILITIES: (&str, &str) = ("x-amz-rdma-capabilities", "mp");
+
+/// What a gateway is started with beyond its parts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GatewayOptions {
+    /// Test mode: READY with `x-amz-rdma-qpn: 0` runs the C layer's
+    /// control-plane-only data phase (nothing moves, the answer says
+    /// `size` bytes, a PUT commits nothing). Off, QPN 0 is refused with
+    /// 400 InvalidRdmaRequest, as versitygw's route does.
+    pub control_plane_only: bool,
+    /// The highest part number a target may name (at most 10000).
+    pub max_part_number: u32,
+}
+
+impl Default for GatewayOptions {
+    fn default() -> Self {
+        GatewayOptions { control_plane_only: false, max_part_number: crate::store::MAX_PART_NUMBER }
+    }
+}
 
 /// The gateway's shared state.
 #[derive(Clone)]
@@ -42,11 +76,26 @@ pub struct Gateway {
     pub region: String,
     pub clock: Clock,
     pub gate: Arc<Gate>,
+    pub opts: GatewayOptions,
 }
 
 impl Gateway {
+    /// A gateway with the default [`GatewayOptions`] (no test mode).
     pub fn new(engine: Engine, store: Arc<dyn ObjectStore>, users: Users, region: &str, clock: Clock) -> Self {
-        Gateway { engine, store, users: Arc::new(users), region: region.to_string(), clock, gate: Arc::default() }
+        Gateway {
+            engine,
+            store,
+            users: Arc::new(users),
+            region: region.to_string(),
+            clock,
+            gate: Arc::default(),
+            opts: GatewayOptions::default(),
+        }
+    }
+
+    pub fn with_options(mut self, opts: GatewayOptions) -> Self {
+        self.opts = opts;
+        self
     }
 
     /// Graceful shutdown: from now on every request answers 503; the
@@ -119,16 +168,19 @@ impl Drop for Admitted<'_> {
 
 impl std::fmt::Debug for Gateway {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Gateway").field("region", &self.region).finish_non_exhaustive()
+        f.debug_struct("Gateway").field("region", &self.region).field("opts", &self.opts).finish_non_exhaustive()
     }
 }
 
-/// An error answer: status, S3 code, message.
+/// An error answer: status, S3 code, message; `capabilities` when the
+/// request had already created (or reached) a session, so the answer
+/// carries [`CAPABILITIES`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ErrorReply {
     pub status: u16,
     pub code: &'static str,
     pub message: String,
+    pub capabilities: bool,
 }
 
 fn xml_escape(s: &str) -> String {
@@ -137,7 +189,14 @@ fn xml_escape(s: &str) -> String {
 
 impl ErrorReply {
     fn new(status: u16, code: &'static str, message: impl Into<String>) -> Self {
-        ErrorReply { status, code, message: message.into() }
+        ErrorReply { status, code, message: message.into(), capabilities: false }
+    }
+
+    /// The same answer, given after a session existed (with the
+    /// capability header).
+    pub fn after_session(mut self) -> Self {
+        self.capabilities = true;
+        self
     }
 
     fn bad(message: impl Into<String>) -> Self {
@@ -181,7 +240,8 @@ impl From<StoreError> for ErrorReply {
         match e {
             StoreError::NoSuchKey => ErrorReply::new(404, "NoSuchKey", "the object does not exist"),
             StoreError::Range { .. } => ErrorReply::new(416, "InvalidRange", e.to_string()),
-            StoreError::BadBucket(_) | StoreError::BadKey(_) | StoreError::BadPart(_) => {
+            StoreError::InvalidPartNumber { .. } => ErrorReply::new(416, "InvalidPartNumber", e.to_string()),
+            StoreError::BadBucket(_) | StoreError::BadKey(_) | StoreError::BadPart(_) | StoreError::BadQuery { .. } => {
                 ErrorReply::bad(format!("x-amz-rdma-target: {e}"))
             }
             StoreError::Corrupt { .. } | StoreError::Io { .. } => ErrorReply::new(500, "InternalError", e.to_string()),
@@ -236,28 +296,37 @@ fn header_error(e: HeaderError) -> ErrorReply {
 async fn prepare(gw: &Gateway, who: &Principal, h: &Headers) -> Reply {
     let PrepareHeaders { op, target, size, offset, psn, cookie, token, checksum } =
         PrepareHeaders::parse(h.pairs()).map_err(header_error)?;
-    let path = ObjectPath::from_target(&target)?;
+    // Validation: decode and classify the target before any session exists.
+    let Target { path, get_part } = ObjectPath::from_prepare_target(op, &target, gw.opts.max_part_number)?;
     let req =
         PrepareRequest { principal: who.id, op, target, offset, size, client_psn: psn, cookie, client_token: token };
     let r = match op {
         Op::Get => {
-            if path.part.is_some() {
-                return Err(StoreError::BadPart("a GET cannot name a part").into());
-            }
-            // Read off the engine thread; check the range first, so a bad
-            // GET costs nothing and makes no session.
+            // Read off the engine thread, before the session is made (so a
+            // bad GET costs no staging). versitygw makes the session first
+            // and then reads, so a failed read answers as after session
+            // creation: with the capability header.
             let store = gw.store.clone();
             let p = path.clone();
             let (buf, meta) = blocking(move || {
-                let head = store.head(&p)?;
-                if offset.checked_add(size).is_none_or(|end| end > head.size) {
-                    return Err(StoreError::Range { offset, size, len: head.size });
-                }
-                let mut buf = vec![0u8; size as usize];
-                let meta = store.read_range(&p, offset, &mut buf)?;
+                let mut buf = Vec::new();
+                let meta = match get_part {
+                    Some(n) => {
+                        let part = store.head_part(&p, n)?;
+                        in_range(offset, size, part.size)?;
+                        buf.resize(size as usize, 0);
+                        store.read_part(&p, n, offset, &mut buf)?.object
+                    }
+                    None => {
+                        in_range(offset, size, store.head(&p)?.size)?;
+                        buf.resize(size as usize, 0);
+                        store.read_range(&p, offset, &mut buf)?
+                    }
+                };
                 Ok((buf, meta))
             })
-            .await?;
+            .await
+            .map_err(ErrorReply::after_session)?;
             gw.engine.call(move |s| s.prepare_get(&req, path, &buf, &meta)).await??
         }
         Op::Put => gw.engine.call(move |s| s.prepare_put(&req, path, checksum)).await??,
@@ -276,6 +345,28 @@ async fn prepare(gw: &Gateway, who: &Principal, h: &Headers) -> Reply {
     Ok(out)
 }
 
+/// `offset + size` within `len` bytes (checked before a buffer is made).
+fn in_range(offset: u64, size: u64, len: u64) -> Result<(), StoreError> {
+    if offset.checked_add(size).is_none_or(|end| end > len) {
+        return Err(StoreError::Range { offset, size, len });
+    }
+    Ok(())
+}
+
+/// An error after READY's data phase moved the data: a session that is
+/// gone by then expired (500 SessionExpired); every such answer carries the
+/// capability header.
+fn after_data(e: EngineError) -> ErrorReply {
+    match e {
+        EngineError::Rc(RcError::NoSession | RcError::Stale(_)) => {
+            let (status, code) = ReadyOutcome::Ok.http();
+            ErrorReply::new(status, code, "the data moved, but the session ended before READY's answer")
+        }
+        other => other.into(),
+    }
+    .after_session()
+}
+
 /// Runs blocking backend I/O on tokio's blocking pool.
 async fn blocking<X: Send + 'static>(
     f: impl FnOnce() -> Result<X, StoreError> + Send + 'static,
@@ -289,6 +380,11 @@ async fn blocking<X: Send + 'static>(
 async fn ready(gw: &Gateway, who: &Principal, h: &Headers) -> Reply {
     let ReadyHeaders { session, cookie, qpn, mr_addr, mr_rkey } =
         ReadyHeaders::parse(h.pairs()).map_err(header_error)?;
+    if qpn == 0 && !gw.opts.control_plane_only {
+        return Err(ErrorReply::bad(
+            "x-amz-rdma-qpn: must be non-zero (0, the control-plane-only test mode, is off on this server)",
+        ));
+    }
     let req = ReadyRequest {
         principal: who.id,
         session,
@@ -298,17 +394,23 @@ async fn ready(gw: &Gateway, who: &Principal, h: &Headers) -> Reply {
         client_mr_rkey: mr_rkey,
     };
     let (wait, meta) = gw.engine.call(move |s| s.ready(&req)).await??;
+    // From here the data phase ran or runs: every answer advertises.
     let mut r = match wait {
         ReadyWait::Done(r) => r,
-        ReadyWait::Pending(rx) => rx.await.map_err(|_| EngineError::Stopped)?.map_err(ErrorReply::from)?,
+        ReadyWait::Pending(rx) => rx
+            .await
+            .map_err(|_| ErrorReply::from(EngineError::Stopped).after_session())?
+            .map_err(|e| ErrorReply::from(e).after_session())?,
     };
     if r.outcome == ReadyOutcome::Busy {
-        return Err(ErrorReply::new(409, "RdmaSessionConflict", BUSY_MESSAGE));
+        let (status, code) = ReadyOutcome::Busy.http();
+        return Err(ErrorReply::new(status, code, BUSY_MESSAGE).after_session());
     }
     // A control-plane-only READY (QPN 0) moved nothing: a PUT commits
     // nothing (its staging region holds zeroes, not the client's object).
     if meta.op == Op::Put && qpn != 0 {
-        let PutData { view, data } = gw.engine.call(move |s| s.take_put(&session)).await??;
+        let PutData { view, data } =
+            gw.engine.call(move |s| s.take_put(&session)).await.and_then(|r| r).map_err(after_data)?;
         let engine = gw.engine.clone();
         let abort = move || async move {
             let _ = engine.call(move |s| s.finish_put(view, false, "", "")).await;
@@ -317,11 +419,11 @@ async fn ready(gw: &Gateway, who: &Principal, h: &Headers) -> Reply {
             let got = Crc64Nvme::of(&data);
             if got != want {
                 abort().await;
-                return Err(RcError::Wire {
+                return Err(ErrorReply::from(RcError::Wire {
                     outcome: ReadyOutcome::VerifyFail,
                     detail: format!("CRC64NVME {:016x} received, {:016x} declared", got.0, want.0),
-                }
-                .into());
+                })
+                .after_session());
             }
         }
         let store = gw.store.clone();
@@ -330,20 +432,21 @@ async fn ready(gw: &Gateway, who: &Principal, h: &Headers) -> Reply {
             Ok(s) => s,
             Err(e) => {
                 abort().await;
-                return Err(e);
+                return Err(e.after_session());
             }
         };
         let (etag, version) = (stored.etag.clone(), stored.version_id.clone());
-        gw.engine.call(move |s| s.finish_put(view, true, &etag, &version)).await??;
+        gw.engine.call(move |s| s.finish_put(view, true, &etag, &version)).await.and_then(|r| r).map_err(after_data)?;
         r.etag = stored.etag;
         r.version_id = stored.version_id;
     } else {
-        gw.engine.call(move |s| s.finish_final(&session)).await??;
+        gw.engine.call(move |s| s.finish_final(&session)).await.and_then(|r| r).map_err(after_data)?;
     }
     let mut out = vec![
         ("x-amz-rdma-protocol", PROTOCOL.to_string()),
         ("x-amz-rdma-bytes-transferred", r.bytes_transferred.to_string()),
         ("x-amz-rdma-cookie", format_hex_u32(r.cookie_echo)),
+        (CAPABILITIES.0, CAPABILITIES.1.to_string()),
     ];
     if !r.etag.is_empty() {
         out.push(("x-amz-rdma-etag", r.etag));
@@ -361,152 +464,6 @@ async fn cancel(gw: &Gateway, who: &Principal, h: &Headers) -> Reply {
     Ok(vec![("x-amz-rdma-protocol", PROTOCOL.to_string())])
 }
 
-/// S3 HeadObject: size, ETag and version id (a client learns a GET's size
-/// here).
-async fn head_object(gw: &Gateway, path: &str) -> Result<Response<Full<Bytes>>, ErrorReply> {
-    let p = ObjectPath::from_target(path).map_err(object_path_error)?;
-    let store = gw.store.clone();
-    let meta = blocking(move || store.head(&p)).await?;
-    let mut r = respond(200, object_headers(&meta), String::new());
-    r.headers_mut().insert(hyper::header::CONTENT_LENGTH, hyper::header::HeaderValue::from(meta.size));
-    Ok(r)
-}
-
-/// S3 PutObject with the data in the body, at most [`MAX_BODY`] bytes: the
-/// way to store an empty object (an RDMA session moves 1 byte or more).
-async fn put_object(gw: &Gateway, path: &str, body: Bytes) -> Reply {
-    let p = ObjectPath::from_target(path).map_err(object_path_error)?;
-    let store = gw.store.clone();
-    let meta = blocking(move || store.put(&p, &body)).await?;
-    Ok(object_headers(&meta))
-}
-
-/// S3 DeleteObject: 204, also when there was no such object (as S3).
-async fn delete_object(gw: &Gateway, path: &str) -> Result<(), ErrorReply> {
-    let p = ObjectPath::from_target(path).map_err(object_path_error)?;
-    let store = gw.store.clone();
-    match blocking(move || store.delete(&p)).await {
-        Ok(()) => Ok(()),
-        Err(e) if e.code == "NoSuchKey" => Ok(()),
-        Err(e) => Err(e),
-    }
-}
-
-/// Most keys one listing returns (S3's default and maximum).
-pub const MAX_KEYS: usize = 1000;
-
-fn query_param(query: &str, name: &str) -> Result<Option<String>, ErrorReply> {
-    for pair in query.split('&').filter(|p| !p.is_empty()) {
-        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-        if k == name {
-            return percent_encoding::percent_decode_str(v).decode_utf8().map(|v| Some(v.into_owned())).map_err(|_| {
-                ErrorReply::new(400, "InvalidArgument", format!("{name}: not UTF-8 after percent-decoding"))
-            });
-        }
-    }
-    Ok(None)
-}
-
-/// S3 ListObjectsV2 (`GET /bucket?list-type=2&prefix=P&max-keys=N`): keys
-/// in byte order, no delimiter, no continuation (IsTruncated says more
-/// matched).
-async fn list_objects(gw: &Gateway, bucket: &str, query: &str) -> Result<String, ErrorReply> {
-    if query_param(query, "list-type")?.as_deref() != Some("2") {
-        return Err(ErrorReply::new(400, "InvalidArgument", "only ListObjectsV2 (list-type=2) is served"));
-    }
-    let prefix = query_param(query, "prefix")?.unwrap_or_default();
-    let max = match query_param(query, "max-keys")? {
-        None => MAX_KEYS,
-        Some(m) => m
-            .parse::<usize>()
-            .ok()
-            .filter(|m| *m <= MAX_KEYS)
-            .ok_or_else(|| ErrorReply::new(400, "InvalidArgument", "max-keys: must be 0..=1000"))?,
-    };
-    let store = gw.store.clone();
-    let (b, pfx) = (bucket.to_string(), prefix.clone());
-    let (list, truncated) = blocking(move || store.list(&b, &pfx, max)).await.map_err(|e| {
-        if e.code == "InvalidRdmaRequest" { ErrorReply::new(400, "InvalidBucketName", e.message) } else { e }
-    })?;
-    let mut x = format!(
-        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<ListBucketResult><Name>{}</Name><Prefix>{}</Prefix><KeyCount>{}</KeyCount><MaxKeys>{max}</MaxKeys><IsTruncated>{truncated}</IsTruncated>",
-        xml_escape(bucket),
-        xml_escape(&prefix),
-        list.len()
-    );
-    for o in list {
-        x.push_str(&format!(
-            "<Contents><Key>{}</Key><Size>{}</Size><ETag>&quot;{}&quot;</ETag><VersionId>{}</VersionId></Contents>",
-            xml_escape(&o.key),
-            o.meta.size,
-            o.meta.etag,
-            o.meta.version_id
-        ));
-    }
-    x.push_str("</ListBucketResult>");
-    Ok(x)
-}
-
-/// The `(PartNumber, ETag)` pairs of a CompleteMultipartUpload body.
-fn parse_complete(body: &[u8]) -> Result<Vec<(u32, Option<String>)>, ErrorReply> {
-    let bad = |m: &str| ErrorReply::new(400, "MalformedXML", m.to_string());
-    let text = std::str::from_utf8(body).map_err(|_| bad("the body is not UTF-8"))?;
-    if !text.contains("<CompleteMultipartUpload") {
-        return Err(bad("the body must be a CompleteMultipartUpload"));
-    }
-    let field = |part: &str, tag: &str| -> Option<String> {
-        let open = format!("<{tag}>");
-        let close = format!("</{tag}>");
-        let start = part.find(&open)? + open.len();
-        let end = part[start..].find(&close)? + start;
-        Some(part[start..end].trim().to_string())
-    };
-    let mut parts = Vec::new();
-    for chunk in text.split("<Part>").skip(1) {
-        let part = chunk.split("</Part>").next().unwrap_or("");
-        let n = field(part, "PartNumber")
-            .and_then(|n| n.parse::<u32>().ok())
-            .ok_or_else(|| bad("each Part needs a decimal PartNumber"))?;
-        let etag = field(part, "ETag").map(|e| e.replace("&quot;", "\"").trim_matches('"').to_string());
-        parts.push((n, etag));
-    }
-    Ok(parts)
-}
-
-/// S3 CompleteMultipartUpload (`POST /bucket/key?uploadId=U`) of parts
-/// stored through PREPARE's part-upload targets. The object's ETag is the
-/// MD5 of its whole data (as a single PUT's), not S3's "md5-of-md5s-N".
-async fn complete_upload(gw: &Gateway, path: &str, upload: &str, body: &[u8]) -> Result<String, ErrorReply> {
-    let p = ObjectPath::from_target(path).map_err(object_path_error)?;
-    let parts = parse_complete(body)?;
-    let store = gw.store.clone();
-    let upload = percent_encoding::percent_decode_str(upload).decode_utf8_lossy().into_owned();
-    let (bucket, key) = (p.bucket.clone(), p.key.clone());
-    let meta = blocking(move || store.complete_upload(&p, &upload, &parts))
-        .await
-        .map_err(|e| if e.code == "InvalidRdmaRequest" { ErrorReply::new(400, "InvalidPart", e.message) } else { e })?;
-    Ok(format!(
-        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<CompleteMultipartUploadResult><Bucket>{}</Bucket><Key>{}</Key><ETag>&quot;{}&quot;</ETag><VersionId>{}</VersionId></CompleteMultipartUploadResult>",
-        xml_escape(&bucket),
-        xml_escape(&key),
-        meta.etag,
-        meta.version_id
-    ))
-}
-
-fn object_headers(meta: &ObjectMeta) -> Vec<(&'static str, String)> {
-    vec![("etag", format!("\"{}\"", meta.etag)), ("x-amz-version-id", meta.version_id.clone())]
-}
-
-fn object_path_error(e: StoreError) -> ErrorReply {
-    match e {
-        StoreError::BadBucket(_) | StoreError::BadKey(_) | StoreError::BadPart(_) => {
-            ErrorReply::new(400, "InvalidArgument", e.to_string())
-        }
-        other => other.into(),
-    }
-}
-
 fn respond(status: u16, headers: Vec<(&'static str, String)>, body: String) -> Response<Full<Bytes>> {
     let mut r = Response::new(Full::new(Bytes::from(body)));
     *r.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
@@ -519,7 +476,11 @@ fn respond(status: u16, headers: Vec<(&'static str, String)>, body: String) -> R
 }
 
 fn error(e: ErrorReply, resource: &str) -> Response<Full<Bytes>> {
-    respond(e.status, vec![("content-type", "application/xml".into())], e.xml(resource))
+    let mut headers = vec![("content-type", "application/xml".into())];
+    if e.capabilities {
+        headers.push((CAPABILITIES.0, CAPABILITIES.1.to_string()));
+    }
+    respond(e.status, headers, e.xml(resource))
 }
 
 /// Answers one request.
@@ -568,7 +529,7 @@ pub async fn handle(gw: Gateway, req: Request<Incoming>) -> Response<Full<Bytes>
         _ if control || resource == "/rc-sessions" => {
             Err(ErrorReply::new(405, "MethodNotAllowed", "the method is not allowed on this resource"))
         }
-        (&Method::HEAD, p) if !p.starts_with("/.") => match head_object(&gw, p).await {
+        (&Method::HEAD, p) if !p.starts_with("/.") => match head_object(&gw, p, parts.uri.query()).await {
             Ok(r) => return r,
             Err(e) => Err(e),
         },
@@ -600,6 +561,10 @@ pub async fn handle(gw: Gateway, req: Request<Incoming>) -> Response<Full<Bytes>
         Err(e) => error(e, &resource),
     }
 }
+
+mod objects;
+pub use objects::MAX_KEYS;
+use objects::{complete_upload, delete_object, head_object, list_objects, put_object};
 
 /// The admin listing's XML (`GET /rc-sessions`):
 ///
@@ -660,5 +625,35 @@ pub async fn serve(gw: Gateway, listener: TcpListener) -> std::io::Result<()> {
             });
             let _ = http1::Builder::new().serve_connection(TokioIo::new(stream), svc).await;
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// After the data moved, a session that is gone means it expired
+    /// before READY's answer: 500 SessionExpired; every such answer
+    /// advertises.
+    #[test]
+    fn errors_after_the_data_phase_answer_as_versitygw() {
+        let table: Vec<(EngineError, u16, &str)> = vec![
+            (EngineError::Rc(RcError::NoSession), 500, "SessionExpired"),
+            (EngineError::Rc(RcError::Stale("PUT view")), 500, "SessionExpired"),
+            (EngineError::Rc(RcError::Double("the PUT view")), 409, "RdmaSessionConflict"),
+            (EngineError::Store(StoreError::NoSuchKey), 404, "NoSuchKey"),
+            (EngineError::Stopped, 503, "RdmaServiceUnavailable"),
+        ];
+        for (e, status, code) in table {
+            let what = e.to_string();
+            let r = after_data(e);
+            assert_eq!((r.status, r.code, r.capabilities), (status, code, true), "{what}");
+        }
+        // Before a session: no header.
+        let r: ErrorReply = RcError::NoSession.into();
+        assert!(!r.capabilities);
+        let resp = error(r.after_session(), "/x");
+        assert_eq!(resp.headers().get(CAPABILITIES.0).map(|v| v.to_str().unwrap()), Some("mp"));
+        assert!(error(ErrorReply::bad("x"), "/x").headers().get(CAPABILITIES.0).is_none());
     }
 }

@@ -1,7 +1,8 @@
 //! A bounded load test of the control plane: `clients` concurrent HTTP
 //! clients (one kept-alive connection each) run `prepares` PREPARE (PUT,
-//! no token) + READY with client QPN 0 (the control-plane-only mode: no
-//! data moves, nothing is committed), and report the latency of each
+//! no token) + READY with client QPN 0 (the control-plane-only test mode:
+//! no data moves, nothing is committed; the gateway must run in it,
+//! `GatewayOptions::control_plane_only`), and report the latency of each
 //! PREPARE and READY (p50, p99, max) and the errors by status and code.
 
 use std::collections::BTreeMap;

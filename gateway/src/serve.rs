@@ -3,6 +3,10 @@
 //! every READY check without RDMA hardware, data phases only with clients
 //! in the same process) or a real device (the caller builds the manager).
 //!
+//! The control-plane-only test mode ([`GatewayOptions::control_plane_only`],
+//! `rctb object serve --control-plane-only`) is off by default; when on,
+//! start-up says so on stderr.
+//!
 //! SIGINT or SIGTERM shuts down gracefully: new requests answer 503, the
 //! admitted ones (data phases, commits) finish, then the process exits.
 
@@ -17,7 +21,7 @@ use rctb_core::transport::Transport;
 
 use crate::auth::{Users, wall_clock};
 use crate::engine::{Engine, Pacing};
-use crate::http::{Gateway, serve};
+use crate::http::{Gateway, GatewayOptions, serve};
 use crate::store::FsStore;
 
 /// What `serve_*` needs.
@@ -31,6 +35,8 @@ pub struct ServeOptions {
     pub seed: [u8; 32],
     /// The session server's configuration (port, GID index, limits).
     pub server: ServerConfig,
+    /// The HTTP routes' options (test mode, part limit).
+    pub gateway: GatewayOptions,
 }
 
 /// Serves with the session server on a simulated fabric.
@@ -65,7 +71,12 @@ where
     let mut session_seed = opts.seed;
     session_seed[0] ^= 0x5e;
     let engine = Engine::spawn_paced(move || make(ChaCha8Rng::from_seed(session_seed)), pacing)?;
-    let gw = Gateway::new(engine, Arc::new(store), opts.users, &opts.region, wall_clock());
+    let gw = Gateway::new(engine, Arc::new(store), opts.users, &opts.region, wall_clock()).with_options(opts.gateway);
+    if opts.gateway.control_plane_only {
+        eprintln!(
+            "control-plane-only test mode: READY with x-amz-rdma-qpn 0 answers OK without moving data (a PUT commits nothing)"
+        );
+    }
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
     rt.block_on(async move {
         let listener = tokio::net::TcpListener::bind(opts.listen).await?;

@@ -1,13 +1,13 @@
 //! The object backend: an [`ObjectStore`] trait and [`FsStore`], a
 //! filesystem store with atomic PUTs.
 //!
-//! A PREPARE target (`/bucket/key[?partNumber=N&uploadId=U]`, already
-//! checked by [`rctb_core::wire::hipobj::parse_target`]) becomes an
-//! [`ObjectPath`]: the bucket, the percent-decoded key and the optional
-//! part. Decoded keys are checked again before they touch the filesystem:
-//! no `..` or `.` segment, no empty segment (so no absolute part), no NUL,
-//! each segment short enough for a file name. Each rule broken is its own
-//! [`StoreError::BadKey`] naming the rule.
+//! A PREPARE target or an S3 route's path (`/bucket/key[?query]`) becomes
+//! an [`ObjectPath`] (the bucket, the percent-decoded key, the optional
+//! upload part) by the rules of [`target`] (PROTOCOLS.md §3a). Decoded keys
+//! are checked before they touch the filesystem: no `..` or `.` segment, no
+//! empty segment (so no absolute part), no NUL, each segment short enough
+//! for a file name. Each rule broken is its own [`StoreError::BadKey`]
+//! naming the rule.
 //!
 //! Layout under the root (nothing a key spells can collide with it): key
 //! `a/b/c` of bucket `bk` is the file `bk/a.d/b.d/c.o`; intermediate
@@ -20,7 +20,10 @@
 //! file is filled, fsynced and renamed over the object, then the directory
 //! is fsynced. A crash at any point leaves either the old object or the new
 //! one, never a part of one; leftover temporaries are removed by
-//! [`FsStore::open`].
+//! [`FsStore::open`]. An object completed from a multipart upload starts
+//! `HOBM` instead, and its header goes on with the part count (u32 LE) and
+//! each part's size (u64 LE), so GetPart finds part N in the same file,
+//! replaced as atomically as the data.
 
 use std::fmt;
 use std::fs::{self, File, OpenOptions};
@@ -42,6 +45,7 @@ pub const MAX_PART_NUMBER: u32 = 10_000;
 pub const MAX_UPLOAD_ID_LEN: usize = 128;
 
 const MAGIC: &[u8; 4] = b"HOBJ";
+const MAGIC_MULTIPART: &[u8; 4] = b"HOBM";
 const HEADER_LEN: u64 = 4 + 32 + 32;
 const TMP_DIR: &str = ".tmp";
 
@@ -57,6 +61,12 @@ pub enum StoreError {
     /// The part-upload query breaks a rule.
     #[error("part upload: {0}")]
     BadPart(&'static str),
+    /// A target's query breaks a rule of §3a (the key it names, the rule).
+    #[error("query key '{key}': {rule}")]
+    BadQuery { key: String, rule: &'static str },
+    /// GetPart of a part the object does not have.
+    #[error("part {number} of an object of {parts} part(s)")]
+    InvalidPartNumber { number: u32, parts: usize },
     #[error("no such object")]
     NoSuchKey,
     /// `offset + size` is past the end of the object.
@@ -93,6 +103,9 @@ pub struct ObjectPath {
     pub part: Option<Part>,
 }
 
+mod target;
+pub use target::Target;
+
 impl fmt::Display for ObjectPath {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}/{}", self.bucket, self.key)?;
@@ -103,63 +116,10 @@ impl fmt::Display for ObjectPath {
     }
 }
 
-fn decode(s: &str, what: fn(&'static str) -> StoreError) -> Result<String, StoreError> {
-    percent_encoding::percent_decode_str(s)
-        .decode_utf8()
-        .map(|c| c.into_owned())
-        .map_err(|_| what("not UTF-8 after percent-decoding"))
-}
-
 impl ObjectPath {
     /// Builds a path from a bucket and a decoded key, checking both.
     pub fn new(bucket: &str, key: &str) -> Result<Self, StoreError> {
         let p = ObjectPath { bucket: bucket.to_string(), key: key.to_string(), part: None };
-        p.check()?;
-        Ok(p)
-    }
-
-    /// Parses a PREPARE target `/bucket/key[?partNumber=N&uploadId=U]`
-    /// (segments percent-encoded) and checks the decoded parts.
-    pub fn from_target(target: &str) -> Result<Self, StoreError> {
-        let (path, query) = match target.split_once('?') {
-            Some((p, q)) => (p, Some(q)),
-            None => (target, None),
-        };
-        let rest = path.strip_prefix('/').ok_or(StoreError::BadKey("the target must start with /"))?;
-        let (bucket, key) = rest.split_once('/').ok_or(StoreError::BadKey("the target must be /bucket/key"))?;
-        let bucket = decode(bucket, StoreError::BadBucket)?;
-        // Decode each segment on its own: an encoded `/` (%2F) inside a
-        // segment stays part of that segment's text and is refused below.
-        let mut segments = Vec::new();
-        for seg in key.split('/') {
-            let d = decode(seg, StoreError::BadKey)?;
-            if d.contains('/') {
-                return Err(StoreError::BadKey("a segment must not contain an encoded /"));
-            }
-            segments.push(d);
-        }
-        let mut part = None;
-        if let Some(q) = query {
-            let (mut number, mut upload_id) = (None, None);
-            for pair in q.split('&') {
-                let (k, v) = pair.split_once('=').ok_or(StoreError::BadPart("query pairs must be key=value"))?;
-                let v = decode(v, StoreError::BadPart)?;
-                match k {
-                    "partNumber" if number.is_none() => number = Some(v),
-                    "uploadId" if upload_id.is_none() => upload_id = Some(v),
-                    _ => return Err(StoreError::BadPart("only partNumber and uploadId, once each")),
-                }
-            }
-            let (Some(n), Some(u)) = (number, upload_id) else {
-                return Err(StoreError::BadPart("needs both partNumber and uploadId"));
-            };
-            if n.is_empty() || !n.bytes().all(|c| c.is_ascii_digit()) || n.len() > 5 {
-                return Err(StoreError::BadPart("partNumber must be a decimal number"));
-            }
-            let number: u32 = n.parse().map_err(|_| StoreError::BadPart("partNumber must be a decimal number"))?;
-            part = Some(Part { number, upload_id: u });
-        }
-        let p = ObjectPath { bucket, key: segments.join("/"), part };
         p.check()?;
         Ok(p)
     }
@@ -194,16 +154,15 @@ impl ObjectPath {
         }
         if let Some(p) = &self.part {
             if p.number == 0 || p.number > MAX_PART_NUMBER {
-                return Err(StoreError::BadPart("partNumber must be 1..=10000"));
+                return Err(StoreError::BadQuery { key: "partNumber".into(), rule: "must be 1..=10000" });
             }
             let u = &p.upload_id;
+            let bad = |rule| StoreError::BadQuery { key: "uploadId".into(), rule };
             if u.is_empty() || u.len() > MAX_UPLOAD_ID_LEN {
-                return Err(StoreError::BadPart("uploadId must be 1..=128 bytes"));
+                return Err(bad("must be 1..=128 bytes after percent-decoding"));
             }
-            if !u.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'-' || c == b'_' || c == b'.')
-                || u.starts_with('.')
-            {
-                return Err(StoreError::BadPart("uploadId: letters, digits, '-', '_', '.' and not starting with '.'"));
+            if !u.bytes().all(|c| c.is_ascii_alphanumeric() || b"-_.~+=".contains(&c)) || u.starts_with('.') {
+                return Err(bad("letters, digits and - _ . ~ + = only, not starting with ."));
             }
         }
         Ok(())
@@ -254,6 +213,16 @@ pub trait ObjectStore: Send + Sync + fmt::Debug {
     /// The object's size, ETag and version id.
     fn head(&self, path: &ObjectPath) -> Result<ObjectMeta, StoreError>;
 
+    /// Where part `number` (1-based) of the object lies (S3 GetObject
+    /// `partNumber`): an object completed from an upload has its parts; any
+    /// other object is one part. A part it lacks is
+    /// [`StoreError::InvalidPartNumber`].
+    fn head_part(&self, path: &ObjectPath, number: u32) -> Result<PartMeta, StoreError>;
+
+    /// Reads `buf.len()` bytes at `offset` of part `number` (a range past
+    /// the part's end is [`StoreError::Range`]).
+    fn read_part(&self, path: &ObjectPath, number: u32, offset: u64, buf: &mut [u8]) -> Result<PartMeta, StoreError>;
+
     /// Removes an object ([`StoreError::NoSuchKey`] when there is none).
     fn delete(&self, path: &ObjectPath) -> Result<(), StoreError>;
 
@@ -270,6 +239,37 @@ pub trait ObjectStore: Send + Sync + fmt::Debug {
         upload_id: &str,
         parts: &[(u32, Option<String>)],
     ) -> Result<ObjectMeta, StoreError>;
+}
+
+/// One part of a stored object.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PartMeta {
+    /// The whole object's meta.
+    pub object: ObjectMeta,
+    /// The part's first byte within the object, and its size.
+    pub start: u64,
+    pub size: u64,
+    /// How many parts the object has.
+    pub parts: usize,
+}
+
+/// An object file's header.
+struct Header {
+    meta: ObjectMeta,
+    /// Where the data starts in the file.
+    data_start: u64,
+    /// Part sizes (one part, the whole object, unless it was completed
+    /// from an upload).
+    parts: Vec<u64>,
+}
+
+impl Header {
+    /// Part `number`'s start and size.
+    fn part(&self, number: u32) -> Result<(u64, u64), StoreError> {
+        let i = (number as usize).checked_sub(1).filter(|i| *i < self.parts.len());
+        let i = i.ok_or(StoreError::InvalidPartNumber { number, parts: self.parts.len() })?;
+        Ok((self.parts[..i].iter().sum(), self.parts[i]))
+    }
 }
 
 /// One object of a listing.
@@ -330,7 +330,8 @@ impl FsStore {
         hex(&b)
     }
 
-    fn read_header(file: &mut File, path: &Path) -> Result<ObjectMeta, StoreError> {
+    /// Reads an object file's header; the file is left at its data.
+    fn read_header(file: &mut File, path: &Path) -> Result<Header, StoreError> {
         let len = file.metadata().map_err(io_err("stat", path))?.len();
         let corrupt = |why| StoreError::Corrupt { path: path.to_path_buf(), why };
         if len < HEADER_LEN {
@@ -338,9 +339,11 @@ impl FsStore {
         }
         let mut h = [0u8; HEADER_LEN as usize];
         file.read_exact(&mut h).map_err(io_err("read", path))?;
-        if &h[..4] != MAGIC {
-            return Err(corrupt("bad magic"));
-        }
+        let multipart = match &h[..4] {
+            m if m == MAGIC => false,
+            m if m == MAGIC_MULTIPART => true,
+            _ => return Err(corrupt("bad magic")),
+        };
         let field = |r: std::ops::Range<usize>| {
             let s = std::str::from_utf8(&h[r]).map_err(|_| corrupt("header is not hex"))?;
             if s.bytes().all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(&c)) {
@@ -349,7 +352,28 @@ impl FsStore {
                 Err(corrupt("header is not hex"))
             }
         };
-        Ok(ObjectMeta { size: len - HEADER_LEN, etag: field(4..36)?, version_id: field(36..68)? })
+        let (etag, version_id) = (field(4..36)?, field(36..68)?);
+        let mut data_start = HEADER_LEN;
+        let mut parts = Vec::new();
+        if multipart {
+            let mut n = [0u8; 4];
+            file.read_exact(&mut n).map_err(|_| corrupt("shorter than its part table"))?;
+            let n = u32::from_le_bytes(n);
+            if n == 0 || n > MAX_PART_NUMBER {
+                return Err(corrupt("part count is not 1..=10000"));
+            }
+            let mut table = vec![0u8; 8 * n as usize];
+            file.read_exact(&mut table).map_err(|_| corrupt("shorter than its part table"))?;
+            parts = table.chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().unwrap_or_default())).collect();
+            data_start += 4 + table.len() as u64;
+        }
+        let size = len.checked_sub(data_start).ok_or_else(|| corrupt("shorter than its part table"))?;
+        if !multipart {
+            parts.push(size);
+        } else if parts.iter().try_fold(0u64, |a, p| a.checked_add(*p)) != Some(size) {
+            return Err(corrupt("part sizes do not add up to the data"));
+        }
+        Ok(Header { meta: ObjectMeta { size, etag, version_id }, data_start, parts })
     }
 
     fn open_object(&self, path: &ObjectPath) -> Result<(File, PathBuf), StoreError> {
@@ -415,20 +439,42 @@ impl ObjectStore for FsStore {
     fn read_range(&self, path: &ObjectPath, offset: u64, buf: &mut [u8]) -> Result<ObjectMeta, StoreError> {
         path.check()?;
         let (mut f, file) = self.open_object(path)?;
-        let meta = Self::read_header(&mut f, &file)?;
+        let h = Self::read_header(&mut f, &file)?;
         let size = buf.len() as u64;
-        if offset.checked_add(size).is_none_or(|end| end > meta.size) {
-            return Err(StoreError::Range { offset, size, len: meta.size });
+        if offset.checked_add(size).is_none_or(|end| end > h.meta.size) {
+            return Err(StoreError::Range { offset, size, len: h.meta.size });
         }
-        f.seek(SeekFrom::Start(HEADER_LEN + offset)).map_err(io_err("seek", &file))?;
+        f.seek(SeekFrom::Start(h.data_start + offset)).map_err(io_err("seek", &file))?;
         f.read_exact(buf).map_err(io_err("read", &file))?;
-        Ok(meta)
+        Ok(h.meta)
     }
 
     fn head(&self, path: &ObjectPath) -> Result<ObjectMeta, StoreError> {
         path.check()?;
         let (mut f, file) = self.open_object(path)?;
-        Self::read_header(&mut f, &file)
+        Ok(Self::read_header(&mut f, &file)?.meta)
+    }
+
+    fn head_part(&self, path: &ObjectPath, number: u32) -> Result<PartMeta, StoreError> {
+        path.check()?;
+        let (mut f, file) = self.open_object(path)?;
+        let h = Self::read_header(&mut f, &file)?;
+        let (start, size) = h.part(number)?;
+        Ok(PartMeta { object: h.meta, start, size, parts: h.parts.len() })
+    }
+
+    fn read_part(&self, path: &ObjectPath, number: u32, offset: u64, buf: &mut [u8]) -> Result<PartMeta, StoreError> {
+        path.check()?;
+        let (mut f, file) = self.open_object(path)?;
+        let h = Self::read_header(&mut f, &file)?;
+        let (start, size) = h.part(number)?;
+        let len = buf.len() as u64;
+        if offset.checked_add(len).is_none_or(|end| end > size) {
+            return Err(StoreError::Range { offset, size: len, len: size });
+        }
+        f.seek(SeekFrom::Start(h.data_start + start + offset)).map_err(io_err("seek", &file))?;
+        f.read_exact(buf).map_err(io_err("read", &file))?;
+        Ok(PartMeta { object: h.meta, start, size, parts: h.parts.len() })
     }
 
     fn delete(&self, path: &ObjectPath) -> Result<(), StoreError> {
@@ -457,7 +503,7 @@ impl ObjectStore for FsStore {
         let mut out = Vec::new();
         for (key, file) in keys.into_iter().take(max) {
             let mut f = File::open(&file).map_err(io_err("open", &file))?;
-            out.push(Listed { key, meta: Self::read_header(&mut f, &file)? });
+            out.push(Listed { key, meta: Self::read_header(&mut f, &file)?.meta });
         }
         Ok((out, truncated))
     }
@@ -488,13 +534,14 @@ impl ObjectStore for FsStore {
                 StoreError::NoSuchKey => StoreError::BadPart("a listed part was not uploaded"),
                 other => other,
             })?;
-            let meta = Self::read_header(&mut f, &file)?;
+            let h = Self::read_header(&mut f, &file)?;
+            let meta = &h.meta;
             if let Some(want) = etag
                 && want.trim_matches('"') != meta.etag
             {
                 return Err(StoreError::BadPart("a part's ETag does not match the uploaded part"));
             }
-            files.push((f, file));
+            files.push((f, file, h.data_start, h.meta.size));
         }
         path.check()?;
         let dest = path.file(&self.root);
@@ -504,7 +551,7 @@ impl ObjectStore for FsStore {
         let mut md5 = Md5::new();
         let mut size = 0u64;
         let mut buf = vec![0u8; 1 << 20];
-        for (f, file) in &mut files {
+        for (f, file, _, _) in &mut files {
             loop {
                 let n = f.read(&mut buf).map_err(io_err("read", file))?;
                 if n == 0 {
@@ -519,11 +566,15 @@ impl ObjectStore for FsStore {
         let tmp = self.root.join(TMP_DIR).join(format!("{}.tmp", self.random_hex()));
         let written = (|| {
             let mut out = OpenOptions::new().write(true).create_new(true).open(&tmp).map_err(io_err("create", &tmp))?;
-            out.write_all(MAGIC).map_err(io_err("write", &tmp))?;
+            out.write_all(MAGIC_MULTIPART).map_err(io_err("write", &tmp))?;
             out.write_all(etag.as_bytes()).map_err(io_err("write", &tmp))?;
             out.write_all(version_id.as_bytes()).map_err(io_err("write", &tmp))?;
-            for (f, file) in &mut files {
-                f.seek(SeekFrom::Start(HEADER_LEN)).map_err(io_err("seek", file))?;
+            out.write_all(&(files.len() as u32).to_le_bytes()).map_err(io_err("write", &tmp))?;
+            for (_, _, _, size) in &files {
+                out.write_all(&size.to_le_bytes()).map_err(io_err("write", &tmp))?;
+            }
+            for (f, file, start, _) in &mut files {
+                f.seek(SeekFrom::Start(*start)).map_err(io_err("seek", file))?;
                 io::copy(f, &mut out).map_err(io_err("copy", file))?;
             }
             out.sync_all().map_err(io_err("fsync", &tmp))

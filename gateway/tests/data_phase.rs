@@ -14,6 +14,7 @@ use common::{ALICE, Rig, RigOptions, pattern, post};
 use rctb_core::rcsession::{ClientConfig, ClientTransfer, Limits, Op, ReadyRequest, ServerConfig};
 use rctb_core::wire::hipobj::{Crc64Nvme, PrepareHeaders};
 use rctb_gateway::client::{NoProgress, ObjectError, RdmaPort, ReadyAnswer, target};
+use rctb_gateway::http::GatewayOptions;
 use rctb_gateway::store::{ObjectPath, ObjectStore, StoreError};
 
 fn big_rig(capacity: u64, clients: usize) -> RigOptions {
@@ -100,9 +101,10 @@ async fn a_checksum_mismatch_is_verify_fail_and_writes_nothing() {
     let ready = tokio::spawn(async move { cp.ready(&r).await });
     rig.on_client(0, move |p| p.start_put(&mut x.clone()).unwrap()).await;
     match ready.await.unwrap() {
-        Err(ObjectError::Http { status: 502, code, message, .. }) => {
-            assert_eq!(code, "RdmaTransferFailed");
+        Err(ObjectError::Http { status: 502, code, message, capabilities, .. }) => {
+            assert_eq!(code, "RdmaTransferVerifyFailed");
             assert!(message.contains("VERIFY_FAIL"), "{message}");
+            assert_eq!(capabilities.as_deref(), Some("mp"), "the session existed: the answer advertises");
         }
         other => panic!("{other:?}"),
     }
@@ -222,11 +224,12 @@ async fn a_raw_busy_ready_is_409() {
     assert_eq!(rig.live_sessions().await, 0);
 }
 
-/// READY with client QPN 0 over HTTP: no data moves, the reply says
-/// `size` bytes, and a PUT commits nothing.
+/// READY with client QPN 0 over HTTP in the control-plane-only test mode:
+/// no data moves, the reply says `size` bytes, and a PUT commits nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn control_plane_only_ready_over_http() {
-    let rig = Rig::start(RigOptions { clients: 0, ..RigOptions::default() }).await;
+    let gateway = GatewayOptions { control_plane_only: true, ..GatewayOptions::default() };
+    let rig = Rig::start(RigOptions { clients: 0, gateway, ..RigOptions::default() }).await;
     let cp = rig.control_plane(ALICE);
     let h = PrepareHeaders {
         op: Op::Put,
@@ -248,7 +251,7 @@ async fn control_plane_only_ready_over_http() {
         client_mr_rkey: 0,
     };
     let a = cp.ready(&r).await.unwrap();
-    assert_eq!(a, ReadyAnswer::Ok { bytes: 4096, etag: None, version_id: None });
+    assert_eq!(a, ReadyAnswer::Ok { bytes: 4096, etag: None, version_id: None, capabilities: Some("mp".into()) });
     assert!(matches!(rig.store.head(&ObjectPath::new("bk", "cp").unwrap()), Err(StoreError::NoSuchKey)));
     assert_eq!(rig.live_sessions().await, 0);
     // Its session is gone: a second READY is NO_SESSION.

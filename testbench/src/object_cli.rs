@@ -15,8 +15,9 @@ use indicatif::{ProgressBar, ProgressStyle};
 use rctb_core::rcsession::{ClientConfig, ServerConfig};
 use rctb_gateway::auth::{Users, wall_clock};
 use rctb_gateway::client::{
-    ControlPlane, Credentials, Endpoint, ObjectClient, ObjectError, Progress, RdmaRunner, parse_s3_url,
+    ControlPlane, Credentials, Endpoint, ObjectClient, ObjectError, Progress, RdmaRunner, parse_s3_url, part_target,
 };
+use rctb_gateway::http::GatewayOptions;
 use rctb_gateway::serve::{ServeOptions, serve_sim};
 
 #[derive(Debug, clap::Args)]
@@ -99,6 +100,13 @@ enum ObjectCommand {
         /// SigV4 region.
         #[arg(long, default_value = "us-east-1")]
         region: String,
+        /// Test mode: READY with x-amz-rdma-qpn 0 answers OK without moving data (what
+        /// `object load` needs). Off, QPN 0 gets 400 InvalidRdmaRequest.
+        #[arg(long)]
+        control_plane_only: bool,
+        /// The highest part number a target may name (1..=10000).
+        #[arg(long, default_value_t = 10_000)]
+        max_part_number: u32,
     },
     /// Store FILE as s3://BUCKET/KEY (credentials and region from the AWS environment).
     Put {
@@ -108,11 +116,15 @@ enum ObjectCommand {
         #[command(flatten)]
         client: ClientArgs,
     },
-    /// Fetch s3://BUCKET/KEY into FILE.
+    /// Fetch s3://BUCKET/KEY (or one part of it) into FILE.
     Get {
         /// s3://BUCKET/KEY
         url: String,
         file: PathBuf,
+        /// Only part N (1..=10000) of the object (S3 GetObject partNumber: a
+        /// multipart object's part N; any other object is part 1).
+        #[arg(long)]
+        part: Option<u32>,
         #[command(flatten)]
         client: ClientArgs,
     },
@@ -135,7 +147,8 @@ enum ObjectCommand {
         client: ClientArgs,
     },
     /// Control-plane load: CLIENTS connections run PREPARES PREPARE + READY (client QPN 0:
-    /// no data moves, nothing is committed); prints p50/p99 latency and errors.
+    /// no data moves, nothing is committed; the server must run --control-plane-only);
+    /// prints p50/p99 latency and errors.
     Load {
         /// The gateway, http://HOST:PORT.
         #[arg(long)]
@@ -166,11 +179,12 @@ impl From<ObjectError> for Failure {
 
 pub fn main(args: &ObjectArgs) -> ExitCode {
     let (name, r) = match &args.command {
-        ObjectCommand::Serve { root, listen, backend, dev, users, region } => {
-            ("serve", serve(root, *listen, *backend, dev, users.as_deref(), region))
+        ObjectCommand::Serve { root, listen, backend, dev, users, region, control_plane_only, max_part_number } => {
+            let g = GatewayOptions { control_plane_only: *control_plane_only, max_part_number: *max_part_number };
+            ("serve", serve(root, *listen, *backend, dev, users.as_deref(), region, g))
         }
-        ObjectCommand::Put { url, file, client } => ("put", transfer(true, url, file, client)),
-        ObjectCommand::Get { url, file, client } => ("get", transfer(false, url, file, client)),
+        ObjectCommand::Put { url, file, client } => ("put", transfer(true, url, file, None, client)),
+        ObjectCommand::Get { url, file, part, client } => ("get", transfer(false, url, file, *part, client)),
         ObjectCommand::Roundtrip { count, max_size, bucket, prefix, jobs, client } => {
             ("roundtrip", roundtrip(*count, *max_size, bucket, prefix.as_deref(), *jobs, client))
         }
@@ -214,7 +228,11 @@ fn serve(
     dev: &DeviceArgs,
     users: Option<&Path>,
     region: &str,
+    gateway: GatewayOptions,
 ) -> Result<(), Failure> {
+    if gateway.max_part_number == 0 || gateway.max_part_number > 10_000 {
+        return Err(Failure::Usage("--max-part-number: must be 1..=10000".into()));
+    }
     let users = match users {
         Some(p) => Users::load(p),
         None => Users::from_env(std::env::var("AWS_ACCESS_KEY_ID").ok(), std::env::var("AWS_SECRET_ACCESS_KEY").ok()),
@@ -230,6 +248,7 @@ fn serve(
         region: region.to_string(),
         seed,
         server: ServerConfig::default(),
+        gateway,
     };
     let r = match backend {
         ObjectBackend::Sim => serve_sim(opts),
@@ -275,8 +294,11 @@ fn now() -> std::time::Instant {
     std::time::Instant::now()
 }
 
-fn transfer(put: bool, url: &str, file: &Path, a: &ClientArgs) -> Result<(), Failure> {
+fn transfer(put: bool, url: &str, file: &Path, part: Option<u32>, a: &ClientArgs) -> Result<(), Failure> {
     let (bucket, key) = parse_s3_url(url).map_err(|e| Failure::Usage(e.to_string()))?;
+    if part.is_some_and(|n| !(1..=10_000).contains(&n)) {
+        return Err(Failure::Usage("--part: must be 1..=10000".into()));
+    }
     let endpoint = Endpoint::parse(&a.endpoint).map_err(|e| Failure::Usage(format!("--endpoint: {e}")))?;
     let creds = Credentials::from_env(|k| std::env::var(k).ok()).map_err(|e| Failure::Usage(e.to_string()))?;
     if a.backend == ObjectBackend::Sim {
@@ -300,9 +322,10 @@ fn transfer(put: bool, url: &str, file: &Path, a: &ClientArgs) -> Result<(), Fai
         } else {
             None
         };
-        let size = match &data {
-            Some(d) => d.len() as u64,
-            None => cp.head(&bucket, &key).await?.size,
+        let size = match (&data, part) {
+            (Some(d), _) => d.len() as u64,
+            (None, Some(n)) => cp.head_part(&bucket, &key, n).await?.size,
+            (None, None) => cp.head(&bucket, &key).await?.size,
         };
         let server_ip = server_ipv4(&endpoint).await;
         let cfg = ClientConfig { capacity: size.max(1), timeout: a.ack_timeout, ..ClientConfig::default() };
@@ -319,10 +342,11 @@ fn transfer(put: bool, url: &str, file: &Path, a: &ClientArgs) -> Result<(), Fai
             Some(d) => client.put(&bucket, &key, Bytes::from(d), &pb).await?,
             None => {
                 // The size is known (HeadObject above): no second HEAD.
-                let (bytes, t) = if size == 0 {
-                    client.get(&bucket, &key, &pb).await?
-                } else {
-                    client.get_range(&bucket, &key, 0, size, &pb).await?
+                let (bytes, t) = match part {
+                    Some(n) if size > 0 => client.get_target(part_target(&bucket, &key, n), 0, size, &pb).await?,
+                    Some(n) => client.get_part(&bucket, &key, n, &pb).await?,
+                    None if size == 0 => client.get(&bucket, &key, &pb).await?,
+                    None => client.get_range(&bucket, &key, 0, size, &pb).await?,
                 };
                 pb.0.set_message("writing the file");
                 std::fs::write(file, &bytes).map_err(|e| Failure::Run(format!("{}: {e}", file.display())))?;
@@ -332,13 +356,18 @@ fn transfer(put: bool, url: &str, file: &Path, a: &ClientArgs) -> Result<(), Fai
         };
         pb.0.finish_and_clear();
         let secs = start.elapsed().as_secs_f64();
+        let what = match part {
+            Some(n) => format!("part {n} of "),
+            None => String::new(),
+        };
         println!(
-            "{} {url} {} bytes etag={} version={} busy_retries={} in {:.3} s ({:.1} MB/s)",
+            "{} {what}{url} {} bytes etag={} version={} busy_retries={} capabilities={} in {:.3} s ({:.1} MB/s)",
             if put { "put" } else { "get" },
             done.size,
             done.etag,
             done.version_id,
             done.busy_retries,
+            done.capabilities.as_deref().unwrap_or("-"),
             secs,
             done.size as f64 / secs.max(1e-9) / 1e6
         );

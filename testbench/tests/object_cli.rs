@@ -68,7 +68,11 @@ fn load_put_and_get_from_other_processes() {
     let dir = tempfile_dir() + "-load";
     std::fs::create_dir_all(&dir).unwrap();
     let env = [("AWS_ACCESS_KEY_ID", "AKCLI"), ("AWS_SECRET_ACCESS_KEY", "clisecret")];
-    let server = ObjectServer::spawn(&["--root", &dir, "--listen", "127.0.0.1:0", "--backend", "sim"], &env);
+    // The load's READYs use QPN 0: the server runs in the test mode.
+    let server = ObjectServer::spawn(
+        &["--root", &dir, "--listen", "127.0.0.1:0", "--backend", "sim", "--control-plane-only"],
+        &env,
+    );
     let ep = server.endpoint();
     let rctb = |args: &[&str]| Command::new(env!("CARGO_BIN_EXE_rctb")).args(args).envs(env).output().unwrap();
 
@@ -88,6 +92,18 @@ fn load_put_and_get_from_other_processes() {
     let out = rctb(&["object", "get", "s3://bk/empty", &got, "--endpoint", &ep]);
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(std::fs::read(&got).unwrap(), b"");
+    // GetPart: a plain object is part 1; it has no part 2 (416); 0 is a usage error.
+    std::fs::write(&got, b"old").unwrap();
+    let out = rctb(&["object", "get", "s3://bk/empty", &got, "--part", "1", "--endpoint", &ep]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).starts_with("get part 1 of s3://bk/empty 0 bytes"));
+    assert_eq!(std::fs::read(&got).unwrap(), b"");
+    let out = rctb(&["object", "get", "s3://bk/empty", &got, "--part", "2", "--endpoint", &ep]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("416"), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = rctb(&["object", "get", "s3://bk/empty", &got, "--part", "0", "--endpoint", &ep]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--part: must be 1..=10000"));
 
     // A missing object is a run failure naming the answer; a bad URL a usage error.
     let out = rctb(&["object", "get", "s3://bk/nope", &got, "--endpoint", &ep]);
@@ -96,6 +112,86 @@ fn load_put_and_get_from_other_processes() {
     let out = rctb(&["object", "get", "bk/nope", &got, "--endpoint", &ep]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("s3://bucket/key"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The raw answer's `<Code>` and whether it has `x-amz-rdma-capabilities: mp`.
+fn code_and_caps(raw: &str) -> (String, bool) {
+    let code = raw.split("<Code>").nth(1).and_then(|s| s.split("</Code>").next()).unwrap_or("").to_string();
+    (code, raw.to_ascii_lowercase().contains("\r\nx-amz-rdma-capabilities: mp\r\n"))
+}
+
+fn header<'a>(raw: &'a str, name: &str) -> &'a str {
+    raw.split("\r\n")
+        .find_map(|l| l.split_once(": ").filter(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v))
+        .unwrap_or("")
+}
+
+/// §3a's answers from the real binary, `rctb object serve --backend sim`,
+/// with and without `--control-plane-only`: status, `<Code>` and the
+/// capability header of each row.
+#[test]
+fn serve_answers_as_versitygws_rc_routes() {
+    let dir = tempfile_dir() + "-routes";
+    std::fs::create_dir_all(&dir).unwrap();
+    let env = [("AWS_ACCESS_KEY_ID", "AKCLI"), ("AWS_SECRET_ACCESS_KEY", "clisecret")];
+    let admin = User { access_key: "AKCLI".into(), secret_key: "clisecret".into(), admin: true };
+    let prep = |op: &'static str, target: &'static str| {
+        vec![
+            ("x-amz-rdma-protocol", "hipobj-rc-v2"),
+            ("x-amz-rdma-op", op),
+            ("x-amz-rdma-target", target),
+            ("x-amz-rdma-size", "100"),
+            ("x-amz-rdma-offset", "0"),
+            ("x-amz-rdma-psn", "1"),
+            ("x-amz-rdma-cookie", "c0ffee"),
+        ]
+    };
+    for test_mode in [false, true] {
+        let mut args = vec!["--root", dir.as_str(), "--listen", "127.0.0.1:0", "--backend", "sim"];
+        if test_mode {
+            args.push("--control-plane-only");
+        }
+        let server = ObjectServer::spawn(&args, &env);
+        let addr = server.addr.clone();
+        // (op, target, status, code, capability header)
+        let table: &[(&str, &str, u16, &str, bool)] = &[
+            ("PUT", "/bk/a%2Fb", 200, "", false),
+            ("PUT", "/bk/k?uploadId=a%2Bb&partNumber=3", 200, "", false),
+            ("PUT", "/bk/%2E%2E%2Fescape", 400, "InvalidRdmaRequest", false),
+            ("PUT", "/bk/k?versionId=1", 400, "InvalidRdmaRequest", false),
+            ("PUT", "/bk/k?partNumber=1", 400, "InvalidRdmaRequest", false),
+            ("PUT", "/bk/k?", 400, "InvalidRdmaRequest", false),
+            ("GET", "/bk/k?uploadId=u", 400, "InvalidRdmaRequest", false),
+            ("GET", "/bk/k?partNumber=10001", 400, "InvalidRdmaRequest", false),
+            ("GET", "/bk/nope?partNumber=1", 404, "NoSuchKey", true),
+            ("GET", "/bk/nope", 404, "NoSuchKey", true),
+        ];
+        for (op, target, status, code, caps) in table {
+            let (st, raw) = request(&addr, "POST", "/.hipobj-rc/prepare", Some(&admin), &prep(op, target));
+            assert_eq!((st, code_and_caps(&raw)), (*status, (code.to_string(), *caps)), "{op} {target}: {raw}");
+        }
+        // READY with qpn 0 of a prepared session.
+        let (st, raw) = request(&addr, "POST", "/.hipobj-rc/prepare", Some(&admin), &prep("PUT", "/bk/q0"));
+        assert_eq!(st, 200, "{raw}");
+        let session = header(&raw, "x-amz-rdma-session").to_string();
+        let ready = [
+            ("x-amz-rdma-protocol", "hipobj-rc-v2"),
+            ("x-amz-rdma-session", session.as_str()),
+            ("x-amz-rdma-cookie", "c0ffee"),
+            ("x-amz-rdma-qpn", "0"),
+            ("x-amz-rdma-mr-addr", "0"),
+            ("x-amz-rdma-mr-rkey", "0"),
+        ];
+        let (st, raw) = request(&addr, "POST", "/.hipobj-rc/ready", Some(&admin), &ready);
+        if test_mode {
+            assert_eq!((st, code_and_caps(&raw)), (200, (String::new(), true)), "{raw}");
+            assert_eq!(header(&raw, "x-amz-rdma-bytes-transferred"), "100");
+        } else {
+            assert_eq!((st, code_and_caps(&raw)), (400, ("InvalidRdmaRequest".into(), false)), "{raw}");
+            assert!(raw.contains("<Message>x-amz-rdma-qpn: must be non-zero"), "{raw}");
+        }
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -55,6 +55,17 @@ fn put_and_get_move_object_data_over_udp_between_two_processes() {
     let out = rctb(&[&["object", "get", "s3://bk/big", got.to_str().unwrap()][..], &client[..]].concat());
     assert!(out.status.success(), "{}", text(&out));
     assert!(std::fs::read(&got).unwrap() == bytes, "the object read back over udp differs");
+    // GetPart over RC: a plain object is its part 1, and has no part 2.
+    let part = dir.join("part.bin");
+    let out =
+        rctb(&[&["object", "get", "s3://bk/big", part.to_str().unwrap(), "--part", "1"][..], &client[..]].concat());
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("capabilities=mp"), "{}", text(&out));
+    assert!(std::fs::read(&part).unwrap() == bytes, "part 1 read back over udp differs");
+    let out =
+        rctb(&[&["object", "get", "s3://bk/big", part.to_str().unwrap(), "--part", "2"][..], &client[..]].concat());
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(text(&out).contains("416"), "{}", text(&out));
 
     // Many sizes, each PUT then GET and compared by the client.
     let out = rctb(&[&["object", "roundtrip", "--count", "24", "--max-size", "200000"][..], &client[..]].concat());

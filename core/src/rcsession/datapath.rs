@@ -25,7 +25,9 @@ impl<T: Transport, R: RngCore> SessionManager<T, R> {
     /// READY: takes a ready slot, checks the session in §3's order, claims
     /// it (Transferring, completion reference, exec deadline), connects
     /// the QP and starts the data phase. With client QPN 0 no data moves:
-    /// the session goes straight to Completing ([`ReadyStart::Done`]).
+    /// the session goes straight to Completing ([`ReadyStart::Done`]), the
+    /// C layer's control-plane-only test mode (an HTTP route refuses QPN 0
+    /// unless its server runs in that mode, §3a).
     pub fn ready(&mut self, req: &ReadyRequest) -> Result<ReadyStart, RcError> {
         if self.ready_slots_free == 0 {
             return Err(RcError::Limit(LimitKind::ReadySlots));

@@ -95,6 +95,25 @@ abi_codes! {
     }
 }
 
+impl ReadyOutcome {
+    /// The HTTP status and S3-style code of a READY whose data phase ended
+    /// with this outcome but gave no successful answer (§3a): TIMEOUT 504
+    /// `RdmaTransferTimeout`, VERIFY_FAIL 502 `RdmaTransferVerifyFailed`,
+    /// WIRE_FAIL 502 `RdmaTransferFailed`, BUSY 409 `RdmaSessionConflict`
+    /// (READY may be retried), and OK 500 `SessionExpired`: the data moved
+    /// but the session ended before its answer (it expired or was torn
+    /// down meanwhile).
+    pub fn http(self) -> (u16, &'static str) {
+        match self {
+            ReadyOutcome::Ok => (500, "SessionExpired"),
+            ReadyOutcome::Busy => (409, "RdmaSessionConflict"),
+            ReadyOutcome::Timeout => (504, "RdmaTransferTimeout"),
+            ReadyOutcome::VerifyFail => (502, "RdmaTransferVerifyFailed"),
+            ReadyOutcome::WireFail => (502, "RdmaTransferFailed"),
+        }
+    }
+}
+
 /// Which limit refused a PREPARE (checked in this order).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum LimitKind {
@@ -167,10 +186,15 @@ impl RcError {
         }
     }
 
-    /// The HTTP answer (503 while shutting down, else the status's).
+    /// The HTTP answer: 503 while shutting down; a WIRE error by its
+    /// outcome ([`ReadyOutcome::http`]: timeout 504, verify failure and
+    /// wire failure 502 with their own codes; a BUSY that could not be
+    /// retried, because the session was cancelled meanwhile, is a wire
+    /// failure); else the status's.
     pub fn http(&self) -> (u16, &'static str) {
         match self {
             RcError::ShuttingDown => (503, "RdmaServiceUnavailable"),
+            RcError::Wire { outcome: o @ (ReadyOutcome::Timeout | ReadyOutcome::VerifyFail), .. } => o.http(),
             other => other.status().http(),
         }
     }
@@ -208,5 +232,29 @@ mod codes {
         let table: Vec<(u8, &str)> = ReadyOutcome::ALL.iter().map(|o| (o.code(), o.name())).collect();
         assert_eq!(table, [(0, "OK"), (1, "BUSY"), (2, "TIMEOUT"), (3, "VERIFY_FAIL"), (4, "WIRE_FAIL")]);
         assert_eq!(ReadyOutcome::VerifyFail.to_string(), "VERIFY_FAIL");
+    }
+
+    #[test]
+    fn ready_outcomes_map_to_versitygws_http_answers() {
+        let table: Vec<(&str, u16, &str)> =
+            ReadyOutcome::ALL.iter().map(|o| (o.name(), o.http().0, o.http().1)).collect();
+        assert_eq!(
+            table,
+            [
+                ("OK", 500, "SessionExpired"),
+                ("BUSY", 409, "RdmaSessionConflict"),
+                ("TIMEOUT", 504, "RdmaTransferTimeout"),
+                ("VERIFY_FAIL", 502, "RdmaTransferVerifyFailed"),
+                ("WIRE_FAIL", 502, "RdmaTransferFailed"),
+            ]
+        );
+        // The session API's WIRE error answers by its outcome.
+        let wire = |outcome| RcError::Wire { outcome, detail: String::new() }.http();
+        assert_eq!(wire(ReadyOutcome::Timeout), (504, "RdmaTransferTimeout"));
+        assert_eq!(wire(ReadyOutcome::VerifyFail), (502, "RdmaTransferVerifyFailed"));
+        assert_eq!(wire(ReadyOutcome::WireFail), (502, "RdmaTransferFailed"));
+        assert_eq!(wire(ReadyOutcome::Busy), (502, "RdmaTransferFailed"), "a BUSY that cannot be retried");
+        assert_eq!(RcError::Wire { outcome: ReadyOutcome::Timeout, detail: String::new() }.status(), Status::Wire);
+        assert_eq!(RcError::ShuttingDown.http(), (503, "RdmaServiceUnavailable"));
     }
 }

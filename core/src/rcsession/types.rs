@@ -79,8 +79,10 @@ impl PrepareReply {
     }
 }
 
-/// READY's parameters. `client_qpn` 0 is the control-plane-only mode: no
-/// data moves and the reply says OK with `bytes = size`.
+/// READY's parameters. `client_qpn` 0 is the C layer's control-plane-only
+/// test mode (§3): no data moves and the reply says OK with `bytes = size`.
+/// It is a test mode, not a production answer (§3a): the gateway's HTTP
+/// route refuses QPN 0 unless it was started in that mode.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ReadyRequest {
     pub principal: PrincipalId,

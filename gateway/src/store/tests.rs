@@ -108,6 +108,10 @@ fn parts_are_stored_apart_from_the_object() {
     assert_eq!(files(dir.path()), ["bk/big.u/up-1/1", "bk/big.u/up-1/2"]);
 }
 
+const PART_RULE: &str =
+    "query key 'partNumber': must be a decimal number 1..=10000, and within the server's part limit";
+const UPLOAD_RULE: &str = "query key 'uploadId': letters, digits and - _ . ~ + = only, not starting with .";
+
 #[test]
 fn bad_keys_are_typed_errors_and_touch_nothing() {
     let dir = tempfile::tempdir().unwrap();
@@ -116,8 +120,11 @@ fn bad_keys_are_typed_errors_and_touch_nothing() {
         ("/bk/../etc/passwd", "key: must not have a . or .. segment"),
         ("/bk/a/%2e%2e/b", "key: must not have a . or .. segment"),
         ("/bk/./a", "key: must not have a . or .. segment"),
-        ("/bk/a%2Fb", "key: a segment must not contain an encoded /"),
-        ("/bk/%2Fetc", "key: a segment must not contain an encoded /"),
+        ("/bk/%2Fetc", "key: must not be absolute (start with /)"),
+        ("/bk/a%2F%2E%2E%2Fb", "key: must not have a . or .. segment"),
+        ("/bk/%2E%2E%2Fetc", "key: must not have a . or .. segment"),
+        ("/bk/a%2F", "key: must not have an empty segment (//, or a trailing /)"),
+        ("/bk/a%zz", "key: malformed percent-encoding (% must be followed by two hex digits)"),
         ("/bk//etc", "key: must not be absolute (start with /)"),
         ("/bk/a//b", "key: must not have an empty segment (//, or a trailing /)"),
         ("/bk/a/", "key: must not have an empty segment (//, or a trailing /)"),
@@ -132,19 +139,13 @@ fn bad_keys_are_typed_errors_and_touch_nothing() {
         ("/.b/a", "bucket: must start with a letter or digit"),
         ("/Bk/a", "bucket: only lowercase letters, digits, '-' and '.'"),
         ("//a", "bucket: must be 1..=63 bytes"),
-        ("/bk/a?partNumber=0&uploadId=u", "part upload: partNumber must be 1..=10000"),
-        ("/bk/a?partNumber=10001&uploadId=u", "part upload: partNumber must be 1..=10000"),
-        (
-            "/bk/a?partNumber=1&uploadId=..",
-            "part upload: uploadId: letters, digits, '-', '_', '.' and not starting with '.'",
-        ),
-        (
-            "/bk/a?partNumber=1&uploadId=a%2Fb",
-            "part upload: uploadId: letters, digits, '-', '_', '.' and not starting with '.'",
-        ),
-        ("/bk/a?partNumber=1", "part upload: needs both partNumber and uploadId"),
-        ("/bk/a?acl=1", "part upload: only partNumber and uploadId, once each"),
-        ("/bk/a?partNumber=-1&uploadId=u", "part upload: partNumber must be a decimal number"),
+        ("/bk/a?partNumber=0&uploadId=u", PART_RULE),
+        ("/bk/a?partNumber=10001&uploadId=u", PART_RULE),
+        ("/bk/a?partNumber=1&uploadId=..", UPLOAD_RULE),
+        ("/bk/a?partNumber=1&uploadId=a%2Fb", UPLOAD_RULE),
+        ("/bk/a?partNumber=1", "query key 'uploadId': UploadPart needs uploadId beside partNumber"),
+        ("/bk/a?acl=1", "query key 'acl': only partNumber and uploadId are allowed"),
+        ("/bk/a?partNumber=-1&uploadId=u", PART_RULE),
     ];
     for (target, want) in cases {
         let e = ObjectPath::from_target(target).expect_err(target);
@@ -264,4 +265,54 @@ fn completing_an_upload_concatenates_its_parts_atomically() {
     // The parts are gone, nothing else is left.
     assert_eq!(files(dir.path()), ["bk/big.o"]);
     assert!(matches!(s.complete_upload(&dest, "up1", &[(1, None)]), Err(StoreError::BadPart(_))));
+}
+
+#[test]
+fn a_completed_upload_keeps_its_part_table_for_get_part() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = store(dir.path());
+    let parts: [&[u8]; 3] = [b"first ", b"", b"third part"];
+    for (i, data) in parts.iter().enumerate() {
+        s.put(&obj(&format!("/bk/m?partNumber={}&uploadId=u%2Bv", i + 1)), data).unwrap();
+    }
+    let dest = obj("/bk/m");
+    let m = s.complete_upload(&dest, "u+v", &[(1, None), (2, None), (3, None)]).unwrap();
+    assert_eq!(s.head(&dest).unwrap(), m);
+    for (i, data) in parts.iter().enumerate() {
+        let n = i as u32 + 1;
+        let head = s.head_part(&dest, n).unwrap();
+        let start: usize = parts[..i].iter().map(|p| p.len()).sum();
+        assert_eq!((head.start, head.size, head.parts), (start as u64, data.len() as u64, 3), "part {n}");
+        assert_eq!(head.object, m);
+        let mut buf = vec![0u8; data.len()];
+        s.read_part(&dest, n, 0, &mut buf).unwrap();
+        assert_eq!(&buf, data, "part {n}");
+    }
+    let mut tail = [0u8; 4];
+    s.read_part(&dest, 3, 6, &mut tail).unwrap();
+    assert_eq!(&tail, b"part");
+    assert!(matches!(s.read_part(&dest, 3, 7, &mut tail), Err(StoreError::Range { offset: 7, size: 4, len: 10 })));
+    assert!(matches!(s.head_part(&dest, 4), Err(StoreError::InvalidPartNumber { number: 4, parts: 3 })));
+    assert!(matches!(s.head_part(&dest, 0), Err(StoreError::InvalidPartNumber { number: 0, .. })));
+    // A plain object is one part; overwriting the multipart object with a
+    // plain PUT drops its table.
+    s.put(&dest, b"plain").unwrap();
+    let head = s.head_part(&dest, 1).unwrap();
+    assert_eq!((head.start, head.size, head.parts), (0, 5, 1));
+    assert!(matches!(s.head_part(&dest, 2), Err(StoreError::InvalidPartNumber { number: 2, parts: 1 })));
+    // A part table that does not add up is corrupt, not a panic.
+    let mut bad = b"HOBM".to_vec();
+    bad.extend_from_slice(&[b'0'; 64]);
+    bad.extend_from_slice(&2u32.to_le_bytes());
+    bad.extend_from_slice(&5u64.to_le_bytes());
+    bad.extend_from_slice(&u64::MAX.to_le_bytes());
+    bad.extend_from_slice(b"12345");
+    fs::write(dir.path().join("bk/bad.o"), &bad).unwrap();
+    assert!(matches!(
+        s.head(&obj("/bk/bad")),
+        Err(StoreError::Corrupt { why: "part sizes do not add up to the data", .. })
+    ));
+    bad.truncate(68 + 4 + 8);
+    fs::write(dir.path().join("bk/bad.o"), &bad).unwrap();
+    assert!(matches!(s.head(&obj("/bk/bad")), Err(StoreError::Corrupt { why: "shorter than its part table", .. })));
 }

@@ -24,7 +24,7 @@ use rctb_gateway::client::{
     ControlPlane, Credentials, Endpoint, ObjectClient, ObjectError, RdmaJob, RdmaPort, RdmaRunner,
 };
 use rctb_gateway::engine::Engine;
-use rctb_gateway::http::{Gateway, serve};
+use rctb_gateway::http::{Gateway, GatewayOptions, serve};
 use rctb_gateway::store::FsStore;
 use rctb_sim::{NodeConfig, Sim, SimTransport};
 use tokio::net::{TcpListener, TcpStream};
@@ -114,6 +114,9 @@ pub struct RigOptions {
     pub clients: usize,
     pub client: ClientConfig,
     pub seed: u64,
+    /// The HTTP routes' options (the control-plane-only test mode is off
+    /// by default, as in `rctb object serve`).
+    pub gateway: GatewayOptions,
 }
 
 impl Default for RigOptions {
@@ -123,6 +126,7 @@ impl Default for RigOptions {
             clients: 1,
             client: ClientConfig { capacity: 1 << 20, ..ClientConfig::default() },
             seed: 11,
+            gateway: GatewayOptions::default(),
         }
     }
 }
@@ -138,7 +142,10 @@ pub struct Rig {
 impl Rig {
     pub async fn start(o: RigOptions) -> Rig {
         let dir = tempfile::tempdir().unwrap();
-        let store = Arc::new(FsStore::open(dir.path(), Box::new(ChaCha8Rng::seed_from_u64(o.seed ^ 3))).unwrap());
+        // The store's root is a subdirectory, so a test can see that
+        // nothing is ever written beside it.
+        let root = dir.path().join("root");
+        let store = Arc::new(FsStore::open(&root, Box::new(ChaCha8Rng::seed_from_u64(o.seed ^ 3))).unwrap());
         let (seed, n, server, client) = (o.seed, o.clients, o.server, o.client);
         let engine = Engine::spawn(move || {
             let sim = Sim::new(seed);
@@ -155,7 +162,7 @@ impl Rig {
         .unwrap();
         let user = |(a, s): (&str, &str), admin| User { access_key: a.into(), secret_key: s.into(), admin };
         let users = Users::new([user(ADMIN, true), user(ALICE, false), user(BOB, false)]);
-        let gw = Gateway::new(engine, store.clone(), users, "us-east-1", Arc::new(t0));
+        let gw = Gateway::new(engine, store.clone(), users, "us-east-1", Arc::new(t0)).with_options(o.gateway);
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         tokio::spawn(serve(gw.clone(), listener));

@@ -134,10 +134,10 @@ pub fn parse_cookie(s: &str) -> Result<u32, ParamError> {
 }
 
 /// READY's `qpn`: bare hex, 24-bit. A client's RC QP is never QP 0 (QP 0
-/// is the subnet management QP), so 0 is free to mean what §3's data
-/// phase gives it: "no QP", the control-plane-only mode (no data moves,
-/// the reply says `size` bytes). It must be reachable over HTTP, or the
-/// mode and the loopback load test of the control plane could not run.
+/// is the subnet management QP), so 0 means what §3's C-layer data phase
+/// gives it: "no QP", the control-plane-only test mode (no data moves,
+/// the reply says `size` bytes). The parser accepts it; the HTTP route
+/// refuses it (400, §3a) unless the gateway was started in that test mode.
 pub fn parse_qpn(s: &str) -> Result<u32, ParamError> {
     hex("qpn", s, 0xFF_FFFF).map(|v| v as u32)
 }
@@ -153,16 +153,15 @@ pub fn parse_mr_rkey(s: &str) -> Result<u32, ParamError> {
 }
 
 /// A PREPARE target: `/bucket/key[?query]`, each path segment
-/// percent-encoded, the only query a part upload's `partNumber` and
-/// `uploadId`. Longer than 2047 bytes is TRUNC.
+/// percent-encoded. Longer than 2047 bytes is TRUNC. The query is not
+/// judged here: which queries a route takes depends on the op and the
+/// server's part limit (PROTOCOLS.md §3a), so the gateway classifies it,
+/// before any session exists.
 pub fn parse_target(s: &str) -> Result<&str, ParamError> {
     if s.len() > MAX_TARGET_LEN {
         return Err(ParamError::TooLong { field: "target", len: s.len(), max: MAX_TARGET_LEN });
     }
-    let (path, query) = match s.split_once('?') {
-        Some((p, q)) => (p, Some(q)),
-        None => (s, None),
-    };
+    let path = s.split_once('?').map_or(s, |(p, _)| p);
     let rest = path.strip_prefix('/').ok_or(invalid("target", "must start with /"))?;
     let (bucket, key) = rest.split_once('/').ok_or(invalid("target", "must be /bucket/key"))?;
     if bucket.is_empty() || key.is_empty() {
@@ -170,24 +169,6 @@ pub fn parse_target(s: &str) -> Result<&str, ParamError> {
     }
     for segment in std::iter::once(bucket).chain(key.split('/')) {
         check_percent_encoded(segment)?;
-    }
-    if let Some(q) = query {
-        let mut seen = (false, false);
-        for pair in q.split('&') {
-            let (k, v) = pair.split_once('=').ok_or(invalid("target", "query pairs must be key=value"))?;
-            let slot = match k {
-                "partNumber" => &mut seen.0,
-                "uploadId" => &mut seen.1,
-                _ => return Err(invalid("target", "only a part upload's partNumber and uploadId are allowed")),
-            };
-            if std::mem::replace(slot, true) || v.is_empty() {
-                return Err(invalid("target", "partNumber and uploadId appear once, with a value"));
-            }
-            check_percent_encoded(v)?;
-        }
-        if seen != (true, true) {
-            return Err(invalid("target", "a part upload query needs partNumber and uploadId"));
-        }
     }
     Ok(s)
 }
@@ -290,17 +271,10 @@ mod tests {
         assert!(parse_target("/b/k").is_ok());
         assert!(parse_target("/b/dir/k%20x").is_ok());
         assert!(parse_target("/b/k?partNumber=3&uploadId=abc").is_ok());
-        for bad in [
-            "b/k",
-            "/b",
-            "/b/",
-            "//k",
-            "/b/k x",
-            "/b/k%2",
-            "/b/k?acl=1",
-            "/b/k?partNumber=1",
-            "/b/k?partNumber=1&partNumber=2&uploadId=x",
-        ] {
+        // The query is the gateway's to classify (§3a).
+        assert!(parse_target("/b/k?partNumber=1").is_ok());
+        assert!(parse_target("/b/a%2Fb").is_ok());
+        for bad in ["b/k", "/b", "/b/", "//k", "/b/k x", "/b/k%2", "/b/k%zz?partNumber=1"] {
             assert!(matches!(parse_target(bad), Err(ParamError::Invalid { field: "target", .. })), "{bad}");
         }
         let long = format!("/b/{}", "k".repeat(2044));
