@@ -555,7 +555,7 @@ mod verbs {
 mod verbs {
     use super::*;
 
-    const NO_VERBS: &str = "this rctb was built without the verbs backend (cargo build --features verbs)";
+    use rctb::backends::NO_VERBS;
 
     pub(super) fn serve(_: ServeOptions, _: &DeviceArgs) -> Result<std::io::Result<()>, Failure> {
         Err(Failure::Usage(NO_VERBS.into()))
