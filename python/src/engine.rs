@@ -78,6 +78,9 @@ impl std::fmt::Display for EngineError {
 #[derive(Debug)]
 pub struct Engine {
     tx: Option<mpsc::Sender<Job>>,
+    /// Calls sent and not yet answered (tests use it to see a caller
+    /// waiting with the GIL released).
+    pending: std::sync::atomic::AtomicUsize,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -90,7 +93,7 @@ impl Engine {
                 job(&mut state);
             }
         })?;
-        Ok(Engine { tx: Some(tx), thread: Some(thread) })
+        Ok(Engine { tx: Some(tx), pending: Default::default(), thread: Some(thread) })
     }
 
     /// Runs `f` on the engine thread and waits for its result. Call it
@@ -101,8 +104,16 @@ impl Engine {
             let r = catch_unwind(AssertUnwindSafe(|| f(state))).map_err(|p| EngineError::Panic(panic_text(&*p)));
             let _ = rtx.send(r);
         });
-        self.tx.as_ref().ok_or(EngineError::Gone)?.send(job).map_err(|_| EngineError::Gone)?;
-        rrx.recv().map_err(|_| EngineError::Gone)?
+        use std::sync::atomic::Ordering::SeqCst;
+        self.pending.fetch_add(1, SeqCst);
+        let sent = self.tx.as_ref().ok_or(EngineError::Gone).and_then(|tx| tx.send(job).map_err(|_| EngineError::Gone));
+        let r = sent.and_then(|()| rrx.recv().map_err(|_| EngineError::Gone));
+        self.pending.fetch_sub(1, SeqCst);
+        r?
+    }
+
+    pub fn pending(&self) -> usize {
+        self.pending.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// Queues `f` without waiting (used from `Drop`, where the GIL may be

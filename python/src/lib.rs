@@ -24,6 +24,7 @@ fn _rctb(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("HAS_VERBS", cfg!(feature = "verbs"))?;
     m.add_class::<sim::Fabric>()?;
     m.add_class::<sim::NvmeTargetModel>()?;
+    m.add_class::<sim::Gate>()?;
     m.add_class::<nvme::NvmeController>()?;
     m.add("QueueFullError", m.py().get_type::<errors::QueueFullError>())?;
     m.add("StatusFailure", m.py().get_type::<errors::StatusFailure>())?;

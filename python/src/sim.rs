@@ -322,6 +322,23 @@ impl Fabric {
     fn __repr__(&self) -> String {
         format!("Fabric(seed={})", self.seed)
     }
+
+    /// Holds the fabric's engine until the returned gate is released: calls
+    /// made meanwhile wait (with the GIL released). For tests of
+    /// concurrency; `pending_calls` counts the callers waiting.
+    fn pause(&self) -> Gate {
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        self.engine.post(move |_| {
+            let _ = rx.recv();
+        });
+        Gate { tx: std::sync::Mutex::new(Some(tx)) }
+    }
+
+    /// Calls into this fabric's engine that wait for an answer now.
+    #[getter]
+    fn pending_calls(&self) -> usize {
+        self.engine.pending()
+    }
 }
 
 impl Fabric {
@@ -341,6 +358,22 @@ impl Fabric {
             }
             Ok(())
         })
+    }
+}
+
+/// A hold on a fabric's engine ([`Fabric::pause`]); released explicitly
+/// or when collected.
+#[pyclass(module = "rctb._rctb", frozen)]
+pub struct Gate {
+    tx: std::sync::Mutex<Option<std::sync::mpsc::Sender<()>>>,
+}
+
+#[pymethods]
+impl Gate {
+    fn release(&self) {
+        if let Ok(mut g) = self.tx.lock() {
+            g.take();
+        }
     }
 }
 
