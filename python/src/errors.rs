@@ -21,7 +21,7 @@ pyo3::create_exception!(
 pyo3::create_exception!(
     _rctb,
     StatusFailure,
-    pyo3::exceptions::PyOSError,
+    pyo3::exceptions::PyException,
     "An NVMe status (converted to nvmeof.NVMeStatusError by the Python layer)."
 );
 
