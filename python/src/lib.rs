@@ -12,6 +12,7 @@ mod engine;
 mod errors;
 mod nvme;
 mod proto;
+mod queue;
 mod scenario;
 mod sim;
 mod verbs;
@@ -26,6 +27,7 @@ fn _rctb(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<sim::NvmeTargetModel>()?;
     m.add_class::<sim::Gate>()?;
     m.add_class::<nvme::NvmeController>()?;
+    m.add_class::<queue::NvmeQueue>()?;
     m.add("QueueFullError", m.py().get_type::<errors::QueueFullError>())?;
     m.add("StatusFailure", m.py().get_type::<errors::StatusFailure>())?;
     m.add_function(wrap_pyfunction!(scenario::run_scenario_json, m)?)?;

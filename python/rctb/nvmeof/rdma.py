@@ -33,7 +33,7 @@ class HostBuffer:
     def __init__(self, pd, length: int, access=None):
         length = int(length)
         if length <= 0:
-            raise ValueError("length must be positive")
+            raise ValueError("buffer length must be positive")
         self._ctrl = pd._controller
         self.length = length
         self.access = access
@@ -61,19 +61,17 @@ class HostBuffer:
         self._live()
         data = bytes(data)
         offset = int(offset)
-        if offset < 0 or offset + len(data) > self.length:
-            raise ValueError("data does not fit in the buffer at this offset")
+        if offset < 0 or len(data) > self.length - offset:
+            raise ValueError("write exceeds the host buffer")
         self._ctrl.buffer_write(self._key, data, offset)
 
     def read(self, length=None, offset: int = 0) -> bytes:
         """Copy ``length`` bytes (default: to the end) from ``offset``."""
         self._live()
         offset = int(offset)
-        if offset < 0 or offset > self.length:
-            raise ValueError("offset is outside the buffer")
         length = self.length - offset if length is None else int(length)
-        if length < 0 or offset + length > self.length:
-            raise ValueError("range is outside the buffer")
+        if offset < 0 or length < 0 or length > self.length - offset:
+            raise ValueError("read exceeds the host buffer")
         return self._ctrl.buffer_read(self._key, length, offset)
 
     def close(self) -> None:
@@ -107,13 +105,95 @@ class _ProtectionDomain:
 
 
 class RDMAQueue:
-    """One NVMe/RDMA queue pair. Not yet available on rctb: the
-    ``Controller`` runs rctb's own queues (see the report of issue 16)."""
+    """One connected NVMe/RDMA queue pair (rctb's ``Queue``): CM connect
+    with the NVMe/RDMA private data, capsules submitted and polled, at most
+    ``depth - 1`` outstanding. ``backend=`` (an addition) picks the backend.
+    A context manager."""
 
-    def __init__(self, host, port, qid, depth, controller_id=0, source=None, *, backend=None):
-        raise NotImplementedError(
-            "rctb.nvmeof.RDMAQueue is not implemented yet; use Controller/Namespace"
-        )
+    def __init__(self, host: str, port: int, qid: int, depth: int, controller_id: int = 0, source=None, *, backend=None):
+        from .. import _check_backend, current_backend
+        from .protocol import rdma_cm_request
+
+        self.host = host
+        self.port = int(port)
+        self.source = source
+        self.qid = int(qid)
+        self.depth = int(depth)
+        rdma_cm_request(self.qid, self.depth, controller_id)
+        self.backend = _check_backend(current_backend() if backend is None else backend)
+        if self.backend == "udp":
+            raise ValueError("backend 'udp' carries no RDMA CM, which NVMe/RDMA connects with; use a rctb.sim.Fabric or verbs")
+        fabric = self.backend if isinstance(self.backend, _rctb.Fabric) else None
+        self._closed = True
+        self._q = _rctb.NvmeQueue(fabric, str(host), self.port, self.qid, self.depth,
+                                  int(controller_id) if self.qid else 0, None if source is None else str(source))
+        self._closed = False
+        self.pd = _ProtectionDomain(self._q)
+        self._pending = {}
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def outstanding(self) -> int:
+        return len(self._pending)
+
+    def submit(self, command: bytes, data_owner=None) -> Request:
+        """Submit a 64-byte capsule without waiting; the queue assigns its ID."""
+        if self._closed:
+            raise RuntimeError("NVMe/RDMA queue is closed")
+        command = bytes(command)
+        if len(command) != 64:
+            raise ValueError("an NVMe command capsule must be exactly 64 bytes")
+        if len(self._pending) >= self.depth - 1:
+            raise QueueFullError("NVMe submission queue is full")
+        cid = self._q.submit(command)
+        request = Request(cid, data_owner)
+        self._pending[cid] = request
+        return request
+
+    def _finish(self, cid, cqe):
+        request = self._pending.pop(cid, None)
+        if request is None:
+            return None
+        request.send_complete = True
+        request.response = None if cqe is None else Completion(*cqe)
+        request.done = True
+        return request
+
+    def poll(self, max_entries=None):
+        """Newly completed requests (capsule SEND and response both done); never blocks."""
+        if self._closed:
+            return []
+        done = [self._finish(cid, cqe) for cid, cqe in self._q.poll()]
+        done = [r for r in done if r is not None]
+        return done if max_entries is None else done[: int(max_entries)]
+
+    def execute(self, command: bytes, data_owner=None, timeout: float = 30.0):
+        """Submit and wait; the Completion, NVMeStatusError, or TimeoutError."""
+        request = self.submit(command, data_owner)
+        cqe = self._q.wait(request.command_id, float(timeout))
+        if cqe is None and request.command_id in self._pending:
+            raise TimeoutError("NVMe command timed out")
+        self._finish(request.command_id, cqe)
+        if request.response is None:
+            raise RuntimeError("NVMe request completed without a response")
+        request.response.raise_for_status()
+        return request.response
+
+    def close(self) -> None:
+        """Disconnect and free every resource of the queue (again: no effect)."""
+        if not self._closed:
+            self._closed = True
+            self._q.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
 
 
 __all__ = ["HostBuffer", "QueueFullError", "RDMAQueue", "Request"]
