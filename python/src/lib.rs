@@ -13,6 +13,7 @@ mod errors;
 mod nvme;
 mod proto;
 mod queue;
+mod rocev2;
 mod scenario;
 mod sim;
 mod verbs;
@@ -28,10 +29,13 @@ fn _rctb(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<sim::Gate>()?;
     m.add_class::<nvme::NvmeController>()?;
     m.add_class::<queue::NvmeQueue>()?;
+    m.add_class::<rocev2::RoceServerHandle>()?;
+    m.add_class::<rocev2::FpgaEngineHandle>()?;
     m.add("QueueFullError", m.py().get_type::<errors::QueueFullError>())?;
     m.add("StatusFailure", m.py().get_type::<errors::StatusFailure>())?;
     m.add_function(wrap_pyfunction!(scenario::run_scenario_json, m)?)?;
     m.add_function(wrap_pyfunction!(scenario::sweep_json, m)?)?;
     proto::register(m)?;
+    m.add_function(wrap_pyfunction!(rocev2::detect_gid_index, m)?)?;
     Ok(())
 }

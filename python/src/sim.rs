@@ -123,6 +123,10 @@ pub struct Fabric {
 }
 
 impl Fabric {
+    pub fn seed_value(&self) -> u64 {
+        self.seed
+    }
+
     pub fn with_state<R: Send + 'static>(
         &self,
         py: Python<'_>,
@@ -313,9 +317,17 @@ impl Fabric {
 
     /// Counters of the fabric (frames delivered, dropped, ...).
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        // FabricStats is all u64 counters; its Debug form names each one.
         let text = self.with_state(py, |f| Ok(format!("{:?}", f.sim.stats())))?;
         let d = PyDict::new(py);
-        d.set_item("summary", text)?;
+        let inner = text.split_once('{').and_then(|(_, r)| r.rsplit_once('}')).map_or("", |(i, _)| i);
+        for pair in inner.split(',') {
+            if let Some((k, v)) = pair.split_once(':')
+                && let Ok(n) = v.trim().parse::<u64>()
+            {
+                d.set_item(k.trim(), n)?;
+            }
+        }
         Ok(d)
     }
 
