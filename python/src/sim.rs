@@ -335,6 +335,17 @@ impl Fabric {
         format!("Fabric(seed={})", self.seed)
     }
 
+    /// Verbs objects alive on every node (PDs, MRs, CQs, QPs): leak checks.
+    fn live_resources<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let r = self.with_state(py, |f| Ok(f.sim.live_resources()))?;
+        let d = PyDict::new(py);
+        d.set_item("pds", r.pds)?;
+        d.set_item("mrs", r.mrs)?;
+        d.set_item("cqs", r.cqs)?;
+        d.set_item("qps", r.qps)?;
+        Ok(d)
+    }
+
     /// Holds the fabric's engine until the returned gate is released: calls
     /// made meanwhile wait (with the GIL released). For tests of
     /// concurrency; `pending_calls` counts the callers waiting.
