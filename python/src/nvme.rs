@@ -192,7 +192,7 @@ impl NvmeController {
         cfg.timeout = timeout;
         // The seed sends no in-capsule data; keep its wire behaviour.
         cfg.in_capsule_writes = false;
-        let (engine, job): (Arc<Engine>, Box<dyn FnOnce(&mut State) -> PyResult<Connected> + Send>) = match backend {
+        let (engine, job): ConnectJob = match backend {
             Some(fabric) => {
                 let engine = fabric.get().engine.clone();
                 let job = Box::new(move |s: &mut State| {

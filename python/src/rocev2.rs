@@ -168,6 +168,7 @@ impl RoceServerHandle {
         })
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn complete_connection(
         &self,
         py: Python<'_>,

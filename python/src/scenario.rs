@@ -29,17 +29,14 @@ pub fn run_scenario_json(py: Python<'_>, path: String, seed: Option<u64>) -> PyR
     })
 }
 
+/// (seed, passed, failures, replay command) of one seed of a sweep.
+type SeedRow = (u64, bool, Vec<String>, String);
+
 /// Runs seeds `start..start + seeds` of the scenario on `jobs` threads;
 /// returns a list of (seed, passed, failures, replay command).
 #[pyfunction]
 #[pyo3(signature = (path, seeds, *, start = 0, jobs = None))]
-pub fn sweep_json(
-    py: Python<'_>,
-    path: String,
-    seeds: u64,
-    start: u64,
-    jobs: Option<usize>,
-) -> PyResult<Vec<(u64, bool, Vec<String>, String)>> {
+pub fn sweep_json(py: Python<'_>, path: String, seeds: u64, start: u64, jobs: Option<usize>) -> PyResult<Vec<SeedRow>> {
     if seeds == 0 {
         return Err(PyValueError::new_err("seeds must be at least 1"));
     }

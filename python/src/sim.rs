@@ -25,12 +25,15 @@ use crate::errors::{engine_err, invalid};
 /// The id of the fabric's own state in its engine.
 pub const FABRIC_ID: u64 = 1;
 
+/// A target model's timed faults, shared with its actor.
+pub type Schedule = Rc<RefCell<Vec<(Instant, TargetFault)>>>;
+
 /// The fabric as its engine thread holds it.
 pub struct FabricState {
     pub sim: Sim,
     /// Every node's name and address.
     pub nodes: Vec<(String, Ipv4Addr)>,
-    pub targets: Vec<(String, Rc<RefCell<NvmeTarget>>, Rc<RefCell<Vec<(Instant, TargetFault)>>>)>,
+    pub targets: Vec<(String, Rc<RefCell<NvmeTarget>>, Schedule)>,
 }
 
 impl FabricState {
@@ -66,7 +69,7 @@ pub enum TargetFault {
 /// The target model behind a schedule of its own faults.
 struct TimedTarget {
     target: Rc<RefCell<NvmeTarget>>,
-    schedule: Rc<RefCell<Vec<(Instant, TargetFault)>>>,
+    schedule: Schedule,
 }
 
 impl Actor for TimedTarget {
