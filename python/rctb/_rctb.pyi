@@ -54,6 +54,7 @@ class NvmeController:
     max_transfer: int
     page_size: int
     queue_depth: int
+    capabilities: int
     def __init__(
         self, backend: Optional[Fabric], host: str, subsystem_nqn: str, *, port: int, host_id: bytes,
         host_nqn: str, queue_depth: int, timeout: float, source: Optional[str] = None,

@@ -93,6 +93,9 @@ pub struct NvmeController {
     page_size: u64,
     #[pyo3(get)]
     queue_depth: u16,
+    /// CAP as read at bring-up.
+    #[pyo3(get)]
+    capabilities: u64,
     info: Vec<(&'static str, InfoValue)>,
 }
 
@@ -109,6 +112,7 @@ struct Connected {
     max_transfer: u64,
     page_size: u64,
     queue_depth: u16,
+    capabilities: u64,
     info: Vec<(&'static str, InfoValue)>,
 }
 
@@ -134,6 +138,7 @@ fn connected<T: Transport>(c: &Controller<T>, id: u64) -> Connected {
         max_transfer: c.max_transfer(),
         page_size: c.cap().page_size(),
         queue_depth: c.io_queues().first().map_or(0, |q| q.depth()),
+        capabilities: c.cap().0,
         info,
     }
 }
@@ -226,6 +231,7 @@ impl NvmeController {
             max_transfer: c.max_transfer,
             page_size: c.page_size,
             queue_depth: c.queue_depth,
+            capabilities: c.capabilities,
             info: c.info,
         })
     }

@@ -20,6 +20,7 @@ def test_identify_write_flush_read_back(sim):
     with rctb.use_backend(fabric):
         with nvmeof.Controller(TARGET_IP, NQN, queue_depth=16) as ctrl:
             assert ctrl.info.namespace_count == 2
+            assert (ctrl.capabilities & 0xFFFF) + 1 == 128 and ctrl.controller_page_size == 4096
             assert ctrl.info.sgls & (1 << 2)
             assert isinstance(ctrl.info, nvmeof.ControllerInfo)
             ns = ctrl.namespace(2)

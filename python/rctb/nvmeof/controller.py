@@ -59,6 +59,7 @@ class Controller:
         self.timeout = float(timeout)
         self.backend = _check_backend(current_backend() if backend is None else backend)
         self._ctrl = None
+        self.controller_id = self.capabilities = self.info = self.max_transfer_bytes = None
         self.admin = None
         self.io = None
         depth = int(queue_depth)
@@ -75,6 +76,7 @@ class Controller:
             source=None if source is None else str(source),
         )
         self.controller_id = self._ctrl.cntlid
+        self.capabilities = self._ctrl.capabilities
         self.info = p.ControllerInfo(**self._ctrl.info())
         self.controller_page_size = self._ctrl.page_size
         self.max_transfer_bytes = self._ctrl.max_transfer
