@@ -47,10 +47,10 @@ def use_backend(backend):
 
 
 def _check_backend(backend):
-    if isinstance(backend, _rctb.Fabric) or backend in ("verbs", "udp"):
+    if isinstance(backend, (_rctb.Fabric, _rctb.UdpNetwork)) or backend in ("verbs", "udp"):
         return backend
     raise ValueError(
-        "backend must be a rctb.sim.Fabric, 'verbs' or 'udp' (got %r)" % (backend,)
+        "backend must be a rctb.sim.Fabric, a rctb.udp.Network, 'verbs' or 'udp' (got %r)" % (backend,)
     )
 
 

@@ -215,10 +215,12 @@ class RoCEv2Server:
         self.name = kwargs.get("name", "RoCEv2Server")
         self.cfg = rocev2Cfg
         self.backend = _check_backend(current_backend() if backend is None else backend)
-        if not isinstance(self.backend, _rctb.Fabric):
+        if not isinstance(self.backend, (_rctb.Fabric, _rctb.UdpNetwork)):
             if self.backend == "verbs" and not _rctb.HAS_VERBS:
                 raise RuntimeError("this rctb build lacks the verbs backend (cargo feature `verbs`)")
-            raise NotImplementedError("RoCEv2Server from Python runs on a rctb.sim.Fabric in this build")
+            raise NotImplementedError(
+                "RoCEv2Server from Python runs on a rctb.sim.Fabric or a rctb.udp.Network (not yet on verbs)"
+            )
         c = rocev2Cfg
         payload = DEFAULT_MAX_PAYLOAD if c.maxPayload is None else int(c.maxPayload)
         depth = DEFAULT_RX_QUEUE_DEPTH if c.rxQueueDepth is None else int(c.rxQueueDepth)
@@ -294,8 +296,8 @@ class RoCEv2Engine:
 
     def __init__(self, *, backend=None, node: str = "fpga", hostIp: str, mrLen: int = 1 << 20):
         self.backend = _check_backend(current_backend() if backend is None else backend)
-        if not isinstance(self.backend, _rctb.Fabric):
-            raise NotImplementedError("the FPGA engine model runs on a rctb.sim.Fabric")
+        if not isinstance(self.backend, (_rctb.Fabric, _rctb.UdpNetwork)):
+            raise NotImplementedError("the FPGA engine model runs on a rctb.sim.Fabric or a rctb.udp.Network")
         self._h = _rctb.FpgaEngine(self.backend, node, hostIp, mr_len=int(mrLen))
 
     def setupConnection(self, *, hostQpn, hostRqPsn, hostSqPsn, mrAddr, mrLen, pmtu=RoCEv2Mtu.MTU_4096,

@@ -45,6 +45,10 @@ impl State {
     pub fn get<V: Any>(&self, id: u64) -> Option<&V> {
         self.objects.get(&id).and_then(|b| b.downcast_ref())
     }
+    /// Every object of type `V`.
+    pub fn values_mut<V: Any>(&mut self) -> impl Iterator<Item = &mut V> {
+        self.objects.values_mut().filter_map(|b| b.downcast_mut())
+    }
     pub fn remove<V: Any>(&mut self, id: u64) -> Option<V> {
         match self.objects.get(&id) {
             Some(b) if b.is::<V>() => self.objects.remove(&id).and_then(|b| b.downcast().ok()).map(|b| *b),

@@ -16,6 +16,7 @@ mod queue;
 mod rocev2;
 mod scenario;
 mod sim;
+mod udp;
 mod verbs;
 
 use pyo3::prelude::*;
@@ -27,6 +28,7 @@ fn _rctb(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<sim::Fabric>()?;
     m.add_class::<sim::NvmeTargetModel>()?;
     m.add_class::<sim::Gate>()?;
+    m.add_class::<udp::UdpNetwork>()?;
     m.add_class::<nvme::NvmeController>()?;
     m.add_class::<queue::NvmeQueue>()?;
     m.add_class::<rocev2::RoceServerHandle>()?;

@@ -23,10 +23,12 @@ use rctb_core::time::{Duration, Instant};
 use rctb_core::transport::Psn;
 use rctb_sim::models::fpga::{FpgaEngine, Payload, StreamConfig, setup_connection, teardown_connection};
 use rctb_sim::{Actor, SimTransport};
+use rctb_udp::UdpTransport;
 
 use crate::engine::{Engine, State};
 use crate::errors::{engine_err, invalid};
 use crate::sim::{FABRIC_ID, Fabric, FabricState};
+use crate::udp::{UDP_ID, UdpNetwork, UdpState};
 
 /// A deterministic PSN/key source drawn from the fabric's seed (SplitMix64).
 fn seeded(seed: u64) -> impl FnMut() -> u32 {
@@ -50,8 +52,59 @@ pub fn roce_err(e: RoceError) -> PyErr {
     }
 }
 
+/// A receive server of any backend (PyO3 classes cannot be generic).
+enum AnyServer {
+    Sim(RoceServer<SimTransport>),
+    Udp(RoceServer<UdpTransport>),
+}
+
+macro_rules! srv {
+    ($s:expr, $x:ident => $body:expr) => {
+        match $s {
+            AnyServer::Sim($x) => $body,
+            AnyServer::Udp($x) => $body,
+        }
+    };
+}
+
+/// The backend a server or engine is built on.
+enum Backend {
+    Sim(Arc<Engine>, u64),
+    Udp(Arc<Engine>, u64),
+}
+
+impl Backend {
+    fn of(obj: &Bound<'_, PyAny>) -> PyResult<Backend> {
+        if let Ok(f) = obj.cast::<Fabric>() {
+            let f = f.get();
+            Ok(Backend::Sim(f.engine.clone(), f.seed_value()))
+        } else if let Ok(n) = obj.cast::<UdpNetwork>() {
+            let n = n.get();
+            Ok(Backend::Udp(n.engine.clone(), n.seed))
+        } else {
+            Err(pyo3::exceptions::PyTypeError::new_err("backend: a rctb.sim.Fabric or a rctb.udp.Network"))
+        }
+    }
+    fn engine(&self) -> Arc<Engine> {
+        match self {
+            Backend::Sim(e, _) | Backend::Udp(e, _) => e.clone(),
+        }
+    }
+    fn seed(&self) -> u64 {
+        match self {
+            Backend::Sim(_, s) | Backend::Udp(_, s) => *s,
+        }
+    }
+    fn prefix(&self) -> &'static str {
+        match self {
+            Backend::Sim(..) => "sim-",
+            Backend::Udp(..) => "udp-",
+        }
+    }
+}
+
 struct ServerState {
-    server: RoceServer<SimTransport>,
+    server: AnyServer,
     views: BTreeMap<u64, (Option<u8>, VecDeque<u64>)>,
     frames: BTreeMap<u64, Frame>,
     next: u64,
@@ -72,7 +125,7 @@ impl ServerState {
                 }
                 None => {
                     self.dropped_unwanted += 1;
-                    self.server.release(f)?;
+                    srv!(&mut self.server, x => x.release(f))?;
                 }
             }
         }
@@ -113,7 +166,7 @@ impl RoceServerHandle {
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
-        fabric: &Bound<'_, Fabric>,
+        fabric: &Bound<'_, PyAny>,
         device: String,
         fpga_ip: &str,
         ib_port: u8,
@@ -127,26 +180,31 @@ impl RoceServerHandle {
             i if (0..=u32::MAX as i64).contains(&i) => GidIndex::Index(i as u32),
             i => return Err(invalid(format!("gidIndex {i}: -1 (detect) or a GID table index 0..=4294967295"))),
         };
-        // A simulator node "host" is the RDMA device "sim-host": accept either.
-        let node = device.strip_prefix("sim-").unwrap_or(&device).to_string();
-        let cfg = ServerConfig::builder(ip, format!("sim-{node}"))
+        let backend = Backend::of(fabric)?;
+        // A node or endpoint "host" is the RDMA device "sim-host" / "udp-host": accept either.
+        let node = device.strip_prefix(backend.prefix()).unwrap_or(&device).to_string();
+        let cfg = ServerConfig::builder(ip, format!("{}{node}", backend.prefix()))
             .ib_port(ib_port)
             .gid_index(gid)
             .max_payload(max_payload)
             .rx_queue_depth(rx_queue_depth)
             .build()
             .map_err(|e| invalid(e.to_string()))?;
-        let f = fabric.get();
-        let seed = f.seed_value();
-        let engine = f.engine.clone();
+        let (engine, seed, udp) = (backend.engine(), backend.seed(), matches!(backend, Backend::Udp(..)));
         let e2 = engine.clone();
         let id = py
             .detach(move || {
                 e2.call(move |s: &mut State| -> PyResult<u64> {
-                    let fs = s.get::<FabricState>(FABRIC_ID).ok_or_else(|| invalid("the fabric is gone"))?;
-                    let t = fs.transport_of(Some(&node)).map_err(|e| invalid(format!("deviceName: {e}")))?;
                     let mut rng = seeded(seed ^ 0x524F_4345_7632);
-                    let server = RoceServer::create(t, cfg, &mut rng).map_err(roce_err)?;
+                    let server = if udp {
+                        let us = s.get_mut::<UdpState>(UDP_ID).ok_or_else(|| invalid("the network is gone"))?;
+                        let t = us.take(&node).map_err(|e| invalid(format!("deviceName: {e}")))?;
+                        AnyServer::Udp(RoceServer::create(t, cfg, &mut rng).map_err(roce_err)?)
+                    } else {
+                        let fs = s.get::<FabricState>(FABRIC_ID).ok_or_else(|| invalid("the fabric is gone"))?;
+                        let t = fs.transport_of(Some(&node)).map_err(|e| invalid(format!("deviceName: {e}")))?;
+                        AnyServer::Sim(RoceServer::create(t, cfg, &mut rng).map_err(roce_err)?)
+                    };
                     Ok(s.insert(ServerState {
                         server,
                         views: BTreeMap::new(),
@@ -163,7 +221,7 @@ impl RoceServerHandle {
     /// (hostQpn, hostRqPsn, hostSqPsn, mrAddr, mrLen)
     fn host_params(&self, py: Python<'_>) -> PyResult<(u32, u32, u32, u64, u64)> {
         self.call(py, |s| {
-            let h = s.server.host_params();
+            let h = srv!(&s.server, x => x.host_params());
             Ok((h.qpn, h.rq_psn.get(), h.sq_psn.get(), h.mr_addr, h.mr_len))
         })
     }
@@ -181,7 +239,7 @@ impl RoceServerHandle {
     ) -> PyResult<()> {
         let tc = TransportConfig::from_codes(pmtu, min_rnr_timer, rnr_retry, retry_count)
             .map_err(|e| invalid(e.to_string()))?;
-        self.call(py, move |s| s.server.complete_connection(fpga_qpn, &tc, fpga_lkey))
+        self.call(py, move |s| srv!(&mut s.server, x => x.complete_connection(fpga_qpn, &tc, fpga_lkey)))
     }
 
     /// Opens a view of `channel` (every channel when `None`); its id.
@@ -201,7 +259,7 @@ impl RoceServerHandle {
             if let Some((_, q)) = s.views.remove(&view) {
                 for id in q {
                     if let Some(f) = s.frames.remove(&id) {
-                        s.server.release(f)?;
+                        srv!(&mut s.server, x => x.release(f))?;
                     }
                 }
             }
@@ -217,29 +275,56 @@ impl RoceServerHandle {
             return Err(invalid(format!("timeout {timeout}: must be a finite number of seconds >= 0")));
         }
         let d = Duration::try_from_secs_f64(timeout).map_err(|_| invalid("timeout: too large"))?;
-        self.call(py, move |s| {
-            let deadline = s.server.transport().now().checked_add(d).unwrap_or(Instant::FAR_FUTURE);
-            loop {
-                let Some((_, q)) = s.views.get_mut(&view) else { return Err(RoceError::Stopped) };
-                if let Some(id) = q.pop_front() {
-                    let f = &s.frames[&id];
-                    return Ok(Some((id, f.channel(), f.ring_position(), f.len())));
+        let engine = self.engine.clone();
+        let id = self.id;
+        py.detach(move || {
+            engine.call(move |s: &mut State| -> Result<_, RoceError> {
+                let (deadline, udp) = {
+                    let st = s.get_mut::<ServerState>(id).ok_or(RoceError::Stopped)?;
+                    let now = srv!(&st.server, x => x.transport().now());
+                    (now.checked_add(d).unwrap_or(Instant::FAR_FUTURE), matches!(st.server, AnyServer::Udp(_)))
+                };
+                loop {
+                    if udp {
+                        // On udp the engine models are no simulator actors
+                        // (their transports share the reactor): pump them here.
+                        for e in s.values_mut::<EngineState>() {
+                            if let AnyEngine::Udp(e) = &e.engine {
+                                let _ = e.borrow_mut().pump();
+                            }
+                        }
+                    }
+                    let st = s.get_mut::<ServerState>(id).ok_or(RoceError::Stopped)?;
+                    let Some((_, q)) = st.views.get_mut(&view) else { return Err(RoceError::Stopped) };
+                    if let Some(fid) = q.pop_front() {
+                        let f = &st.frames[&fid];
+                        return Ok(Some((fid, f.channel(), f.ring_position(), f.len())));
+                    }
+                    let now = srv!(&st.server, x => x.transport().now());
+                    if now >= deadline {
+                        return Ok(None);
+                    }
+                    // Real time on udp: wake every millisecond to pump the engines.
+                    let until = if udp {
+                        deadline.min(now.checked_add(Duration::from_millis(1)).unwrap_or(deadline))
+                    } else {
+                        deadline
+                    };
+                    let mut got = Vec::new();
+                    srv!(&mut st.server, x => x.wait_frames(&mut got, until))?;
+                    st.distribute(got)?;
                 }
-                if s.server.transport().now() >= deadline {
-                    return Ok(None);
-                }
-                let mut got = Vec::new();
-                s.server.wait_frames(&mut got, deadline)?;
-                s.distribute(got)?;
-            }
+            })
         })
+        .map_err(engine_err)?
+        .map_err(roce_err)
     }
 
     /// A copy of a held frame's bytes.
     fn frame_data<'py>(&self, py: Python<'py>, frame: u64) -> PyResult<Bound<'py, PyBytes>> {
         let data = self.call(py, move |s| {
             let f = s.frames.get(&frame).ok_or(RoceError::ForeignFrame { slot: u32::MAX })?;
-            s.server.frame_data(f)
+            srv!(&s.server, x => x.frame_data(f))
         })?;
         Ok(PyBytes::new(py, &data))
     }
@@ -250,7 +335,7 @@ impl RoceServerHandle {
     fn frame_prbs_mismatch(&self, py: Python<'_>, frame: u64) -> PyResult<Option<usize>> {
         self.call(py, move |s| {
             let f = s.frames.get(&frame).ok_or(RoceError::ForeignFrame { slot: u32::MAX })?;
-            let data = s.server.frame_data(f)?;
+            let data = srv!(&s.server, x => x.frame_data(f))?;
             Ok(rctb_core::roce::prbs_check(f.channel(), f.ring_position(), &data).err())
         })
     }
@@ -258,19 +343,19 @@ impl RoceServerHandle {
     /// Releases a held frame (its slot is re-posted); again: no effect.
     fn release(&self, py: Python<'_>, frame: u64) -> PyResult<()> {
         self.call(py, move |s| match s.frames.remove(&frame) {
-            Some(f) => s.server.release(f),
+            Some(f) => srv!(&mut s.server, x => x.release(f)),
             None => Ok(()),
         })
     }
 
     #[getter]
     fn held_frames(&self, py: Python<'_>) -> PyResult<u32> {
-        self.call(py, |s| Ok(s.server.held_frames()))
+        self.call(py, |s| Ok(srv!(&s.server, x => x.held_frames())))
     }
 
     /// The 15 status fields, by rogue's names.
     fn status<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let st = self.call(py, |s| Ok(s.server.status()))?;
+        let st = self.call(py, |s| Ok(srv!(&s.server, x => x.status())))?;
         let d = PyDict::new(py);
         d.set_item("FpgaIp", st.fpga_ip.to_string())?;
         d.set_item("FpgaGid", st.fpga_gid.to_string())?;
@@ -292,7 +377,7 @@ impl RoceServerHandle {
 
     /// The receive counters.
     fn counters<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let (c, unwanted) = self.call(py, |s| Ok((s.server.counters(), s.dropped_unwanted)))?;
+        let (c, unwanted) = self.call(py, |s| Ok((srv!(&s.server, x => x.counters()), s.dropped_unwanted)))?;
         let d = PyDict::new(py);
         for (k, v) in [
             ("frames", c.frames),
@@ -311,13 +396,13 @@ impl RoceServerHandle {
 
     /// The connection summary (rogue `printConnInfo`).
     fn conn_info(&self, py: Python<'_>) -> PyResult<String> {
-        self.call(py, |s| Ok(s.server.status().to_string()))
+        self.call(py, |s| Ok(srv!(&s.server, x => x.status()).to_string()))
     }
 
     /// Stops the server (QP to ERR, CQ and QP freed; held frames stay
     /// readable until released). Idempotent.
     fn stop(&self, py: Python<'_>) -> PyResult<()> {
-        self.call(py, |s| s.server.stop())
+        self.call(py, |s| srv!(&mut s.server, x => x.stop()))
     }
 }
 
@@ -326,9 +411,9 @@ impl Drop for RoceServerHandle {
         let id = self.id;
         self.engine.post(move |s| {
             if let Some(mut st) = s.remove::<ServerState>(id) {
-                let _ = st.server.stop();
+                let _ = srv!(&mut st.server, x => x.stop());
                 for (_, f) in std::mem::take(&mut st.frames) {
-                    let _ = st.server.release(f);
+                    let _ = srv!(&mut st.server, x => x.release(f));
                 }
             }
         });
@@ -336,9 +421,9 @@ impl Drop for RoceServerHandle {
 }
 
 /// The engine model as a simulator actor: it streams as time passes.
-struct EngineActor(Rc<RefCell<FpgaEngine<SimTransport>>>);
+struct EngineActor<T: Transport>(Rc<RefCell<FpgaEngine<T>>>);
 
-impl Actor for EngineActor {
+impl<T: Transport> Actor for EngineActor<T> {
     fn run(&mut self, _t: &mut SimTransport) -> Option<Instant> {
         match self.0.try_borrow_mut() {
             Ok(mut e) => e.pump().ok().flatten(),
@@ -347,8 +432,23 @@ impl Actor for EngineActor {
     }
 }
 
+/// An engine model of any backend.
+enum AnyEngine {
+    Sim(Rc<RefCell<FpgaEngine<SimTransport>>>),
+    Udp(Rc<RefCell<FpgaEngine<UdpTransport>>>),
+}
+
+macro_rules! eng {
+    ($s:expr, $x:ident => $body:expr) => {
+        match $s {
+            AnyEngine::Sim($x) => $body,
+            AnyEngine::Udp($x) => $body,
+        }
+    };
+}
+
 struct EngineState {
-    engine: Rc<RefCell<FpgaEngine<SimTransport>>>,
+    engine: AnyEngine,
     params: Option<rctb_sim::models::fpga::FpgaParams>,
     rng: Box<dyn FnMut() -> u32>,
     mr_len: u32,
@@ -386,7 +486,7 @@ impl FpgaEngineHandle {
     #[pyo3(signature = (fabric, node, host_ip, *, sgid_index = 1, mr_len = 1 << 20))]
     fn new(
         py: Python<'_>,
-        fabric: &Bound<'_, Fabric>,
+        fabric: &Bound<'_, PyAny>,
         node: String,
         host_ip: &str,
         sgid_index: u32,
@@ -394,18 +494,25 @@ impl FpgaEngineHandle {
     ) -> PyResult<Self> {
         let host: Ipv4Addr =
             host_ip.parse().map_err(|_| invalid(format!("hostIp {host_ip:?}: not an IPv4 address")))?;
-        let f = fabric.get();
-        let seed = f.seed_value();
-        let engine = f.engine.clone();
+        let backend = Backend::of(fabric)?;
+        let (engine, seed, udp) = (backend.engine(), backend.seed(), matches!(backend, Backend::Udp(..)));
         let e2 = engine.clone();
         let id = py
             .detach(move || {
                 e2.call(move |s: &mut State| -> Result<u64, String> {
-                    let fs = s.get::<FabricState>(FABRIC_ID).ok_or("the fabric is gone")?;
-                    let t = fs.transport_of(Some(&node))?;
-                    let node_id = fs.sim.node(&node).map_err(|e| e.to_string())?;
-                    let engine = Rc::new(RefCell::new(FpgaEngine::new(t, host, sgid_index)));
-                    fs.sim.add_actor(node_id, Box::new(EngineActor(engine.clone())));
+                    let engine = if udp {
+                        let us = s.get_mut::<UdpState>(UDP_ID).ok_or("the network is gone")?;
+                        let t = us.take(&node)?;
+                        // Pumped by the servers' waits (see next_frame), not as an actor.
+                        AnyEngine::Udp(Rc::new(RefCell::new(FpgaEngine::new(t, host, sgid_index))))
+                    } else {
+                        let fs = s.get::<FabricState>(FABRIC_ID).ok_or("the fabric is gone")?;
+                        let t = fs.transport_of(Some(&node))?;
+                        let node_id = fs.sim.node(&node).map_err(|e| e.to_string())?;
+                        let engine = Rc::new(RefCell::new(FpgaEngine::new(t, host, sgid_index)));
+                        fs.sim.add_actor(node_id, Box::new(EngineActor(engine.clone())));
+                        AnyEngine::Sim(engine)
+                    };
                     Ok(s.insert(EngineState {
                         engine,
                         params: None,
@@ -446,8 +553,9 @@ impl FpgaEngineHandle {
             rkey: 0,
         };
         self.call(py, move |s| {
-            let mut e = s.engine.borrow_mut();
-            let p = setup_connection(&mut e, &host, &tc, s.mr_len, &mut s.rng).map_err(|e| e.to_string())?;
+            let (mr_len, rng) = (s.mr_len, &mut s.rng);
+            let p = eng!(&s.engine, e => setup_connection(&mut e.borrow_mut(), &host, &tc, mr_len, rng))
+                .map_err(|e| e.to_string())?;
             s.params = Some(p);
             Ok((p.qpn, p.lkey, p.pd_handler, p.rkey))
         })
@@ -471,27 +579,28 @@ impl FpgaEngineHandle {
         let gap = Duration::try_from_secs_f64(gap).map_err(|_| invalid("gap: too large"))?;
         let cfg = StreamConfig { channels, sizes, count, gap, window, payload: Payload::Prbs };
         self.call(py, move |s| {
-            let mut e = s.engine.borrow_mut();
-            e.start_stream(cfg).map_err(|e| e.to_string())?;
-            // The first sends go now; the actor keeps pumping as time passes.
-            e.pump().map(|_| ()).map_err(|e| e.to_string())
+            eng!(&s.engine, e => {
+                let mut e = e.borrow_mut();
+                e.start_stream(cfg).map_err(|e| e.to_string())?;
+                // The first sends go now; the actor keeps pumping as time passes.
+                e.pump().map(|_| ()).map_err(|e| e.to_string())
+            })
         })
     }
 
     /// (posted, completed, bytes, errors) of the stream.
     fn stream_stats(&self, py: Python<'_>) -> PyResult<(u64, u64, u64, Vec<String>)> {
         self.call(py, |s| {
-            let e = s.engine.borrow();
-            Ok(e.stream_stats().map_or((0, 0, 0, Vec::new()), |st| {
+            Ok(eng!(&s.engine, e => e.borrow().stream_stats().map_or((0, 0, 0, Vec::new()), |st| {
                 (st.posted, st.completed, st.bytes, st.errors.iter().map(|w| w.name().to_string()).collect())
-            }))
+            })))
         })
     }
 
     /// The surf teardown (ERR, destroy QP, free MR, free PD).
     fn teardown(&self, py: Python<'_>) -> PyResult<()> {
         self.call(py, |s| match s.params.take() {
-            Some(p) => teardown_connection(&mut s.engine.borrow_mut(), &p).map_err(|e| e.to_string()),
+            Some(p) => eng!(&s.engine, e => teardown_connection(&mut e.borrow_mut(), &p)).map_err(|e| e.to_string()),
             None => Ok(()),
         })
     }

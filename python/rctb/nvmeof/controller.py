@@ -65,7 +65,7 @@ class Controller:
         depth = int(queue_depth)
         if depth < 2 or depth > p.MAX_QUEUE_DEPTH:
             raise ValueError("queue_depth must be between 2 and 256")
-        if self.backend == "udp":
+        if self.backend == "udp" or isinstance(self.backend, _rctb.UdpNetwork):
             raise ValueError(
                 "backend 'udp' carries no RDMA CM, which NVMe/RDMA connects with; use a rctb.sim.Fabric or verbs"
             )

@@ -121,7 +121,7 @@ class RDMAQueue:
         self.depth = int(depth)
         rdma_cm_request(self.qid, self.depth, controller_id)
         self.backend = _check_backend(current_backend() if backend is None else backend)
-        if self.backend == "udp":
+        if self.backend == "udp" or isinstance(self.backend, _rctb.UdpNetwork):
             raise ValueError("backend 'udp' carries no RDMA CM, which NVMe/RDMA connects with; use a rctb.sim.Fabric or verbs")
         fabric = self.backend if isinstance(self.backend, _rctb.Fabric) else None
         self._closed = True
