@@ -26,10 +26,11 @@ use crate::errors::{engine_err, invalid, nvme_err};
 use crate::sim::{FABRIC_ID, Fabric, FabricState};
 
 /// A controller of any backend (PyO3 classes cannot be generic).
+/// Boxed: the variants differ in size, and there is one per Python object.
 pub enum AnyController {
-    Sim(Controller<SimTransport>),
+    Sim(Box<Controller<SimTransport>>),
     #[cfg(feature = "verbs")]
-    Verbs(Controller<rctb_hw::VerbsTransport>),
+    Verbs(Box<Controller<rctb_hw::VerbsTransport>>),
 }
 
 macro_rules! with_ctrl {
@@ -208,7 +209,7 @@ impl NvmeController {
                         .map_err(invalid)?;
                     let c = Controller::connect(t, cfg).map_err(|(_, e)| nvme_err(e))?;
                     let state = ControllerState {
-                        ctrl: AnyController::Sim(c),
+                        ctrl: AnyController::Sim(Box::new(c)),
                         namespaces: BTreeMap::new(),
                         buffers: BTreeMap::new(),
                         closed: false,
@@ -393,7 +394,7 @@ fn verbs_job(source: Option<String>, cfg: ControllerConfig) -> PyResult<ConnectJ
         let t = crate::verbs::open_device(source.as_deref())?;
         let c = Controller::connect(t, cfg).map_err(|(_, e)| nvme_err(e))?;
         let id = s.insert(ControllerState {
-            ctrl: AnyController::Verbs(c),
+            ctrl: AnyController::Verbs(Box::new(c)),
             namespaces: BTreeMap::new(),
             buffers: BTreeMap::new(),
             closed: false,
