@@ -215,12 +215,8 @@ class RoCEv2Server:
         self.name = kwargs.get("name", "RoCEv2Server")
         self.cfg = rocev2Cfg
         self.backend = _check_backend(current_backend() if backend is None else backend)
-        if not isinstance(self.backend, (_rctb.Fabric, _rctb.UdpNetwork)):
-            if self.backend == "verbs" and not _rctb.HAS_VERBS:
-                raise RuntimeError("this rctb build lacks the verbs backend (cargo feature `verbs`)")
-            raise NotImplementedError(
-                "RoCEv2Server from Python runs on a rctb.sim.Fabric or a rctb.udp.Network (not yet on verbs)"
-            )
+        if self.backend == "udp":
+            raise ValueError("backend 'udp': pass a rctb.udp.Network holding the endpoint deviceName names")
         c = rocev2Cfg
         payload = DEFAULT_MAX_PAYLOAD if c.maxPayload is None else int(c.maxPayload)
         depth = DEFAULT_RX_QUEUE_DEPTH if c.rxQueueDepth is None else int(c.rxQueueDepth)

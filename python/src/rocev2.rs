@@ -56,6 +56,8 @@ pub fn roce_err(e: RoceError) -> PyErr {
 enum AnyServer {
     Sim(RoceServer<SimTransport>),
     Udp(RoceServer<UdpTransport>),
+    #[cfg(feature = "verbs")]
+    Verbs(Box<RoceServer<rctb_hw::VerbsTransport>>),
 }
 
 macro_rules! srv {
@@ -63,6 +65,8 @@ macro_rules! srv {
         match $s {
             AnyServer::Sim($x) => $body,
             AnyServer::Udp($x) => $body,
+            #[cfg(feature = "verbs")]
+            AnyServer::Verbs($x) => $body,
         }
     };
 }
@@ -71,6 +75,10 @@ macro_rules! srv {
 enum Backend {
     Sim(Arc<Engine>, u64),
     Udp(Arc<Engine>, u64),
+    /// Real hardware: an engine thread of its own; PSNs from a random seed
+    /// (rogue draws them at random too).
+    #[cfg(feature = "verbs")]
+    Verbs(Arc<Engine>, u64),
 }
 
 impl Backend {
@@ -81,26 +89,64 @@ impl Backend {
         } else if let Ok(n) = obj.cast::<UdpNetwork>() {
             let n = n.get();
             Ok(Backend::Udp(n.engine.clone(), n.seed))
+        } else if obj.extract::<String>().is_ok_and(|s| s == "verbs") {
+            Self::verbs()
         } else {
-            Err(pyo3::exceptions::PyTypeError::new_err("backend: a rctb.sim.Fabric or a rctb.udp.Network"))
+            Err(pyo3::exceptions::PyTypeError::new_err("backend: a rctb.sim.Fabric, a rctb.udp.Network or 'verbs'"))
         }
+    }
+    #[cfg(feature = "verbs")]
+    fn verbs() -> PyResult<Backend> {
+        use std::hash::{BuildHasher, Hasher};
+        let engine = Arc::new(Engine::start("verbs").map_err(|e| invalid(format!("starting the engine: {e}")))?);
+        let seed = std::collections::hash_map::RandomState::new().build_hasher().finish();
+        Ok(Backend::Verbs(engine, seed))
+    }
+    #[cfg(not(feature = "verbs"))]
+    fn verbs() -> PyResult<Backend> {
+        Err(crate::errors::no_verbs())
+    }
+    fn is_verbs(&self) -> bool {
+        #[cfg(feature = "verbs")]
+        if let Backend::Verbs(..) = self {
+            return true;
+        }
+        false
     }
     fn engine(&self) -> Arc<Engine> {
         match self {
             Backend::Sim(e, _) | Backend::Udp(e, _) => e.clone(),
+            #[cfg(feature = "verbs")]
+            Backend::Verbs(e, _) => e.clone(),
         }
     }
     fn seed(&self) -> u64 {
         match self {
             Backend::Sim(_, s) | Backend::Udp(_, s) => *s,
+            #[cfg(feature = "verbs")]
+            Backend::Verbs(_, s) => *s,
         }
     }
     fn prefix(&self) -> &'static str {
         match self {
             Backend::Sim(..) => "sim-",
             Backend::Udp(..) => "udp-",
+            #[cfg(feature = "verbs")]
+            Backend::Verbs(..) => "",
         }
     }
+}
+
+#[cfg(feature = "verbs")]
+fn verbs_server(device: &str, cfg: ServerConfig, rng: &mut impl FnMut() -> u32) -> PyResult<AnyServer> {
+    let t = rctb_hw::VerbsTransport::open(device)
+        .map_err(|e| pyo3::exceptions::PyOSError::new_err(format!("deviceName {device:?}: {e}")))?;
+    Ok(AnyServer::Verbs(Box::new(RoceServer::create(t, cfg, rng).map_err(roce_err)?)))
+}
+
+#[cfg(not(feature = "verbs"))]
+fn verbs_server(_device: &str, _cfg: ServerConfig, _rng: &mut impl FnMut() -> u32) -> PyResult<AnyServer> {
+    Err(crate::errors::no_verbs())
 }
 
 struct ServerState {
@@ -191,12 +237,15 @@ impl RoceServerHandle {
             .build()
             .map_err(|e| invalid(e.to_string()))?;
         let (engine, seed, udp) = (backend.engine(), backend.seed(), matches!(backend, Backend::Udp(..)));
+        let verbs = backend.is_verbs();
         let e2 = engine.clone();
         let id = py
             .detach(move || {
                 e2.call(move |s: &mut State| -> PyResult<u64> {
                     let mut rng = seeded(seed ^ 0x524F_4345_7632);
-                    let server = if udp {
+                    let server = if verbs {
+                        verbs_server(&node, cfg, &mut rng)?
+                    } else if udp {
                         let us = s.get_mut::<UdpState>(UDP_ID).ok_or_else(|| invalid("the network is gone"))?;
                         let t = us.take(&node).map_err(|e| invalid(format!("deviceName: {e}")))?;
                         AnyServer::Udp(RoceServer::create(t, cfg, &mut rng).map_err(roce_err)?)
@@ -495,6 +544,11 @@ impl FpgaEngineHandle {
         let host: Ipv4Addr =
             host_ip.parse().map_err(|_| invalid(format!("hostIp {host_ip:?}: not an IPv4 address")))?;
         let backend = Backend::of(fabric)?;
+        if backend.is_verbs() {
+            return Err(pyo3::exceptions::PyNotImplementedError::new_err(
+                "the FPGA engine model runs on a rctb.sim.Fabric or a rctb.udp.Network; over verbs, run `rctb fpga-emu`",
+            ));
+        }
         let (engine, seed, udp) = (backend.engine(), backend.seed(), matches!(backend, Backend::Udp(..)));
         let e2 = engine.clone();
         let id = py

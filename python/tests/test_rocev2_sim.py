@@ -155,3 +155,13 @@ def test_bring_up_replays_from_the_seed():
             f.release()
         return fpga, server.getHostParams(), fabric.now_ns, len(frames)
     assert run() == run()
+
+
+def test_verbs_without_the_feature_is_a_clear_error():
+    import rctb
+    if rctb.HAS_VERBS:
+        pytest.skip("this build has the verbs backend")
+    with pytest.raises(RuntimeError, match="lacks the verbs backend"):
+        RoCEv2Server(rocev2Cfg=RoCEv2ServerCfg(ip=FPGA, deviceName="rxe0"))
+    with pytest.raises(NotImplementedError):
+        RoCEv2Engine(backend="verbs", hostIp=HOST)
