@@ -62,7 +62,7 @@ pub fn nvme_err(e: NvmeError) -> PyErr {
 pub fn no_verbs() -> PyErr {
     PyRuntimeError::new_err(
         "this rctb build lacks the verbs backend (build the wheel with the cargo feature `verbs`: \
-         pip install ./python --config-settings=build-args='--features verbs', which needs libibverbs-dev, \
+         MATURIN_PEP517_ARGS='--features verbs' pip install ./python, which needs libibverbs-dev, \
          librdmacm-dev and libclang-dev); use backend=rctb.sim.Fabric(...) or the udp backend instead",
     )
 }
