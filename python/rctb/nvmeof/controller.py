@@ -95,7 +95,12 @@ class Controller:
         if nsid <= 0 or nsid > self.info.namespace_count:
             raise ValueError("namespace ID is outside the controller's range")
         self._live()
-        size, cap, used, lba_size, metadata = self._ctrl.identify_namespace(nsid)
+        try:
+            size, cap, used, lba_size, metadata = self._ctrl.identify_namespace(nsid)
+        except RuntimeError as e:
+            if "separate metadata" in str(e):
+                raise NotImplementedError("namespaces with separate metadata are unsupported") from e
+            raise
         info = p.NamespaceInfo(nsid, size, cap, used, lba_size, metadata)
         return Namespace(self, info)
 
