@@ -10,8 +10,8 @@ mod common;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use common::{ALICE, Rig, RigOptions, pattern, post};
-use rctb_core::rcsession::{ClientConfig, ClientTransfer, Limits, Op, ReadyRequest, ServerConfig};
+use common::{ALICE, Rig, RigOptions, pattern, post, prepared};
+use rctb_core::rcsession::{ClientConfig, Limits, Op, ReadyRequest, ServerConfig};
 use rctb_core::wire::hipobj::{Crc64Nvme, PrepareHeaders};
 use rctb_gateway::client::{NoProgress, ObjectError, RdmaPort, ReadyAnswer, target};
 use rctb_gateway::http::GatewayOptions;
@@ -55,48 +55,11 @@ async fn put_then_get_is_byte_identical_from_0_bytes_to_64_mib() {
     assert_eq!(rig.live_sessions().await, 0);
 }
 
-/// PREPARE over HTTP and connect simulated client `idx`; the READY request.
-async fn prepared(
-    rig: &Rig,
-    idx: usize,
-    op: Op,
-    key: &str,
-    data: Vec<u8>,
-    checksum: Option<Crc64Nvme>,
-) -> (ClientTransfer, ReadyRequest) {
-    let principal = rctb_core::wire::hipobj::PrincipalId::from_credentials(ALICE.0, ALICE.1);
-    let t = target("bk", key);
-    let size = data.len() as u64;
-    let (xfer, req) = rig
-        .on_client(idx, move |p| {
-            p.write_at(0, &data).unwrap();
-            p.begin(principal, op, &t, size, 0x123, 0xC00C1E).unwrap()
-        })
-        .await;
-    let h = PrepareHeaders {
-        op,
-        target: req.target,
-        size,
-        offset: 0,
-        psn: req.client_psn,
-        cookie: req.cookie,
-        token: req.client_token,
-        checksum,
-    };
-    let reply = rig.control_plane(ALICE).prepare(&h).await.unwrap();
-    rig.on_client(idx, move |p| {
-        let mut x = xfer;
-        let r = p.connect(&mut x, &reply).unwrap();
-        (x, r)
-    })
-    .await
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_checksum_mismatch_is_verify_fail_and_writes_nothing() {
     let rig = Rig::start(RigOptions::default()).await;
     let data = pattern(5000, 9);
-    let (x, r) = prepared(&rig, 0, Op::Put, "bad", data, Some(Crc64Nvme::of(b"other"))).await;
+    let (x, r) = prepared(&rig, 0, Op::Put, &target("bk", "bad"), data, Some(Crc64Nvme::of(b"other"))).await;
     let cp = rig.control_plane(ALICE);
     let ready = tokio::spawn(async move { cp.ready(&r).await });
     rig.on_client(0, move |p| p.start_put(&mut x.clone()).unwrap()).await;
@@ -119,8 +82,8 @@ async fn data_phases_run_concurrently() {
     let rig = Rig::start(big_rig(1 << 20, 2)).await;
     let a = pattern(300_000, 1);
     let b = pattern(70_001, 2);
-    let (xa, ra) = prepared(&rig, 0, Op::Put, "a", a.clone(), Some(Crc64Nvme::of(&a))).await;
-    let (xb, rb) = prepared(&rig, 1, Op::Put, "b", b.clone(), Some(Crc64Nvme::of(&b))).await;
+    let (xa, ra) = prepared(&rig, 0, Op::Put, &target("bk", "a"), a.clone(), Some(Crc64Nvme::of(&a))).await;
+    let (xb, rb) = prepared(&rig, 1, Op::Put, &target("bk", "b"), b.clone(), Some(Crc64Nvme::of(&b))).await;
     let (cpa, cpb) = (rig.control_plane(ALICE), rig.control_plane(ALICE));
     let ready_a = tokio::spawn(async move { cpa.ready(&ra).await });
     let ready_b = tokio::spawn(async move { cpb.ready(&rb).await });
@@ -215,7 +178,7 @@ async fn a_raw_busy_ready_is_409() {
     let data = pattern(3000, 5);
     rig.store.put(&ObjectPath::new("bk", "o").unwrap(), &data).unwrap();
     rig.on_client(0, |p| p.skip_recv = 1).await;
-    let (_x, r) = prepared(&rig, 0, Op::Get, "o", vec![0; 3000], None).await;
+    let (_x, r) = prepared(&rig, 0, Op::Get, &target("bk", "o"), vec![0; 3000], None).await;
     let a = rig.control_plane(ALICE).ready(&r).await.unwrap();
     assert_eq!(a, ReadyAnswer::Busy);
     // The session is Prepared again: CANCEL frees it.
@@ -267,7 +230,7 @@ async fn control_plane_only_ready_over_http() {
 async fn shutdown_answers_503_while_in_flight_requests_finish() {
     let rig = Rig::start(RigOptions { clients: 2, ..RigOptions::default() }).await;
     let data = pattern(50_000, 6);
-    let (x, r) = prepared(&rig, 0, Op::Put, "late", data.clone(), Some(Crc64Nvme::of(&data))).await;
+    let (x, r) = prepared(&rig, 0, Op::Put, &target("bk", "late"), data.clone(), Some(Crc64Nvme::of(&data))).await;
     let cp = rig.control_plane(ALICE);
     let ready = tokio::spawn(async move { cp.ready(&r).await });
     until(&rig, |s| s.in_flight() == 1).await;

@@ -6,7 +6,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{ADMIN, ALICE, BOB, Rig, RigOptions, post, send, t0};
+use common::{ADMIN, ALICE, BOB, Rig, RigOptions, post, prepare_headers, send, t0};
 use rctb_gateway::store::{ObjectPath, ObjectStore};
 
 async fn start() -> Rig {
@@ -17,18 +17,6 @@ async fn start() -> Rig {
 
 async fn live_sessions(s: &Rig) -> usize {
     s.live_sessions().await
-}
-
-fn prepare_headers<'a>(op: &'a str, target: &'a str, size: &'a str) -> Vec<(&'a str, &'a str)> {
-    vec![
-        ("x-amz-rdma-protocol", "hipobj-rc-v2"),
-        ("x-amz-rdma-op", op),
-        ("x-amz-rdma-target", target),
-        ("x-amz-rdma-size", size),
-        ("x-amz-rdma-offset", "0"),
-        ("x-amz-rdma-psn", "abc"),
-        ("x-amz-rdma-cookie", "1234abcd"),
-    ]
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

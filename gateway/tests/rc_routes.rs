@@ -15,8 +15,8 @@
 mod common;
 
 use bytes::Bytes;
-use common::{ALICE, Answer, Rig, RigOptions, pattern, post, send, t0};
-use rctb_core::rcsession::{ClientConfig, ClientTransfer, Op, ReadyRequest, ServerConfig};
+use common::{ALICE, Answer, Rig, RigOptions, pattern, post, prepare_headers, prepared, send, t0};
+use rctb_core::rcsession::{ClientConfig, Op, ReadyRequest, ServerConfig};
 use rctb_core::time::Duration;
 use rctb_core::wire::hipobj::{Crc64Nvme, PrepareHeaders, PrincipalId};
 use rctb_gateway::client::{NoProgress, ObjectError, RdmaPort, ReadyAnswer};
@@ -24,18 +24,6 @@ use rctb_gateway::http::GatewayOptions;
 use rctb_gateway::store::{ObjectPath, ObjectStore};
 
 const CAP: &str = "x-amz-rdma-capabilities";
-
-fn prepare_headers<'a>(op: &'a str, target: &'a str, size: &'a str) -> Vec<(&'a str, &'a str)> {
-    vec![
-        ("x-amz-rdma-protocol", "hipobj-rc-v2"),
-        ("x-amz-rdma-op", op),
-        ("x-amz-rdma-target", target),
-        ("x-amz-rdma-size", size),
-        ("x-amz-rdma-offset", "0"),
-        ("x-amz-rdma-psn", "abc"),
-        ("x-amz-rdma-cookie", "1234abcd"),
-    ]
-}
 
 fn ready_headers<'a>(session: &'a str, qpn: &'a str) -> Vec<(&'a str, &'a str)> {
     vec![
@@ -258,42 +246,6 @@ async fn targets_decode_and_classify_as_versitygw() {
     assert_eq!(beside, ["root"]);
 }
 
-/// PREPARE over HTTP of `target` and connect simulated client 0: the
-/// transfer and its READY request.
-async fn prepared(
-    rig: &Rig,
-    op: Op,
-    target: &str,
-    data: Vec<u8>,
-    checksum: Option<Crc64Nvme>,
-) -> (ClientTransfer, ReadyRequest) {
-    let principal = PrincipalId::from_credentials(ALICE.0, ALICE.1);
-    let (t, size) = (target.to_string(), data.len() as u64);
-    let (xfer, req) = rig
-        .on_client(0, move |p| {
-            p.write_at(0, &data).unwrap();
-            p.begin(principal, op, &t, size, 0x123, 0xC00C1E).unwrap()
-        })
-        .await;
-    let h = PrepareHeaders {
-        op,
-        target: req.target,
-        size,
-        offset: 0,
-        psn: req.client_psn,
-        cookie: req.cookie,
-        token: req.client_token,
-        checksum,
-    };
-    let reply = rig.control_plane(ALICE).prepare(&h).await.unwrap();
-    rig.on_client(0, move |p| {
-        let mut x = xfer;
-        let r = p.connect(&mut x, &reply).unwrap();
-        (x, r)
-    })
-    .await
-}
-
 /// Item 3: each READY outcome answers with its own status and code, and
 /// advertises (the session existed).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -318,9 +270,9 @@ async fn ready_outcomes_answer_by_their_own_codes() {
         rig.store.put(&ObjectPath::new("bk", "src").unwrap(), &pattern(3000, 4)).unwrap();
         let data = pattern(3000, 1);
         let (x, mut r) = match case {
-            Case::Timeout => prepared(&rig, Op::Put, "/bk/t", data.clone(), Some(Crc64Nvme::of(&data))).await,
-            Case::Verify => prepared(&rig, Op::Put, "/bk/v", data, Some(Crc64Nvme::of(b"other"))).await,
-            Case::Wire => prepared(&rig, Op::Get, "/bk/src", vec![0; 3000], None).await,
+            Case::Timeout => prepared(&rig, 0, Op::Put, "/bk/t", data.clone(), Some(Crc64Nvme::of(&data))).await,
+            Case::Verify => prepared(&rig, 0, Op::Put, "/bk/v", data, Some(Crc64Nvme::of(b"other"))).await,
+            Case::Wire => prepared(&rig, 0, Op::Get, "/bk/src", vec![0; 3000], None).await,
         };
         if let Case::Wire = case {
             r.client_mr_rkey = r.client_mr_rkey.wrapping_add(0x100);

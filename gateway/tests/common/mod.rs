@@ -18,7 +18,7 @@ use rctb_core::rcsession::{
     ClientConfig, ClientTransfer, Op, PrepareReply, PrepareRequest, RcClient, ReadyRequest, ServerConfig,
     SessionManager,
 };
-use rctb_core::wire::hipobj::PrincipalId;
+use rctb_core::wire::hipobj::{Crc64Nvme, PrepareHeaders, PrincipalId};
 use rctb_gateway::auth::{self, User, Users};
 use rctb_gateway::client::{
     ControlPlane, Credentials, Endpoint, ObjectClient, ObjectError, RdmaJob, RdmaPort, RdmaRunner,
@@ -255,4 +255,54 @@ pub async fn post(rig: &Rig, path: &str, who: (&str, &str), headers: &[(&str, &s
 /// A deterministic payload.
 pub fn pattern(n: usize, seed: u8) -> Vec<u8> {
     (0..n).map(|i| ((i as u32).wrapping_mul(2654435761) >> 13) as u8 ^ seed).collect()
+}
+
+/// The headers of a well-formed PREPARE of `op` on `target` (no token).
+pub fn prepare_headers<'a>(op: &'a str, target: &'a str, size: &'a str) -> Vec<(&'a str, &'a str)> {
+    vec![
+        ("x-amz-rdma-protocol", "hipobj-rc-v2"),
+        ("x-amz-rdma-op", op),
+        ("x-amz-rdma-target", target),
+        ("x-amz-rdma-size", size),
+        ("x-amz-rdma-offset", "0"),
+        ("x-amz-rdma-psn", "abc"),
+        ("x-amz-rdma-cookie", "1234abcd"),
+    ]
+}
+
+/// PREPARE of `target` over HTTP (as ALICE) and connect simulated client
+/// `idx` to the reply: the transfer and its READY request.
+pub async fn prepared(
+    rig: &Rig,
+    idx: usize,
+    op: Op,
+    target: &str,
+    data: Vec<u8>,
+    checksum: Option<Crc64Nvme>,
+) -> (ClientTransfer, ReadyRequest) {
+    let principal = PrincipalId::from_credentials(ALICE.0, ALICE.1);
+    let (t, size) = (target.to_string(), data.len() as u64);
+    let (xfer, req) = rig
+        .on_client(idx, move |p| {
+            p.write_at(0, &data).unwrap();
+            p.begin(principal, op, &t, size, 0x123, 0xC00C1E).unwrap()
+        })
+        .await;
+    let h = PrepareHeaders {
+        op,
+        target: req.target,
+        size,
+        offset: 0,
+        psn: req.client_psn,
+        cookie: req.cookie,
+        token: req.client_token,
+        checksum,
+    };
+    let reply = rig.control_plane(ALICE).prepare(&h).await.unwrap();
+    rig.on_client(idx, move |p| {
+        let mut x = xfer;
+        let r = p.connect(&mut x, &reply).unwrap();
+        (x, r)
+    })
+    .await
 }
