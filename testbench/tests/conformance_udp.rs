@@ -3,13 +3,28 @@
 //! the test may open raw sockets, read back with its IPv4 header and
 //! ICRC-checked). RDMA CM is not carried over UDP: the `cm/` cases are
 //! skipped.
+//!
+//! These run in real time: RC's ACK timers and retry budget meet the
+//! scheduler. One test at a time ([`one_at_a_time`]), so a test's timers
+//! never compete for the cores with a sibling's 1 MiB transfers (on a
+//! 2-core machine, two of them at once starved a 1 MiB SEND into
+//! RETRY_EXC_ERR).
+
+use std::sync::{Mutex, MutexGuard};
 
 use rctb::conformance;
 use rctb_core::transport::Mtu;
 use rctb_udp::{RawRx, UdpConfig, UdpReactor};
 
+/// Held for the whole of each test; a failed test's poison is ignored.
+fn one_at_a_time() -> MutexGuard<'static, ()> {
+    static LOCK: Mutex<()> = Mutex::new(());
+    LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
 #[test]
 fn every_conformance_case_but_cm_passes_on_udp_loopback() {
+    let _serial = one_at_a_time();
     let reactor = UdpReactor::new(Some(1));
     let cfg = |name: &str, ip: &str| UdpConfig { mtu: Mtu::Mtu1024, ..UdpConfig::new(name, ip.parse().unwrap()) };
     let mut a = reactor.endpoint(cfg("udp1", "127.91.0.2")).expect("bind 127.91.0.2:4791");
@@ -33,6 +48,7 @@ fn every_conformance_case_but_cm_passes_on_udp_loopback() {
 /// covers that port. Every data case still passes.
 #[test]
 fn data_cases_pass_without_raw_sockets_on_another_port() {
+    let _serial = one_at_a_time();
     let reactor = UdpReactor::new(Some(2));
     let cfg = |name: &str, ip: &str| UdpConfig {
         mtu: Mtu::Mtu1024,
@@ -58,6 +74,7 @@ fn data_cases_pass_without_raw_sockets_on_another_port() {
 /// with its data intact, through NAKs, go-back-N and timeouts.
 #[test]
 fn transfers_complete_intact_under_loss() {
+    let _serial = one_at_a_time();
     let reactor = UdpReactor::new(Some(3));
     let cfg = |name: &str, ip: &str, seed| {
         UdpConfig { mtu: Mtu::Mtu1024, ..UdpConfig::new(name, ip.parse().unwrap()) }.with_loss(0.03, 0.03, seed)
@@ -84,6 +101,7 @@ fn transfers_complete_intact_under_loss() {
 /// between this backend and an RDMA device, which needs no driving).
 #[test]
 fn data_cases_pass_between_two_reactors() {
+    let _serial = one_at_a_time();
     use rctb_udp::mixed::{Driven, Either};
     let cfg = |name: &str, ip: &str| UdpConfig { mtu: Mtu::Mtu1024, ..UdpConfig::new(name, ip.parse().unwrap()) };
     let (r1, r2) = (UdpReactor::new(Some(4)), UdpReactor::new(Some(5)));
@@ -107,6 +125,7 @@ fn rctb(args: &[&str]) -> std::process::Output {
 /// loopback endpoints: the lines the VM hooks read.
 #[test]
 fn the_udp_front_ends_print_what_the_hooks_read() {
+    let _serial = one_at_a_time();
     let out = rctb(&["conformance", "--backend", "udp", "--device", "127.91.5.2", "--peer", "127.91.5.1"]);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{text}\n{}", String::from_utf8_lossy(&out.stderr));
