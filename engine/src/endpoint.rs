@@ -204,11 +204,13 @@ impl Endpoint {
         self.cfg.ip
     }
 
+    #[inline]
     pub fn counters(&self) -> EndpointCounters {
         self.counters
     }
 
     /// Whether the port is up (what `port` reports as its state).
+    #[inline]
     pub fn link_up(&self) -> bool {
         self.link_up
     }
@@ -223,6 +225,7 @@ impl Endpoint {
     }
 
     /// Whether a CM event or a completion on one of `cqs` waits.
+    #[inline]
     pub fn has_events(&self, cqs: &[CqId]) -> bool {
         !self.cm_events.is_empty() || cqs.iter().any(|cq| self.cqs.get(cq.0).is_some_and(|c| !c.entries.is_empty()))
     }
@@ -258,6 +261,7 @@ impl Endpoint {
     }
 
     /// Delivers the completions the last action produced to their CQs.
+    #[inline]
     pub(crate) fn route(&mut self) {
         for rc in self.comps.drain(..) {
             if let Some(cq) = self.cqs.get_mut(rc.cq.0) {
@@ -307,6 +311,7 @@ impl Endpoint {
     /// Takes one RoCEv2 packet addressed to this endpoint, arrived at `now`.
     /// The owner has checked the ICRC (a damaged frame never gets here).
     /// The packet's payload buffer stays the caller's.
+    #[inline]
     pub fn handle_packet(&mut self, now: Instant, pkt: &Packet) -> Result<(), PacketDrop> {
         let Some(&qp) = self.qpn_to_qp.get(&pkt.bth.dest_qp) else { return Err(PacketDrop::NoSuchQp) };
         if let Some(q) = self.qps.get_mut(qp.0) {
@@ -318,6 +323,7 @@ impl Endpoint {
     }
 
     /// Runs every timer due at `now` (late ones fire once, now).
+    #[inline]
     pub fn handle_timeout(&mut self, now: Instant) {
         while let Some(&Reverse((at, _, key))) = self.timers.peek() {
             if at > now {
@@ -351,11 +357,13 @@ impl Endpoint {
     /// no timer is pending). It may be in the past: call it at once then.
     /// It may also be a timer a later change made moot (the QP was
     /// destroyed, the deadline moved): handling it then does nothing.
+    #[inline]
     pub fn poll_timeout(&self) -> Option<Instant> {
         self.timers.peek().map(|&Reverse((at, _, _))| at)
     }
 
     /// Whether [`poll_transmit`](Self::poll_transmit) may have a packet.
+    #[inline]
     pub fn wants_transmit(&self) -> bool {
         !self.tx_ready.is_empty()
     }
@@ -363,6 +371,7 @@ impl Endpoint {
     /// The next packet to put on the wire at `now`, from the QPs with
     /// output in round-robin order. Its payload is built in `buf` (the
     /// buffer moves into the packet; on `None` it stays the caller's).
+    #[inline]
     pub fn poll_transmit(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit> {
         loop {
             let qp = self.tx_ready.pop_front()?;
@@ -386,11 +395,13 @@ impl Endpoint {
     }
 
     /// The next CM message to carry to its destination.
+    #[inline]
     pub fn poll_cm_transmit(&mut self) -> Option<CmTransmit> {
         self.cm_out.pop_front()
     }
 
     /// The next CM event for the application (`cm_poll` of the transport).
+    #[inline]
     pub fn poll_cm_event(&mut self) -> Option<CmEvent> {
         self.cm_events.pop_front()
     }

@@ -27,6 +27,7 @@ pub struct Packet {
 
 impl Packet {
     /// Bytes on the Ethernet wire (without preamble and FCS).
+    #[inline]
     pub fn wire_len(&self) -> usize {
         let pad = (4 - self.payload.len() % 4) % 4;
         OUTER_HEADERS_LEN

@@ -37,6 +37,7 @@ fn post_error(verb: Verb, e: PostError) -> TransportError {
 }
 
 impl Endpoint {
+    #[inline]
     fn with_qp<R>(
         &mut self,
         now: Instant,
@@ -288,6 +289,7 @@ impl Endpoint {
         Ok(())
     }
 
+    #[inline]
     pub fn post_send<'a>(&mut self, now: Instant, qp: QpId, wr: &SendWr<'a>) -> Result<()> {
         if wr.len() > u32::MAX as u64 {
             return Err(TransportError::invalid(
@@ -301,11 +303,13 @@ impl Endpoint {
             .map_err(|e| post_error(Verb::PostSend, e))
     }
 
+    #[inline]
     pub fn post_recv<'a>(&mut self, now: Instant, qp: QpId, wr: &RecvWr<'a>) -> Result<()> {
         self.with_qp(now, Verb::PostRecv, qp, |q, mem, _, out| q.post_recv(wr, mem, out))?
             .map_err(|e| post_error(Verb::PostRecv, e))
     }
 
+    #[inline]
     pub fn poll_cq(&mut self, cq: CqId, max: usize, out: &mut Vec<Completion>) -> Result<usize> {
         let c = self.cqs.get_mut(cq.0).ok_or_else(|| TransportError::handle(Verb::PollCq, cq))?;
         if c.overrun {

@@ -393,6 +393,9 @@ impl World {
                 // The owner has not taken what waits: `take_external` resumes us.
                 return;
             }
+            if !self.nodes[node].ep.wants_transmit() {
+                break;
+            }
             let mut buf = self.take_buf();
             let Some(tx) = self.nodes[node].ep.poll_transmit(now, &mut buf) else {
                 self.give_buf(buf);
