@@ -20,11 +20,11 @@ use rdma_sys::{ibv_sge, ibv_wc};
 
 use crate::cq::Cq;
 use crate::device::Context;
-use crate::summary::{DeviceSummary, SYSFS_ROOT};
 use crate::gid::{GidDetectError, detect_gid_index};
 use crate::mr::MemoryRegion;
 use crate::pd::Pd;
 use crate::qp::{QpParents, QueuePair, modify_attr};
+use crate::summary::{DeviceSummary, SYSFS_ROOT};
 use crate::sys::monotonic_nanos;
 use crate::wc::completion;
 
