@@ -14,28 +14,30 @@
 //! let (_ta, _tb) = (sim.transport(a), sim.transport(b));
 //! ```
 //!
+//! The protocol is not here: each node is one sans-IO [`rctb_engine::Endpoint`]
+//! (verbs resources, QPs, the RC requester and responder, RDMA CM). This
+//! crate is its owner in virtual time: it carries the endpoints' packets
+//! over simulated links (latency, faults, partitions), their CM messages,
+//! runs their timers, records the pcap, and runs the actors. `SimTransport`
+//! is a thin adapter from `Transport` to an endpoint's verbs.
+//!
 //! Each node has one egress port with a bandwidth; its transmit pipeline
 //! commits up to 16 packets at a time (each leaves at its own serialization
 //! slot), so an ACK can wait behind a committed burst, as on a real NIC.
 //!
 //! What it does not model: atomics, UD/UC, SRQs, memory windows, congestion
 //! control (ECN/CNP), and CM message loss (CM retransmits its MADs on real
-//! fabrics; partitions still cut CM).
+//! fabrics; partitions still cut CM: see `rctb_engine::cm`).
 
 mod actor;
-mod cm;
 mod config;
 #[doc(hidden)]
 pub mod fuzzing;
 #[doc(hidden)]
 pub mod fuzzing_rcsession;
-mod idmap;
-mod memory;
 pub mod models;
 mod node;
-mod packet;
 mod pcap;
-pub mod rc;
 mod rng;
 mod stats;
 mod transport;
@@ -50,7 +52,7 @@ use thiserror::Error;
 
 pub use actor::{Actor, ActorId};
 pub use config::{FaultAction, LinkConfig, LinkFaults, NodeConfig, ScheduledFault};
-pub use packet::Packet;
+pub use rctb_engine::{Packet, rc};
 pub use rng::SimRng;
 pub use stats::FabricStats;
 pub use transport::SimTransport;
@@ -257,7 +259,7 @@ impl Sim {
     }
 
     pub fn stats(&self) -> FabricStats {
-        self.world.borrow().stats
+        self.world.borrow().stats()
     }
 
     /// Starts recording every frame into a pcap.
@@ -273,8 +275,8 @@ impl Sim {
     /// Verbs objects (PDs, MRs, CQs, QPs) alive on one node.
     pub fn node_objects(&self, node: NodeId) -> usize {
         let w = self.world.borrow();
-        let n = &w.nodes[node.0];
-        n.pds.len() + n.cqs.len() + n.qps.len() + n.mem_regions()
+        let r = w.nodes[node.0].ep.resources();
+        r.pds + r.cqs + r.qps + r.mrs
     }
 
     /// Sums of the per-QP resources still alive on every node, for leak checks.
@@ -282,10 +284,11 @@ impl Sim {
         let w = self.world.borrow();
         let mut r = LiveResources::default();
         for n in &w.nodes {
-            r.pds += n.pds.len();
-            r.cqs += n.cqs.len();
-            r.qps += n.qps.len();
-            r.mrs += n.mem_regions();
+            let e = n.ep.resources();
+            r.pds += e.pds;
+            r.cqs += e.cqs;
+            r.qps += e.qps;
+            r.mrs += e.mrs;
         }
         r
     }

@@ -8,7 +8,7 @@ use pcap_file::pcap::{PcapHeader, PcapPacket, PcapWriter};
 use rctb_core::time::{Duration, Instant};
 use rctb_core::wire::roce::{ExtHeaders, FrameBuilder, MacAddr};
 
-use crate::packet::Packet;
+use rctb_engine::Packet;
 
 #[derive(Debug)]
 pub struct PcapSink {

@@ -1,7 +1,7 @@
 //! Fabric-wide counters.
 
-use crate::packet::Packet;
 use rctb_core::wire::roce::{AckKind, NakCode, Opcode};
+use rctb_engine::Packet;
 
 /// What the fabric saw. Every field is a count of packets unless named
 /// otherwise.

@@ -2,40 +2,26 @@
 //! [`Transport`]. It is a cheap handle (`Rc` of the world): an application
 //! owns its transport as it would own a verbs context, and many applications
 //! share one world on one thread.
+//!
+//! Every verb is the node's engine endpoint's own (`rctb_engine`); around
+//! the ones that start protocol work the world takes the endpoint's outputs
+//! (CM messages, the transmit pipeline, its timer). `wait` runs the world's
+//! events until a completion or CM event is ready or the deadline passes.
 
 use std::cell::RefCell;
 use std::rc::Rc;
 
 use rctb_core::time::Instant;
 use rctb_core::transport::*;
+use rctb_engine::Endpoint;
 
-use crate::cm::{self, CM_TIMEOUT, CmMsg};
-use crate::memory::Region;
-use crate::node::{Conn, ConnState, Cq};
-use crate::rc::{PostError, RcQp};
-use crate::world::{EventKind, NodeIdx, World};
-
-/// Largest region the simulator registers (it allocates real memory).
-pub const MAX_MR_SIZE: u64 = 1 << 32;
-pub const MAX_CQE: u32 = 1 << 20;
-pub const MAX_QP_WR: u32 = 1 << 15;
-pub const MAX_SGE: u32 = 32;
+use crate::world::{NodeIdx, World};
 
 /// A node's transport handle.
 #[derive(Clone, Debug)]
 pub struct SimTransport {
     pub(crate) world: Rc<RefCell<World>>,
     pub(crate) node: NodeIdx,
-}
-
-fn post_error(verb: Verb, e: PostError) -> TransportError {
-    match e {
-        PostError::State(state) => TransportError::InvalidState { verb, state, what: "posting work requests" },
-        PostError::QueueFull(limit) => TransportError::QueueFull { verb, what: "work requests", limit },
-        PostError::TooManySge(limit) => {
-            TransportError::invalid(verb, "num_sge", limit as u64 + 1, "exceeds the QP's max SGE count")
-        }
-    }
 }
 
 impl SimTransport {
@@ -50,500 +36,148 @@ impl SimTransport {
     /// Whether a CM event or a completion on one of `cqs` is waiting (what
     /// `wait` returns `Ready` for), without consuming anything.
     pub fn has_events(&self, cqs: &[CqId]) -> bool {
-        self.ready(cqs)
+        self.ep(|ep| ep.has_events(cqs))
     }
 
     /// Registers GPU memory: RDMA writes into it become visible only after
     /// [`SimTransport::gpu_flush`] (local `mr_write` is immediate).
     pub fn reg_gpu_mr(&mut self, pd: PdId, len: u64, access: Access) -> Result<MrInfo> {
-        let info = self.reg_mr(pd, len, access)?;
-        let mut w = self.world.borrow_mut();
-        if let Some(r) = w.nodes[self.node].mem.get_mut(info.id) {
-            r.pending = Some(Vec::new());
-        }
-        Ok(info)
+        self.ep_mut(|ep| ep.reg_gpu_mr(pd, len, access))
     }
 
     /// Makes the RDMA writes a GPU region received visible; returns how many.
     pub fn gpu_flush(&mut self, mr: MrId) -> Result<usize> {
-        let mut w = self.world.borrow_mut();
-        let r = w.nodes[self.node].mem.get_mut(mr).ok_or_else(|| TransportError::handle(Verb::MrAccess, mr))?;
-        let Some(pending) = r.pending.as_mut() else { return Ok(0) };
-        let writes = std::mem::take(pending);
-        for (offset, data) in &writes {
-            let start = *offset as usize;
-            r.data[start..start + data.len()].copy_from_slice(data);
-        }
-        Ok(writes.len())
+        self.ep_mut(|ep| ep.gpu_flush(mr))
     }
 
-    fn ready(&self, cqs: &[CqId]) -> bool {
-        let w = self.world.borrow();
-        let n = &w.nodes[self.node];
-        !n.cm_events.is_empty() || cqs.iter().any(|cq| n.cqs.get(cq.0).is_some_and(|c| !c.entries.is_empty()))
+    fn ep<R>(&self, f: impl FnOnce(&Endpoint) -> R) -> R {
+        f(&self.world.borrow().nodes[self.node].ep)
     }
 
-    fn with_qp<R>(
-        &mut self,
-        verb: Verb,
-        qp: QpId,
-        f: impl FnOnce(&mut RcQp, &crate::memory::Memory, std::net::Ipv4Addr, &mut Vec<crate::rc::RoutedCompletion>) -> R,
-    ) -> Result<R> {
+    /// A verb that starts no protocol work.
+    fn ep_mut<R>(&mut self, f: impl FnOnce(&mut Endpoint) -> R) -> R {
+        f(&mut self.world.borrow_mut().nodes[self.node].ep)
+    }
+
+    /// A verb that may: the world takes the endpoint's outputs after it.
+    fn drive<R>(&mut self, f: impl FnOnce(&mut Endpoint, Instant) -> R) -> R {
         let mut w = self.world.borrow_mut();
-        let r = w.on_node(self.node, |n, comps| {
-            let ip = n.cfg.ip;
-            let q = n.qps.get_mut(qp.0).ok_or_else(|| TransportError::handle(verb, qp))?;
-            Ok(f(q, &n.mem, ip, comps))
-        })?;
-        w.after_qp_change(self.node, qp);
-        Ok(r)
+        let now = w.now;
+        let r = f(&mut w.nodes[self.node].ep, now);
+        w.sync(self.node);
+        r
     }
 }
 
 impl Transport for SimTransport {
     fn device(&self) -> Result<DeviceInfo> {
-        let w = self.world.borrow();
-        Ok(DeviceInfo {
-            name: format!("sim-{}", w.nodes[self.node].cfg.name),
-            max_qp_wr: MAX_QP_WR,
-            max_sge: MAX_SGE,
-            max_cqe: MAX_CQE,
-            max_mr_size: MAX_MR_SIZE,
-            max_qp_rd_atom: 16,
-            max_qp_init_rd_atom: 16,
-        })
+        let mut d = self.ep(|ep| ep.device())?;
+        d.name = format!("sim-{}", d.name);
+        Ok(d)
     }
 
     fn port(&self, port: u8) -> Result<PortInfo> {
-        if port != 1 {
-            return Err(TransportError::invalid(
-                Verb::QueryPort,
-                "port",
-                port as u64,
-                "the simulated device has port 1",
-            ));
-        }
-        let w = self.world.borrow();
-        let n = &w.nodes[self.node];
-        // Like rxe: index 0 the link-local GID, index 1 the IPv4-mapped one.
-        let mut ll = [0u8; 16];
-        ll[0] = 0xfe;
-        ll[1] = 0x80;
-        ll[8..11].copy_from_slice(&[n.mac[0] ^ 0x02, n.mac[1], n.mac[2]]);
-        ll[11] = 0xff;
-        ll[12] = 0xfe;
-        ll[13..16].copy_from_slice(&n.mac[3..6]);
-        Ok(PortInfo {
-            port: 1,
-            state: if n.up { PortState::Active } else { PortState::Down },
-            active_mtu: n.cfg.mtu,
-            max_mtu: Mtu::Mtu4096,
-            gids: vec![
-                GidEntry { index: 0, gid: Gid(ll), gid_type: GidType::RoceV2 },
-                GidEntry { index: 1, gid: Gid::from_ipv4(n.cfg.ip), gid_type: GidType::RoceV2 },
-            ],
-        })
+        self.ep(|ep| ep.port(port))
     }
 
     fn alloc_pd(&mut self) -> Result<PdId> {
-        let mut w = self.world.borrow_mut();
-        let n = &mut w.nodes[self.node];
-        let pd = PdId(n.alloc_id());
-        n.pds.insert(pd);
-        Ok(pd)
+        self.ep_mut(|ep| ep.alloc_pd())
     }
 
     fn dealloc_pd(&mut self, pd: PdId) -> Result<()> {
-        let mut w = self.world.borrow_mut();
-        let n = &mut w.nodes[self.node];
-        if !n.pds.contains(&pd) {
-            return Err(TransportError::handle(Verb::DeallocPd, pd));
-        }
-        let mrs = n.mem.count_in_pd(pd);
-        let qps = n.qps.values().filter(|q| q.pd() == pd).count();
-        if mrs + qps > 0 {
-            return Err(TransportError::Busy {
-                verb: Verb::DeallocPd,
-                what: pd.to_string(),
-                by: format!("{mrs} memory regions, {qps} queue pairs"),
-            });
-        }
-        n.pds.remove(&pd);
-        Ok(())
+        self.ep_mut(|ep| ep.dealloc_pd(pd))
     }
 
     fn reg_mr(&mut self, pd: PdId, len: u64, access: Access) -> Result<MrInfo> {
-        let mut w = self.world.borrow_mut();
-        let n = &mut w.nodes[self.node];
-        if !n.pds.contains(&pd) {
-            return Err(TransportError::handle(Verb::RegMr, pd));
-        }
-        if len > MAX_MR_SIZE {
-            return Err(TransportError::invalid(Verb::RegMr, "len", len, "exceeds the device's max_mr_size (4 GiB)"));
-        }
-        // Remote write or atomic access needs local write too (verbs returns EINVAL).
-        if (access.contains(Access::REMOTE_WRITE) || access.contains(Access::REMOTE_ATOMIC))
-            && !access.contains(Access::LOCAL_WRITE)
-        {
-            return Err(TransportError::invalid(
-                Verb::RegMr,
-                "access",
-                access.bits() as u64,
-                "REMOTE_WRITE and REMOTE_ATOMIC require LOCAL_WRITE",
-            ));
-        }
-        let id = MrId(n.alloc_id());
-        let addr = n.next_addr;
-        n.next_addr += len.div_ceil(4096).max(1) * 4096;
-        let lkey = n.alloc_key();
-        let rkey = n.alloc_key();
-        let info = MrInfo { id, addr, len, lkey, rkey, access };
-        n.mem.insert(Region { info, pd, data: vec![0; len as usize], pending: None });
-        Ok(info)
+        self.ep_mut(|ep| ep.reg_mr(pd, len, access))
     }
 
     fn dereg_mr(&mut self, mr: MrId) -> Result<()> {
-        let mut w = self.world.borrow_mut();
-        let n = &mut w.nodes[self.node];
-        n.mem.remove(mr).map(|_| ()).ok_or_else(|| TransportError::handle(Verb::DeregMr, mr))
+        self.ep_mut(|ep| ep.dereg_mr(mr))
     }
 
     fn mr_info(&self, mr: MrId) -> Result<MrInfo> {
-        let w = self.world.borrow();
-        w.nodes[self.node].mem.get(mr).map(|r| r.info).ok_or_else(|| TransportError::handle(Verb::MrAccess, mr))
+        self.ep(|ep| ep.mr_info(mr))
     }
 
     fn mr_write(&mut self, mr: MrId, offset: u64, data: &[u8]) -> Result<()> {
-        let mut w = self.world.borrow_mut();
-        let r = w.nodes[self.node].mem.get_mut(mr).ok_or_else(|| TransportError::handle(Verb::MrAccess, mr))?;
-        let range = bounds(r.info.len, offset, data.len() as u64)?;
-        r.data[range].copy_from_slice(data);
-        Ok(())
+        self.ep_mut(|ep| ep.mr_write(mr, offset, data))
     }
 
     fn mr_read(&self, mr: MrId, offset: u64, buf: &mut [u8]) -> Result<()> {
-        let w = self.world.borrow();
-        let r = w.nodes[self.node].mem.get(mr).ok_or_else(|| TransportError::handle(Verb::MrAccess, mr))?;
-        let range = bounds(r.info.len, offset, buf.len() as u64)?;
-        buf.copy_from_slice(&r.data[range]);
-        Ok(())
+        self.ep(|ep| ep.mr_read(mr, offset, buf))
     }
 
     fn mr_view(&self, mr: MrId, offset: u64, len: u64, f: &mut dyn MrVisitor) -> Result<()> {
-        let w = self.world.borrow();
-        let r = w.nodes[self.node].mem.get(mr).ok_or_else(|| TransportError::handle(Verb::MrAccess, mr))?;
-        let range = bounds(r.info.len, offset, len)?;
-        f.visit(&r.data[range]);
-        Ok(())
+        self.ep(|ep| ep.mr_view(mr, offset, len, f))
     }
 
     fn create_cq(&mut self, depth: u32) -> Result<CqId> {
-        if depth == 0 || depth > MAX_CQE {
-            return Err(TransportError::invalid(
-                Verb::CreateCq,
-                "depth",
-                depth as u64,
-                "must be 1..=max_cqe (1048576)",
-            ));
-        }
-        let mut w = self.world.borrow_mut();
-        let n = &mut w.nodes[self.node];
-        let cq = CqId(n.alloc_id());
-        n.cqs.insert(cq.0, Cq { depth, entries: Default::default(), overrun: false });
-        Ok(cq)
+        self.ep_mut(|ep| ep.create_cq(depth))
     }
 
     fn destroy_cq(&mut self, cq: CqId) -> Result<()> {
-        let mut w = self.world.borrow_mut();
-        let n = &mut w.nodes[self.node];
-        if !n.cqs.contains_key(cq.0) {
-            return Err(TransportError::handle(Verb::DestroyCq, cq));
-        }
-        let users = n.qps.values().filter(|q| q.init.send_cq == cq || q.init.recv_cq == cq).count();
-        if users > 0 {
-            return Err(TransportError::Busy {
-                verb: Verb::DestroyCq,
-                what: cq.to_string(),
-                by: format!("{users} queue pairs"),
-            });
-        }
-        n.cqs.remove(cq.0);
-        Ok(())
+        self.ep_mut(|ep| ep.destroy_cq(cq))
     }
 
     fn create_qp(&mut self, init: &QpInit) -> Result<QpInfo> {
-        let mut w = self.world.borrow_mut();
-        let n = &mut w.nodes[self.node];
-        check_qp_init(n, init)?;
-        let id = QpId(n.alloc_id());
-        let qpn = n.alloc_qpn();
-        n.qps.insert(id.0, RcQp::new(id, qpn, *init));
-        n.qpn_to_qp.insert(qpn, id);
-        Ok(QpInfo { id, qpn, state: QpState::Reset })
+        self.ep_mut(|ep| ep.create_qp(init))
     }
 
     fn modify_qp(&mut self, qp: QpId, transition: &QpTransition) -> Result<()> {
-        if let QpTransition::Rtr(rtr) = transition {
-            let port = self.port(1)?;
-            if !port.gids.iter().any(|g| g.index == rtr.av.sgid_index) {
-                return Err(TransportError::invalid(
-                    Verb::ModifyQp,
-                    "sgid_index",
-                    rtr.av.sgid_index as u64,
-                    "no such entry in the port's GID table",
-                ));
-            }
-            if rtr.path_mtu > port.active_mtu {
-                return Err(TransportError::invalid(
-                    Verb::ModifyQp,
-                    "path_mtu",
-                    rtr.path_mtu.bytes() as u64,
-                    "exceeds the port's active MTU",
-                ));
-            }
-        }
-        let r = self.with_qp(Verb::ModifyQp, qp, |q, _, ip, out| {
-            let state = q.state;
-            q.modify(transition, ip, out).map_err(|rule| (state, rule))
-        })?;
-        r.map_err(|(state, rule)| match transition.allowed_from(state) {
-            false => TransportError::InvalidState { verb: Verb::ModifyQp, state, what: transition.name() },
-            true => TransportError::invalid(Verb::ModifyQp, transition.name(), 0, rule),
-        })
+        self.drive(|ep, now| ep.modify_qp(now, qp, transition))
     }
 
     fn query_qp(&self, qp: QpId) -> Result<QpInfo> {
-        let w = self.world.borrow();
-        let q = w.nodes[self.node].qps.get(qp.0).ok_or_else(|| TransportError::handle(Verb::QueryQp, qp))?;
-        Ok(QpInfo { id: qp, qpn: q.qpn, state: q.state })
+        self.ep(|ep| ep.query_qp(qp))
     }
 
     fn destroy_qp(&mut self, qp: QpId) -> Result<()> {
-        let mut w = self.world.borrow_mut();
-        let n = &mut w.nodes[self.node];
-        let q = n.qps.remove(qp.0).ok_or_else(|| TransportError::handle(Verb::DestroyQp, qp))?;
-        n.qpn_to_qp.remove(&q.qpn);
-        for c in n.conns.values_mut() {
-            if c.qp == Some(qp) {
-                c.qp = None;
-            }
-        }
-        Ok(())
+        self.ep_mut(|ep| ep.destroy_qp(qp))
     }
 
     fn post_send<'a>(&mut self, qp: QpId, wr: &SendWr<'a>) -> Result<()> {
-        if wr.len() > u32::MAX as u64 {
-            return Err(TransportError::invalid(
-                Verb::PostSend,
-                "length",
-                wr.len(),
-                "a message is at most 2^32-1 bytes",
-            ));
-        }
-        self.with_qp(Verb::PostSend, qp, |q, mem, _, out| q.post_send(wr, mem, out))?
-            .map_err(|e| post_error(Verb::PostSend, e))
+        self.drive(|ep, now| ep.post_send(now, qp, wr))
     }
 
     fn post_recv<'a>(&mut self, qp: QpId, wr: &RecvWr<'a>) -> Result<()> {
-        self.with_qp(Verb::PostRecv, qp, |q, mem, _, out| q.post_recv(wr, mem, out))?
-            .map_err(|e| post_error(Verb::PostRecv, e))
+        self.drive(|ep, now| ep.post_recv(now, qp, wr))
     }
 
     fn poll_cq(&mut self, cq: CqId, max: usize, out: &mut Vec<Completion>) -> Result<usize> {
-        let mut w = self.world.borrow_mut();
-        let c = w.nodes[self.node].cqs.get_mut(cq.0).ok_or_else(|| TransportError::handle(Verb::PollCq, cq))?;
-        if c.overrun {
-            return Err(TransportError::Exhausted {
-                verb: Verb::PollCq,
-                what: "CQ entries (overrun: completions lost)",
-            });
-        }
-        let k = max.min(c.entries.len());
-        out.extend(c.entries.drain(..k));
-        Ok(k)
+        self.ep_mut(|ep| ep.poll_cq(cq, max, out))
     }
 
     fn cm_listen(&mut self, port: u16) -> Result<ListenId> {
-        let mut w = self.world.borrow_mut();
-        let n = &mut w.nodes[self.node];
-        if n.listeners.contains_key(&port) {
-            return Err(TransportError::Busy {
-                verb: Verb::CmListen,
-                what: format!("port {port}"),
-                by: "another listener".into(),
-            });
-        }
-        let id = ListenId(n.alloc_id());
-        n.listeners.insert(port, id);
-        Ok(id)
+        self.ep_mut(|ep| ep.cm_listen(port))
     }
 
     fn cm_connect(&mut self, params: &ConnectParams) -> Result<(ConnId, QpId)> {
-        if params.private_data.len() > MAX_REQ_PRIVATE_DATA {
-            return Err(TransportError::invalid(
-                Verb::CmConnect,
-                "private_data",
-                params.private_data.len() as u64,
-                "REQ private data is at most 56 bytes",
-            ));
-        }
-        let info = self.create_qp(&params.qp).map_err(|e| rewrap(e, Verb::CmConnect))?;
-        let mut w = self.world.borrow_mut();
-        let w = &mut *w;
-        let now = w.now;
-        w.on_node(self.node, |n, comps| cm::init_qp(n, info.id, comps));
-        let n = &mut w.nodes[self.node];
-        let conn = ConnId(n.alloc_id());
-        let local_psn = n.random_psn();
-        let mtu = n.cfg.mtu;
-        n.conns.insert(
-            conn,
-            Conn {
-                qp: Some(info.id),
-                peer: None,
-                state: ConnState::ReqSent,
-                remote_qpn: 0,
-                remote_psn: Psn::default(),
-                local_psn,
-                remote_ip: *params.remote.ip(),
-                mtu,
-                responder_resources: params.responder_resources,
-                retry_count: params.retry_count,
-                rnr_retry_count: params.rnr_retry_count,
-                deadline: Some(now + CM_TIMEOUT),
-            },
-        );
-        w.schedule(now + CM_TIMEOUT, EventKind::CmTimeout { node: self.node, conn });
-        if let Some(&to) = w.by_ip.get(params.remote.ip()) {
-            let msg = CmMsg::Req {
-                src_conn: conn,
-                port: params.remote.port(),
-                qpn: info.qpn,
-                psn: local_psn,
-                mtu,
-                private_data: params.private_data.clone(),
-                responder_resources: params.responder_resources,
-                initiator_depth: params.initiator_depth,
-                retry_count: params.retry_count,
-                rnr_retry_count: params.rnr_retry_count,
-            };
-            cm::send(w, self.node, to, msg);
-        }
-        Ok((conn, info.id))
+        self.drive(|ep, now| ep.cm_connect(now, params))
     }
 
     fn cm_accept(&mut self, conn: ConnId, params: &AcceptParams) -> Result<QpId> {
-        if params.private_data.len() > MAX_REP_PRIVATE_DATA {
-            return Err(TransportError::invalid(
-                Verb::CmAccept,
-                "private_data",
-                params.private_data.len() as u64,
-                "REP private data is at most 196 bytes",
-            ));
-        }
-        {
-            let w = self.world.borrow();
-            let c = w.nodes[self.node].conns.get(&conn).ok_or_else(|| TransportError::handle(Verb::CmAccept, conn))?;
-            if c.state != ConnState::ReqRcvd {
-                return Err(TransportError::Busy {
-                    verb: Verb::CmAccept,
-                    what: conn.to_string(),
-                    by: "a connection past its request".into(),
-                });
-            }
-        }
-        let info = self.create_qp(&params.qp).map_err(|e| rewrap(e, Verb::CmAccept))?;
-        let mut w = self.world.borrow_mut();
-        let w = &mut *w;
-        let c = w.nodes[self.node].conns.get(&conn).expect("checked above");
-        let (ip, mtu, rqpn, rpsn, lpsn, retry, peer) =
-            (c.remote_ip, c.mtu, c.remote_qpn, c.remote_psn, c.local_psn, c.retry_count, c.peer);
-        // The initiator depth we may use is bounded by what the peer offered.
-        let initiator_depth = params.initiator_depth.min(c.responder_resources);
-        let (responder_resources, rnr_retry) = (params.responder_resources, params.rnr_retry_count);
-        let res = w.on_node(self.node, |n, comps| {
-            cm::init_qp(n, info.id, comps);
-            let (qp, rd, ird) = (info.id, responder_resources, initiator_depth);
-            cm::connect_qp(n, qp, ip, mtu, rqpn, rpsn, lpsn, rd, ird, retry, rnr_retry, comps)
-        });
-        if let Err(rule) = res {
-            return Err(TransportError::invalid(Verb::CmAccept, "qp", info.qpn as u64, rule));
-        }
-        let c = w.nodes[self.node].conns.get_mut(&conn).expect("checked above");
-        c.qp = Some(info.id);
-        c.state = ConnState::RepSent;
-        if let Some((peer_node, peer_conn)) = peer {
-            let msg = CmMsg::Rep {
-                dst_conn: peer_conn,
-                src_conn: conn,
-                qpn: info.qpn,
-                psn: lpsn,
-                mtu,
-                private_data: params.private_data.clone(),
-                responder_resources: params.responder_resources,
-                initiator_depth,
-            };
-            cm::send(w, self.node, peer_node, msg);
-        }
-        Ok(info.id)
+        self.drive(|ep, _| ep.cm_accept(conn, params))
     }
 
     fn cm_reject(&mut self, conn: ConnId, private_data: &[u8]) -> Result<()> {
-        if private_data.len() > MAX_REJ_PRIVATE_DATA {
-            return Err(TransportError::invalid(
-                Verb::CmReject,
-                "private_data",
-                private_data.len() as u64,
-                "REJ private data is at most 148 bytes",
-            ));
-        }
-        let mut w = self.world.borrow_mut();
-        let w = &mut *w;
-        let c = w.nodes[self.node].conns.get_mut(&conn).ok_or_else(|| TransportError::handle(Verb::CmReject, conn))?;
-        if c.state != ConnState::ReqRcvd {
-            return Err(TransportError::Busy {
-                verb: Verb::CmReject,
-                what: conn.to_string(),
-                by: "a connection past its request".into(),
-            });
-        }
-        c.state = ConnState::Closed;
-        if let Some((peer_node, peer_conn)) = c.peer {
-            let msg = CmMsg::Rej { dst_conn: peer_conn, private_data: private_data.to_vec(), no_listener: false };
-            cm::send(w, self.node, peer_node, msg);
-        }
-        Ok(())
+        self.drive(|ep, _| ep.cm_reject(conn, private_data))
     }
 
     fn cm_disconnect(&mut self, conn: ConnId) -> Result<()> {
-        let mut w = self.world.borrow_mut();
-        if !w.nodes[self.node].conns.contains_key(&conn) {
-            return Err(TransportError::handle(Verb::CmDisconnect, conn));
-        }
-        cm::disconnect_local(&mut w, self.node, conn, true);
-        Ok(())
+        self.drive(|ep, now| ep.cm_disconnect(now, conn))
     }
 
     fn cm_destroy(&mut self, conn: ConnId) -> Result<()> {
-        let mut w = self.world.borrow_mut();
-        w.nodes[self.node].conns.remove(&conn).map(|_| ()).ok_or_else(|| TransportError::handle(Verb::CmDestroy, conn))
+        self.ep_mut(|ep| ep.cm_destroy(conn))
     }
 
     fn cm_close_listener(&mut self, listener: ListenId) -> Result<()> {
-        let mut w = self.world.borrow_mut();
-        let n = &mut w.nodes[self.node];
-        let port = n.listeners.iter().find(|(_, l)| **l == listener).map(|(p, _)| *p);
-        match port {
-            Some(p) => {
-                n.listeners.remove(&p);
-                Ok(())
-            }
-            None => Err(TransportError::handle(Verb::CmDestroy, listener)),
-        }
+        self.ep_mut(|ep| ep.cm_close_listener(listener))
     }
 
     fn cm_poll(&mut self) -> Option<CmEvent> {
-        self.world.borrow_mut().nodes[self.node].cm_events.pop_front()
+        self.ep_mut(|ep| ep.poll_cm_event())
     }
 
     fn now(&self) -> Instant {
@@ -552,7 +186,7 @@ impl Transport for SimTransport {
 
     fn wait(&mut self, cqs: &[CqId], deadline: Instant) -> Result<Readiness> {
         loop {
-            if self.ready(cqs) {
+            if self.has_events(cqs) {
                 return Ok(Readiness::Ready);
             }
             let mut w = self.world.borrow_mut();
@@ -571,45 +205,5 @@ impl Transport for SimTransport {
                 }
             }
         }
-    }
-}
-
-fn bounds(region_len: u64, offset: u64, len: u64) -> Result<std::ops::Range<usize>> {
-    match offset.checked_add(len) {
-        Some(end) if end <= region_len => Ok(offset as usize..end as usize),
-        _ => {
-            Err(TransportError::invalid(Verb::MrAccess, "offset+len", offset.saturating_add(len), "exceeds the region"))
-        }
-    }
-}
-
-fn check_qp_init(n: &crate::node::Node, init: &QpInit) -> Result<()> {
-    if !n.pds.contains(&init.pd) {
-        return Err(TransportError::handle(Verb::CreateQp, init.pd));
-    }
-    for cq in [init.send_cq, init.recv_cq] {
-        if !n.cqs.contains_key(cq.0) {
-            return Err(TransportError::handle(Verb::CreateQp, cq));
-        }
-    }
-    let c = &init.caps;
-    for (field, v, max) in [
-        ("max_send_wr", c.max_send_wr, MAX_QP_WR),
-        ("max_recv_wr", c.max_recv_wr, MAX_QP_WR),
-        ("max_send_sge", c.max_send_sge, MAX_SGE),
-        ("max_recv_sge", c.max_recv_sge, MAX_SGE),
-    ] {
-        if v > max {
-            return Err(TransportError::invalid(Verb::CreateQp, field, v as u64, "exceeds the device limit"));
-        }
-    }
-    Ok(())
-}
-
-fn rewrap(e: TransportError, verb: Verb) -> TransportError {
-    match e {
-        TransportError::InvalidHandle { handle, .. } => TransportError::InvalidHandle { verb, handle },
-        TransportError::InvalidArgument { source, .. } => TransportError::InvalidArgument { verb, source },
-        other => other,
     }
 }

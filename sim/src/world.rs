@@ -9,14 +9,11 @@ use std::collections::{BTreeMap, BTreeSet, BinaryHeap, VecDeque};
 use std::net::Ipv4Addr;
 
 use rctb_core::time::{Duration, Instant};
-use rctb_core::transport::{CmEvent, ConnId, QpId};
+use rctb_engine::{CmMessage, CmTransmit, Packet, PacketDrop};
 
-use crate::cm::CmMsg;
 use crate::config::{FaultAction, LinkConfig, LinkFaults};
 use crate::node::Node;
-use crate::packet::Packet;
 use crate::pcap::PcapSink;
-use crate::rc::RoutedCompletion;
 use crate::rng::SimRng;
 use crate::stats::FabricStats;
 
@@ -37,19 +34,15 @@ pub(crate) enum EventKind {
     Egress {
         node: NodeIdx,
     },
-    QpTimer {
+    /// The node's endpoint asked to run its timers now.
+    Timer {
         node: NodeIdx,
-        qp: QpId,
     },
     // Rare and large: boxed so the common events stay small in the heap.
     Cm {
         from: NodeIdx,
         to: NodeIdx,
-        msg: Box<CmMsg>,
-    },
-    CmTimeout {
-        node: NodeIdx,
-        conn: ConnId,
+        msg: Box<CmMessage>,
     },
     Fault(Box<FaultAction>),
     /// Nothing happens: an actor asked to run at this time.
@@ -111,7 +104,6 @@ pub(crate) struct World {
     pub actors: Vec<crate::actor::ActorSlot>,
     pub next_actor: u64,
     pool: Vec<Vec<u8>>,
-    comps: Vec<RoutedCompletion>,
     /// Packets on the wire, by slot; `free_slots` lists the empty ones.
     in_flight: Vec<Option<Packet>>,
     free_slots: Vec<u32>,
@@ -151,7 +143,6 @@ impl World {
             actors: Vec::new(),
             next_actor: 0,
             pool: Vec::new(),
-            comps: Vec::new(),
             in_flight: Vec::new(),
             free_slots: Vec::new(),
             external: None,
@@ -285,9 +276,12 @@ impl World {
             }
             EventKind::LinkDeliver { from, to } => self.link_deliver(from, to),
             EventKind::Egress { node } => self.egress(node),
-            EventKind::QpTimer { node, qp } => self.qp_timer(node, qp, at),
-            EventKind::Cm { from, to, msg } => crate::cm::handle(self, from, to, *msg),
-            EventKind::CmTimeout { node, conn } => crate::cm::timeout(self, node, conn),
+            EventKind::Timer { node } => self.node_timer(node, at),
+            EventKind::Cm { from, to, msg } => {
+                let (now, src) = (self.now, self.nodes[from].cfg.ip);
+                self.nodes[to].ep.handle_cm(now, src, *msg);
+                self.sync(to);
+            }
             EventKind::Fault(action) => self.apply_fault(*action),
             EventKind::Wake => {}
         }
@@ -314,80 +308,70 @@ impl World {
         }
     }
 
-    // ---- QP plumbing ----
+    // ---- endpoint plumbing ----
 
-    /// After any change to a QP: queue it for egress if it has output, and
-    /// (re)schedule its timer.
-    pub fn after_qp_change(&mut self, node: NodeIdx, qp: QpId) {
+    /// What the fabric counted, with the endpoints' retransmissions and
+    /// timeouts.
+    pub fn stats(&self) -> FabricStats {
+        let mut s = self.stats;
+        for n in &self.nodes {
+            let c = n.ep.counters();
+            s.retransmitted += c.retransmitted;
+            s.timeouts += c.timeouts;
+        }
+        s
+    }
+
+    /// After any input or command on `node`'s endpoint, its outputs: CM
+    /// messages onto the fabric, the transmit pipeline started if it has
+    /// packets, its timer armed.
+    pub fn sync(&mut self, node: NodeIdx) {
+        while let Some(cm) = self.nodes[node].ep.poll_cm_transmit() {
+            self.send_cm(node, cm);
+        }
         let now = self.now;
         let n = &mut self.nodes[node];
-        let Some(q) = n.qps.get_mut(qp.0) else { return };
-        let want_tx = q.wants_transmit(now);
-        if want_tx && !q.tx_queued {
-            q.tx_queued = true;
-            n.tx_ready.push_back(qp);
-        }
-        // Timers are lazy: an event is scheduled only when the QP needs one
-        // earlier than the one already pending. A deadline that merely moved
-        // later (every ACK moves it) is picked up when the pending event fires.
-        let timer = q.poll_timeout();
-        let schedule_timer = match (timer, q.timer_event) {
-            (Some(t), Some(pending)) => t < pending,
-            (Some(_), None) => true,
-            (None, _) => false,
-        };
-        if schedule_timer {
-            q.timer_event = timer;
-        }
-        let schedule_egress = want_tx && !n.egress_scheduled;
-        if schedule_egress {
+        if n.ep.wants_transmit() && !n.egress_scheduled {
             n.egress_scheduled = true;
+            let t = n.egress_free_at.max(now);
+            self.schedule(t, EventKind::Egress { node });
         }
-        let free_at = n.egress_free_at;
-        if schedule_egress {
-            self.schedule(free_at.max(now), EventKind::Egress { node });
-        }
-        if let (true, Some(t)) = (schedule_timer, timer) {
-            self.schedule(t, EventKind::QpTimer { node, qp });
-        }
+        self.sync_timer(node);
     }
 
-    pub fn route_completions(&mut self, node: NodeIdx) {
-        let mut comps = std::mem::take(&mut self.comps);
-        self.nodes[node].route(&mut comps);
-        self.comps = comps;
-    }
-
-    /// Runs `f` on node `node` with the completion buffer, then delivers what
-    /// it completed to the node's CQs. Every change a verb or CM message
-    /// makes to a node's QPs goes through here.
-    pub fn on_node<R>(
-        &mut self,
-        node: NodeIdx,
-        f: impl FnOnce(&mut crate::node::Node, &mut Vec<RoutedCompletion>) -> R,
-    ) -> R {
-        let mut comps = std::mem::take(&mut self.comps);
-        let r = f(&mut self.nodes[node], &mut comps);
-        self.comps = comps;
-        self.route_completions(node);
-        r
-    }
-
-    fn qp_timer(&mut self, node: NodeIdx, qp: QpId, at: Instant) {
+    /// Schedules the endpoint's timer event when it needs one earlier than
+    /// the one pending (a deadline that moved later is picked up when the
+    /// pending event fires).
+    fn sync_timer(&mut self, node: NodeIdx) {
         let now = self.now;
-        let Some(q) = self.nodes[node].qps.get_mut(qp.0) else { return };
-        if q.timer_event != Some(at) {
-            return; // superseded by an earlier event
+        let n = &mut self.nodes[node];
+        let Some(t) = n.ep.poll_timeout() else { return };
+        let at = t.max(now);
+        if n.timer_pending.is_none_or(|p| at < p) {
+            n.timer_pending = Some(at);
+            self.schedule(at, EventKind::Timer { node });
         }
-        q.timer_event = None;
-        if q.poll_timeout().is_some_and(|t| t <= now) {
-            let before = q.counters.timeouts;
-            q.handle_timeout(now, &mut self.comps);
-            self.stats.timeouts += q.counters.timeouts - before;
-            self.route_completions(node);
+    }
+
+    /// CM messages travel with the link's latency and are cut by
+    /// partitions, but not by random loss (see the crate docs).
+    fn send_cm(&mut self, from: NodeIdx, cm: CmTransmit) {
+        let Some(&to) = self.by_ip.get(&cm.dst) else { return };
+        if self.partitioned(from, to) || !self.nodes[to].ep.link_up() {
+            return;
         }
-        // Reschedules at the QP's current deadline, if it has one.
-        self.after_qp_change(node, qp);
+        let at = self.now + self.latency(from, to);
+        self.schedule(at, EventKind::Cm { from, to, msg: Box::new(cm.msg) });
+    }
+
+    fn node_timer(&mut self, node: NodeIdx, at: Instant) {
+        let now = self.now;
+        let n = &mut self.nodes[node];
+        if n.timer_pending == Some(at) {
+            n.timer_pending = None;
+        }
+        n.ep.handle_timeout(now);
+        self.sync(node);
     }
 
     fn egress(&mut self, node: NodeIdx) {
@@ -409,32 +393,29 @@ impl World {
                 // The owner has not taken what waits: `take_external` resumes us.
                 return;
             }
-            let Some(qp) = self.nodes[node].tx_ready.pop_front() else { break };
-            let buf = self.take_buf();
-            let n = &mut self.nodes[node];
-            let Some(q) = n.qps.get_mut(qp.0) else {
-                self.give_buf(buf);
-                continue;
-            };
-            q.tx_queued = false;
-            let before = q.counters.retransmitted;
-            let result = q.poll_transmit(now, &n.mem, buf, &mut self.comps);
-            self.stats.retransmitted += q.counters.retransmitted - before;
-            self.route_completions(node);
-            match result {
-                Ok(pkt) => {
-                    budget -= 1;
-                    let ser = serialization(pkt.wire_len(), bandwidth);
-                    let done = self.nodes[node].egress_free_at.max(now) + ser;
-                    self.nodes[node].egress_free_at = done;
-                    self.transmit(node, pkt, done);
-                }
-                Err(buf) => self.give_buf(buf),
+            if !self.nodes[node].ep.wants_transmit() {
+                break;
             }
-            self.after_qp_change(node, qp);
+            let mut buf = self.take_buf();
+            let Some(tx) = self.nodes[node].ep.poll_transmit(now, &mut buf) else {
+                self.give_buf(buf);
+                break;
+            };
+            budget -= 1;
+            let ser = serialization(tx.packet.wire_len(), bandwidth);
+            let done = self.nodes[node].egress_free_at.max(now) + ser;
+            self.nodes[node].egress_free_at = done;
+            self.transmit(node, tx.packet, done);
+            let n = &mut self.nodes[node];
+            if tx.more && !n.egress_scheduled {
+                n.egress_scheduled = true;
+                let t = n.egress_free_at.max(now);
+                self.schedule(t, EventKind::Egress { node });
+            }
+            self.sync_timer(node);
         }
         let n = &mut self.nodes[node];
-        if !n.tx_ready.is_empty() && !n.egress_scheduled {
+        if n.ep.wants_transmit() && !n.egress_scheduled {
             n.egress_scheduled = true;
             let t = n.egress_free_at.max(now);
             self.schedule(t, EventKind::Egress { node });
@@ -457,7 +438,7 @@ impl World {
             self.give_buf(pkt.payload);
             return;
         };
-        if self.partitioned(from, to) || !self.nodes[to].up {
+        if self.partitioned(from, to) || !self.nodes[to].ep.link_up() {
             self.stats.dropped_partition += 1;
             self.give_buf(pkt.payload);
             return;
@@ -544,7 +525,7 @@ impl World {
         let now = self.now;
         for node in 0..self.nodes.len() {
             let n = &mut self.nodes[node];
-            if !n.tx_ready.is_empty() && !n.egress_scheduled {
+            if n.ep.wants_transmit() && !n.egress_scheduled {
                 n.egress_scheduled = true;
                 let t = n.egress_free_at.max(now);
                 self.schedule(t, EventKind::Egress { node });
@@ -574,27 +555,19 @@ impl World {
             return;
         }
         let n = &mut self.nodes[to];
-        if !n.up {
+        if !n.ep.link_up() {
             self.stats.dropped_partition += 1;
             self.give_buf(pkt.payload);
             return;
         }
-        let Some(&qp) = n.qpn_to_qp.get(&pkt.bth.dest_qp) else {
+        if let Err(PacketDrop::NoSuchQp) = n.ep.handle_packet(now, &pkt) {
             self.stats.dropped_no_qp += 1;
             self.give_buf(pkt.payload);
             return;
-        };
-        self.stats.delivered += 1;
-        if let Some(q) = n.qps.get_mut(qp.0) {
-            q.handle_packet(now, &pkt, &mut n.mem, &mut self.comps);
         }
+        self.stats.delivered += 1;
         self.give_buf(pkt.payload);
-        self.route_completions(to);
-        self.after_qp_change(to, qp);
-    }
-
-    pub fn push_cm_event(&mut self, node: NodeIdx, ev: CmEvent) {
-        self.nodes[node].cm_events.push_back(ev);
+        self.sync(to);
     }
 }
 

@@ -3,9 +3,12 @@
 //! RoCEv2 peer on an ordinary UDP socket, port 4791: no RDMA device, no
 //! kernel RDMA support, no `unsafe`.
 //!
-//! One implementation of RC, two clocks: `rctb_sim::Sim` runs in external
-//! mode (`Sim::set_external`) with its clock set from real time and its
-//! frames carried by sockets (see [`reactor`](crate) docs in `reactor.rs`).
+//! One implementation of RC, two clocks: the engine is `rctb_engine`'s
+//! sans-IO `Endpoint`, one per bound address. For now the endpoints are
+//! held by an `rctb_sim::Sim` in external mode (`Sim::set_external`) with
+//! its clock set from real time and its frames carried by sockets (see
+//! `reactor.rs`), because the scenario runner reaches them through
+//! [`UdpReactor::world`].
 //!
 //! ```no_run
 //! use rctb_udp::{UdpConfig, UdpReactor};

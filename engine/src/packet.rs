@@ -1,4 +1,4 @@
-//! A RoCEv2 packet in flight through the simulated fabric.
+//! A RoCEv2 packet as the engine takes and gives it.
 //!
 //! Headers are kept decoded (the RC engine reads them directly); the pcap
 //! writer turns a packet into the exact Ethernet/IPv4/UDP/BTH frame a NIC
@@ -27,6 +27,7 @@ pub struct Packet {
 
 impl Packet {
     /// Bytes on the Ethernet wire (without preamble and FCS).
+    #[inline]
     pub fn wire_len(&self) -> usize {
         let pad = (4 - self.payload.len() % 4) % 4;
         OUTER_HEADERS_LEN

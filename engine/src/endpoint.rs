@@ -1,0 +1,408 @@
+//! [`Endpoint`]: one node's RC engine — its verbs resources, its queue
+//! pairs, its RDMA CM state — with the protocol's inputs and outputs.
+//!
+//! The verbs themselves (`reg_mr`, `create_qp`, `post_send`, ...) are in
+//! `verbs.rs`, the CM state machine in `cm.rs`; this file holds the state,
+//! the packet and timer inputs, and the transmit and timer outputs.
+
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap, VecDeque};
+use std::fmt;
+use std::net::Ipv4Addr;
+
+use rctb_core::time::Instant;
+use rctb_core::transport::{CmEvent, Completion, ConnId, CqId, ListenId, Mtu, PdId, Psn, QpId};
+
+use crate::cm::{CmTransmit, Conn};
+use crate::idmap::IdMap;
+use crate::memory::Memory;
+use crate::packet::Packet;
+use crate::rc::{RcQp, RoutedCompletion};
+
+/// What an endpoint is: its name, address and port.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EndpointConfig {
+    /// The host's name (the device is named after it).
+    pub name: String,
+    /// The RoCEv2 address (GID index 1 is its IPv4-mapped GID).
+    pub ip: Ipv4Addr,
+    /// The port's active MTU (what `ibv_query_port` reports).
+    pub mtu: Mtu,
+    /// The port's MAC address (GID index 0 is the link-local GID made of it).
+    pub mac: [u8; 6],
+    /// The virtual address of the first region; the next ones follow it,
+    /// page-aligned.
+    pub va_base: u64,
+}
+
+impl EndpointConfig {
+    /// MTU 4096, MAC 02:00:00:00:00:00, regions from 0x7f00_0000_0000.
+    pub fn new(name: impl Into<String>, ip: Ipv4Addr) -> Self {
+        EndpointConfig {
+            name: name.into(),
+            ip,
+            mtu: Mtu::Mtu4096,
+            mac: [0x02, 0, 0, 0, 0, 0],
+            va_base: 0x7f00_0000_0000,
+        }
+    }
+}
+
+/// A packet to put on the wire, from [`Endpoint::poll_transmit`].
+#[derive(Debug)]
+pub struct Transmit {
+    pub packet: Packet,
+    /// The queue pair that sent it has more ready to send now (the owner's
+    /// transmit pipeline should come back soon).
+    pub more: bool,
+}
+
+/// Why [`Endpoint::handle_packet`] did not take a packet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PacketDrop {
+    /// No queue pair has the packet's destination QPN.
+    NoSuchQp,
+}
+
+/// Engine events worth counting (summed over the endpoint's QPs, also
+/// the destroyed ones).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct EndpointCounters {
+    /// Request packets sent again (go-back-N after NAK, timeout or RNR).
+    pub retransmitted: u64,
+    /// Local ACK timeouts that fired with packets outstanding.
+    pub timeouts: u64,
+}
+
+/// Live verbs objects of one endpoint.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Resources {
+    pub pds: usize,
+    pub mrs: usize,
+    pub cqs: usize,
+    pub qps: usize,
+}
+
+#[derive(Debug)]
+pub(crate) struct Cq {
+    pub depth: u32,
+    pub entries: VecDeque<Completion>,
+    /// A completion was lost because the CQ was full.
+    pub overrun: bool,
+}
+
+/// What a timer entry is for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum TimerKey {
+    /// A QP's ACK / RNR timer (its `timer_event` says which entry is live).
+    Qp(QpId),
+    /// An active CM connection waiting for REP or REJ.
+    Cm(ConnId),
+}
+
+/// The random numbers an endpoint needs (memory keys, CM starting PSNs),
+/// drawn from the RNG its owner supplies.
+pub(crate) struct Rng(Box<dyn rand_core::RngCore>);
+
+impl fmt::Debug for Rng {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Rng(..)")
+    }
+}
+
+/// One node's RC engine. Sans-IO: it reads no clock, owns no socket and no
+/// randomness; everything comes in through its methods, with the time.
+///
+/// # Call order
+///
+/// - **Getters** (any time): [`config`](Self::config),
+///   [`counters`](Self::counters), [`resources`](Self::resources),
+///   [`has_events`](Self::has_events), `device`, `port`, `query_qp`,
+///   `mr_info`, `mr_read`, `mr_view`.
+/// - **Inputs**: [`handle_packet`](Self::handle_packet) for every RoCEv2
+///   packet addressed to this endpoint (after the owner checked its ICRC),
+///   [`handle_cm`](Self::handle_cm) for every CM message,
+///   [`handle_timeout`](Self::handle_timeout) when the time
+///   [`poll_timeout`](Self::poll_timeout) gave has come.
+/// - **Commands** (the verbs, in `verbs.rs`): `alloc_pd`, `reg_mr`,
+///   `create_cq`, `create_qp`, `modify_qp`, `post_send`, `post_recv`,
+///   `cm_listen`, `cm_connect`, `cm_accept`, ... Those that start protocol
+///   work take `now`.
+/// - **Outputs**, after any input or command, in this order:
+///   [`poll_cm_transmit`](Self::poll_cm_transmit) until `None` (CM messages
+///   to carry), [`poll_transmit`](Self::poll_transmit) while the wire can take
+///   packets (until `None`; [`wants_transmit`](Self::wants_transmit) says
+///   whether there is one), then [`poll_timeout`](Self::poll_timeout) to
+///   (re)arm the owner's timer. Completions and CM events wait in the
+///   endpoint for `poll_cq` and [`poll_cm_event`](Self::poll_cm_event).
+///
+/// Nothing blocks, and nothing is lost if the owner is late: a packet not
+/// yet polled stays in its QP (no ACK timer runs for it), and a timer
+/// handled late fires once, at the time it is handled.
+#[derive(Debug)]
+pub struct Endpoint {
+    pub(crate) cfg: EndpointConfig,
+    pub(crate) link_up: bool,
+    pub(crate) mem: Memory,
+    pub(crate) pds: BTreeSet<PdId>,
+    pub(crate) cqs: IdMap<Cq>,
+    pub(crate) qps: IdMap<RcQp>,
+    pub(crate) qpn_to_qp: BTreeMap<u32, QpId>,
+    next_id: u32,
+    next_qpn: u32,
+    pub(crate) next_addr: u64,
+    rng: Rng,
+    /// QPs with something to transmit, served round-robin.
+    tx_ready: VecDeque<QpId>,
+    /// Pending timers: (due, order of arming, what). Entries a later
+    /// change superseded stay until they come up and are skipped.
+    timers: BinaryHeap<Reverse<(Instant, u64, TimerKey)>>,
+    timer_seq: u64,
+    pub(crate) comps: Vec<RoutedCompletion>,
+    pub(crate) listeners: BTreeMap<u16, ListenId>,
+    pub(crate) conns: BTreeMap<ConnId, Conn>,
+    pub(crate) cm_events: VecDeque<CmEvent>,
+    pub(crate) cm_out: VecDeque<CmTransmit>,
+    pub(crate) counters: EndpointCounters,
+}
+
+impl Endpoint {
+    /// An endpoint with no resources. `rng` gives its memory keys and the
+    /// starting PSNs of its CM connections (a seeded one makes runs
+    /// repeatable).
+    pub fn new(cfg: EndpointConfig, rng: Box<dyn rand_core::RngCore>) -> Self {
+        Endpoint {
+            next_addr: cfg.va_base,
+            cfg,
+            link_up: true,
+            mem: Memory::default(),
+            pds: BTreeSet::new(),
+            cqs: IdMap::default(),
+            qps: IdMap::default(),
+            qpn_to_qp: BTreeMap::new(),
+            next_id: 1,
+            // rxe hands out QPNs from 17 up; QP0/QP1 are special.
+            next_qpn: 0x11,
+            rng: Rng(rng),
+            tx_ready: VecDeque::new(),
+            timers: BinaryHeap::new(),
+            timer_seq: 0,
+            comps: Vec::new(),
+            listeners: BTreeMap::new(),
+            conns: BTreeMap::new(),
+            cm_events: VecDeque::new(),
+            cm_out: VecDeque::new(),
+            counters: EndpointCounters::default(),
+        }
+    }
+
+    pub fn config(&self) -> &EndpointConfig {
+        &self.cfg
+    }
+
+    pub fn ip(&self) -> Ipv4Addr {
+        self.cfg.ip
+    }
+
+    #[inline]
+    pub fn counters(&self) -> EndpointCounters {
+        self.counters
+    }
+
+    /// Whether the port is up (what `port` reports as its state).
+    #[inline]
+    pub fn link_up(&self) -> bool {
+        self.link_up
+    }
+
+    /// Sets the port state `port` reports.
+    pub fn set_link_up(&mut self, up: bool) {
+        self.link_up = up;
+    }
+
+    pub fn resources(&self) -> Resources {
+        Resources { pds: self.pds.len(), mrs: self.mem.len(), cqs: self.cqs.len(), qps: self.qps.len() }
+    }
+
+    /// Whether a CM event or a completion on one of `cqs` waits.
+    #[inline]
+    pub fn has_events(&self, cqs: &[CqId]) -> bool {
+        !self.cm_events.is_empty() || cqs.iter().any(|cq| self.cqs.get(cq.0).is_some_and(|c| !c.entries.is_empty()))
+    }
+
+    pub(crate) fn alloc_id(&mut self) -> u32 {
+        let id = self.next_id;
+        self.next_id += 1;
+        id
+    }
+
+    /// A fresh non-zero memory key not in use on this endpoint.
+    pub(crate) fn alloc_key(&mut self) -> u32 {
+        loop {
+            let k = self.rng.0.next_u32();
+            if k != 0 && !self.mem.key_in_use(k) {
+                return k;
+            }
+        }
+    }
+
+    pub(crate) fn alloc_qpn(&mut self) -> u32 {
+        loop {
+            let qpn = self.next_qpn;
+            self.next_qpn = if self.next_qpn >= rctb_core::transport::MAX_24BIT { 0x11 } else { self.next_qpn + 1 };
+            if !self.qpn_to_qp.contains_key(&qpn) {
+                return qpn;
+            }
+        }
+    }
+
+    pub(crate) fn random_psn(&mut self) -> Psn {
+        Psn::wrapping(self.rng.0.next_u32())
+    }
+
+    /// Delivers the completions the last action produced to their CQs.
+    #[inline]
+    pub(crate) fn route(&mut self) {
+        for rc in self.comps.drain(..) {
+            if let Some(cq) = self.cqs.get_mut(rc.cq.0) {
+                if cq.entries.len() >= cq.depth as usize {
+                    cq.overrun = true;
+                } else {
+                    cq.entries.push_back(rc.wc);
+                }
+            }
+        }
+    }
+
+    pub(crate) fn arm(&mut self, at: Instant, key: TimerKey) {
+        self.timer_seq += 1;
+        self.timers.push(Reverse((at, self.timer_seq, key)));
+    }
+
+    /// After any change to a QP: queue it for transmission if it has output,
+    /// and arm its timer. Returns whether it has output.
+    pub(crate) fn after_qp_change(&mut self, now: Instant, qp: QpId) -> bool {
+        let Some(q) = self.qps.get_mut(qp.0) else { return false };
+        let want_tx = q.wants_transmit(now);
+        if want_tx && !q.tx_queued {
+            q.tx_queued = true;
+            self.tx_ready.push_back(qp);
+        }
+        // Timers are lazy: an entry is armed only when the QP needs one
+        // earlier than the one already pending. A deadline that merely moved
+        // later (every ACK moves it) is picked up when the pending one fires.
+        let timer = q.poll_timeout();
+        let arm = match (timer, q.timer_event) {
+            (Some(t), Some(pending)) => t < pending,
+            (Some(_), None) => true,
+            (None, _) => false,
+        };
+        if arm {
+            q.timer_event = timer;
+            if let Some(t) = timer {
+                self.arm(t, TimerKey::Qp(qp));
+            }
+        }
+        want_tx
+    }
+
+    // ---- inputs ----
+
+    /// Takes one RoCEv2 packet addressed to this endpoint, arrived at `now`.
+    /// The owner has checked the ICRC (a damaged frame never gets here).
+    /// The packet's payload buffer stays the caller's.
+    #[inline]
+    pub fn handle_packet(&mut self, now: Instant, pkt: &Packet) -> Result<(), PacketDrop> {
+        let Some(&qp) = self.qpn_to_qp.get(&pkt.bth.dest_qp) else { return Err(PacketDrop::NoSuchQp) };
+        if let Some(q) = self.qps.get_mut(qp.0) {
+            q.handle_packet(now, pkt, &mut self.mem, &mut self.comps);
+        }
+        self.route();
+        self.after_qp_change(now, qp);
+        Ok(())
+    }
+
+    /// Runs every timer due at `now` (late ones fire once, now).
+    #[inline]
+    pub fn handle_timeout(&mut self, now: Instant) {
+        while let Some(&Reverse((at, _, key))) = self.timers.peek() {
+            if at > now {
+                break;
+            }
+            self.timers.pop();
+            match key {
+                TimerKey::Qp(qp) => self.qp_timer(now, qp, at),
+                TimerKey::Cm(conn) => crate::cm::timeout(self, now, conn),
+            }
+        }
+    }
+
+    fn qp_timer(&mut self, now: Instant, qp: QpId, at: Instant) {
+        let Some(q) = self.qps.get_mut(qp.0) else { return };
+        if q.timer_event != Some(at) {
+            return; // superseded by an earlier entry
+        }
+        q.timer_event = None;
+        if q.poll_timeout().is_some_and(|t| t <= now) {
+            let before = q.counters.timeouts;
+            q.handle_timeout(now, &mut self.comps);
+            self.counters.timeouts += q.counters.timeouts - before;
+            self.route();
+        }
+        // Re-arms at the QP's current deadline, if it has one.
+        self.after_qp_change(now, qp);
+    }
+
+    /// When [`handle_timeout`](Self::handle_timeout) must run next (`None`:
+    /// no timer is pending). It may be in the past: call it at once then.
+    /// It may also be a timer a later change made moot (the QP was
+    /// destroyed, the deadline moved): handling it then does nothing.
+    #[inline]
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.timers.peek().map(|&Reverse((at, _, _))| at)
+    }
+
+    /// Whether [`poll_transmit`](Self::poll_transmit) may have a packet.
+    #[inline]
+    pub fn wants_transmit(&self) -> bool {
+        !self.tx_ready.is_empty()
+    }
+
+    /// The next packet to put on the wire at `now`, from the QPs with
+    /// output in round-robin order. Its payload is built in `buf` (the
+    /// buffer moves into the packet; on `None` it stays the caller's).
+    #[inline]
+    pub fn poll_transmit(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit> {
+        loop {
+            let qp = self.tx_ready.pop_front()?;
+            let Some(q) = self.qps.get_mut(qp.0) else { continue };
+            q.tx_queued = false;
+            let before = q.counters.retransmitted;
+            let result = q.poll_transmit(now, &self.mem, std::mem::take(buf), &mut self.comps);
+            self.counters.retransmitted += q.counters.retransmitted - before;
+            self.route();
+            match result {
+                Ok(packet) => {
+                    let more = self.after_qp_change(now, qp);
+                    return Some(Transmit { packet, more });
+                }
+                Err(b) => {
+                    *buf = b;
+                    self.after_qp_change(now, qp);
+                }
+            }
+        }
+    }
+
+    /// The next CM message to carry to its destination.
+    #[inline]
+    pub fn poll_cm_transmit(&mut self) -> Option<CmTransmit> {
+        self.cm_out.pop_front()
+    }
+
+    /// The next CM event for the application (`cm_poll` of the transport).
+    #[inline]
+    pub fn poll_cm_event(&mut self) -> Option<CmEvent> {
+        self.cm_events.pop_front()
+    }
+}

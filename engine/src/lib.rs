@@ -1,0 +1,61 @@
+//! rctb-engine: the RoCEv2 RC protocol engine, sans-IO (in the manner of
+//! quinn-proto). One [`Endpoint`] per node holds its verbs resources
+//! (protection domains, memory regions and their access checks, CQs, QPs
+//! and their states), the RC requester and responder of every QP, and the
+//! RDMA CM state machines. It reads no clock, opens no socket and owns no
+//! randomness: the time comes with every call, and the random numbers it
+//! needs (memory keys, CM starting PSNs) come from an RNG its owner gives it.
+//!
+//! # Contract
+//!
+//! - **Inputs**: [`Endpoint::handle_packet`]`(now, packet)` for every RoCEv2
+//!   packet addressed to the endpoint (ICRC already checked by the owner),
+//!   [`Endpoint::handle_cm`]`(now, from, message)` for every CM message,
+//!   [`Endpoint::handle_timeout`]`(now)` when the time from
+//!   [`Endpoint::poll_timeout`] has come.
+//! - **Commands**: the verbs (`reg_mr`, `create_qp`, `modify_qp`,
+//!   `post_send`, `post_recv`, `poll_cq`, `cm_connect`, ...), methods of
+//!   [`Endpoint`]; the ones that start protocol work take `now`.
+//! - **Outputs**, after every input or command, in this order:
+//!   [`Endpoint::poll_cm_transmit`] until `None`, [`Endpoint::poll_transmit`]
+//!   while the wire takes packets, then [`Endpoint::poll_timeout`] to arm the
+//!   owner's single timer. Completions wait in CQs (`poll_cq`), CM events in
+//!   [`Endpoint::poll_cm_event`].
+//! - **What blocks**: nothing. An owner that is late loses nothing: packets
+//!   not yet polled stay in their QPs, and a late timer fires once.
+//! - **Errors**: the verbs fail with `rctb_core::TransportError`, each naming
+//!   the verb and, for a bad argument, the field and the rule; a failed verb
+//!   changes nothing. [`Endpoint::handle_packet`] fails only with
+//!   [`PacketDrop::NoSuchQp`] (no QP has the destination QPN); a packet a QP
+//!   cannot take (wrong state, wrong source, bad PSN) is dropped or answered
+//!   with a NAK as IBA says, and counted, never an error. Protocol failures
+//!   reach the application as completions with an error status.
+//!
+//! Two owners drive it: `rctb-sim` (virtual time, simulated links, faults,
+//! pcap) and `rctb-udp` (real time, UDP sockets on port 4791).
+//!
+//! # Module map
+//!
+//! - [`endpoint`](Endpoint): the per-node state, packet and timer inputs,
+//!   transmit and timer outputs (`endpoint.rs`).
+//! - `verbs.rs`: the verbs as endpoint methods, with the device limits.
+//! - [`cm`]: RDMA CM messages and connection states (REQ/REP/RTU/REJ/DREQ).
+//! - [`rc`]: one queue pair's requester and responder (`rc/requester.rs`,
+//!   `rc/responder.rs`).
+//! - `memory.rs`: registered regions, key and bound checks, gather/scatter.
+//! - [`packet`](Packet): a RoCEv2 packet with its headers decoded, and the
+//!   UDP source port rule.
+//! - `idmap.rs`: dense id-indexed maps for the per-packet lookups.
+
+pub mod cm;
+mod endpoint;
+mod idmap;
+mod memory;
+mod packet;
+pub mod rc;
+mod verbs;
+
+pub use cm::{CM_QP_TIMEOUT, CM_TIMEOUT, CmMessage, CmTransmit};
+pub use endpoint::{Endpoint, EndpointConfig, EndpointCounters, PacketDrop, Resources, Transmit};
+pub use packet::{OUTER_HEADERS_LEN, Packet, udp_src_port};
+pub use verbs::{MAX_CQE, MAX_MR_SIZE, MAX_QP_WR, MAX_SGE};

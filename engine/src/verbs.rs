@@ -1,0 +1,532 @@
+//! The verbs of an [`Endpoint`]: what `rctb_core::Transport` asks of a
+//! device, as methods. `SimTransport` and `UdpTransport` are thin adapters
+//! over these.
+//!
+//! Contract: each verb checks its arguments and the handles it is given
+//! and fails with the `TransportError` a verbs device gives for the same
+//! misuse (`InvalidHandle`, `InvalidArgument` naming the field and the rule,
+//! `InvalidState`, `QueueFull`, `Busy`, `Exhausted`); a failed verb changes
+//! nothing. None blocks. The verbs that start protocol work (`modify_qp`,
+//! `post_send`, `post_recv`, `cm_connect`, `cm_accept`, `cm_disconnect`)
+//! take `now`; after them the owner polls the outputs (see [`Endpoint`]).
+
+use std::net::Ipv4Addr;
+
+use rctb_core::time::Instant;
+use rctb_core::transport::*;
+
+use crate::cm::{CM_TIMEOUT, CmMessage, Conn, ConnState, Connect};
+use crate::endpoint::{Cq, Endpoint};
+use crate::memory::{Memory, Region};
+use crate::rc::{PostError, RcQp, RoutedCompletion};
+
+/// Largest region an endpoint registers (it allocates real memory).
+pub const MAX_MR_SIZE: u64 = 1 << 32;
+pub const MAX_CQE: u32 = 1 << 20;
+pub const MAX_QP_WR: u32 = 1 << 15;
+pub const MAX_SGE: u32 = 32;
+
+fn post_error(verb: Verb, e: PostError) -> TransportError {
+    match e {
+        PostError::State(state) => TransportError::InvalidState { verb, state, what: "posting work requests" },
+        PostError::QueueFull(limit) => TransportError::QueueFull { verb, what: "work requests", limit },
+        PostError::TooManySge(limit) => {
+            TransportError::invalid(verb, "num_sge", limit as u64 + 1, "exceeds the QP's max SGE count")
+        }
+    }
+}
+
+impl Endpoint {
+    #[inline]
+    fn with_qp<R>(
+        &mut self,
+        now: Instant,
+        verb: Verb,
+        qp: QpId,
+        f: impl FnOnce(&mut RcQp, &Memory, Ipv4Addr, &mut Vec<RoutedCompletion>) -> R,
+    ) -> Result<R> {
+        let ip = self.cfg.ip;
+        let q = self.qps.get_mut(qp.0).ok_or_else(|| TransportError::handle(verb, qp))?;
+        let r = f(q, &self.mem, ip, &mut self.comps);
+        self.route();
+        self.after_qp_change(now, qp);
+        Ok(r)
+    }
+
+    /// Registers GPU memory: RDMA writes into it become visible only after
+    /// [`gpu_flush`](Self::gpu_flush) (local `mr_write` is immediate).
+    pub fn reg_gpu_mr(&mut self, pd: PdId, len: u64, access: Access) -> Result<MrInfo> {
+        let info = self.reg_mr(pd, len, access)?;
+        if let Some(r) = self.mem.get_mut(info.id) {
+            r.pending = Some(Vec::new());
+        }
+        Ok(info)
+    }
+
+    /// Makes the RDMA writes a GPU region received visible; returns how many.
+    pub fn gpu_flush(&mut self, mr: MrId) -> Result<usize> {
+        let r = self.mem.get_mut(mr).ok_or_else(|| TransportError::handle(Verb::MrAccess, mr))?;
+        let Some(pending) = r.pending.as_mut() else { return Ok(0) };
+        let writes = std::mem::take(pending);
+        for (offset, data) in &writes {
+            let start = *offset as usize;
+            r.data[start..start + data.len()].copy_from_slice(data);
+        }
+        Ok(writes.len())
+    }
+    pub fn device(&self) -> Result<DeviceInfo> {
+        Ok(DeviceInfo {
+            name: self.cfg.name.clone(),
+            max_qp_wr: MAX_QP_WR,
+            max_sge: MAX_SGE,
+            max_cqe: MAX_CQE,
+            max_mr_size: MAX_MR_SIZE,
+            max_qp_rd_atom: 16,
+            max_qp_init_rd_atom: 16,
+        })
+    }
+
+    pub fn port(&self, port: u8) -> Result<PortInfo> {
+        if port != 1 {
+            return Err(TransportError::invalid(
+                Verb::QueryPort,
+                "port",
+                port as u64,
+                "the simulated device has port 1",
+            ));
+        }
+        let n = self;
+        // Like rxe: index 0 the link-local GID, index 1 the IPv4-mapped one.
+        let mut ll = [0u8; 16];
+        ll[0] = 0xfe;
+        ll[1] = 0x80;
+        ll[8..11].copy_from_slice(&[n.cfg.mac[0] ^ 0x02, n.cfg.mac[1], n.cfg.mac[2]]);
+        ll[11] = 0xff;
+        ll[12] = 0xfe;
+        ll[13..16].copy_from_slice(&n.cfg.mac[3..6]);
+        Ok(PortInfo {
+            port: 1,
+            state: if n.link_up { PortState::Active } else { PortState::Down },
+            active_mtu: n.cfg.mtu,
+            max_mtu: Mtu::Mtu4096,
+            gids: vec![
+                GidEntry { index: 0, gid: Gid(ll), gid_type: GidType::RoceV2 },
+                GidEntry { index: 1, gid: Gid::from_ipv4(n.cfg.ip), gid_type: GidType::RoceV2 },
+            ],
+        })
+    }
+
+    pub fn alloc_pd(&mut self) -> Result<PdId> {
+        let n = &mut *self;
+        let pd = PdId(n.alloc_id());
+        n.pds.insert(pd);
+        Ok(pd)
+    }
+
+    pub fn dealloc_pd(&mut self, pd: PdId) -> Result<()> {
+        let n = &mut *self;
+        if !n.pds.contains(&pd) {
+            return Err(TransportError::handle(Verb::DeallocPd, pd));
+        }
+        let mrs = n.mem.count_in_pd(pd);
+        let qps = n.qps.values().filter(|q| q.pd() == pd).count();
+        if mrs + qps > 0 {
+            return Err(TransportError::Busy {
+                verb: Verb::DeallocPd,
+                what: pd.to_string(),
+                by: format!("{mrs} memory regions, {qps} queue pairs"),
+            });
+        }
+        n.pds.remove(&pd);
+        Ok(())
+    }
+
+    pub fn reg_mr(&mut self, pd: PdId, len: u64, access: Access) -> Result<MrInfo> {
+        let n = &mut *self;
+        if !n.pds.contains(&pd) {
+            return Err(TransportError::handle(Verb::RegMr, pd));
+        }
+        if len > MAX_MR_SIZE {
+            return Err(TransportError::invalid(Verb::RegMr, "len", len, "exceeds the device's max_mr_size (4 GiB)"));
+        }
+        // Remote write or atomic access needs local write too (verbs returns EINVAL).
+        if (access.contains(Access::REMOTE_WRITE) || access.contains(Access::REMOTE_ATOMIC))
+            && !access.contains(Access::LOCAL_WRITE)
+        {
+            return Err(TransportError::invalid(
+                Verb::RegMr,
+                "access",
+                access.bits() as u64,
+                "REMOTE_WRITE and REMOTE_ATOMIC require LOCAL_WRITE",
+            ));
+        }
+        let id = MrId(n.alloc_id());
+        let addr = n.next_addr;
+        n.next_addr += len.div_ceil(4096).max(1) * 4096;
+        let lkey = n.alloc_key();
+        let rkey = n.alloc_key();
+        let info = MrInfo { id, addr, len, lkey, rkey, access };
+        n.mem.insert(Region { info, pd, data: vec![0; len as usize], pending: None });
+        Ok(info)
+    }
+
+    pub fn dereg_mr(&mut self, mr: MrId) -> Result<()> {
+        let n = &mut *self;
+        n.mem.remove(mr).map(|_| ()).ok_or_else(|| TransportError::handle(Verb::DeregMr, mr))
+    }
+
+    pub fn mr_info(&self, mr: MrId) -> Result<MrInfo> {
+        self.mem.get(mr).map(|r| r.info).ok_or_else(|| TransportError::handle(Verb::MrAccess, mr))
+    }
+
+    pub fn mr_write(&mut self, mr: MrId, offset: u64, data: &[u8]) -> Result<()> {
+        let r = self.mem.get_mut(mr).ok_or_else(|| TransportError::handle(Verb::MrAccess, mr))?;
+        let range = bounds(r.info.len, offset, data.len() as u64)?;
+        r.data[range].copy_from_slice(data);
+        Ok(())
+    }
+
+    pub fn mr_read(&self, mr: MrId, offset: u64, buf: &mut [u8]) -> Result<()> {
+        let r = self.mem.get(mr).ok_or_else(|| TransportError::handle(Verb::MrAccess, mr))?;
+        let range = bounds(r.info.len, offset, buf.len() as u64)?;
+        buf.copy_from_slice(&r.data[range]);
+        Ok(())
+    }
+
+    pub fn mr_view(&self, mr: MrId, offset: u64, len: u64, f: &mut dyn MrVisitor) -> Result<()> {
+        let r = self.mem.get(mr).ok_or_else(|| TransportError::handle(Verb::MrAccess, mr))?;
+        let range = bounds(r.info.len, offset, len)?;
+        f.visit(&r.data[range]);
+        Ok(())
+    }
+
+    pub fn create_cq(&mut self, depth: u32) -> Result<CqId> {
+        if depth == 0 || depth > MAX_CQE {
+            return Err(TransportError::invalid(
+                Verb::CreateCq,
+                "depth",
+                depth as u64,
+                "must be 1..=max_cqe (1048576)",
+            ));
+        }
+        let n = &mut *self;
+        let cq = CqId(n.alloc_id());
+        n.cqs.insert(cq.0, Cq { depth, entries: Default::default(), overrun: false });
+        Ok(cq)
+    }
+
+    pub fn destroy_cq(&mut self, cq: CqId) -> Result<()> {
+        let n = &mut *self;
+        if !n.cqs.contains_key(cq.0) {
+            return Err(TransportError::handle(Verb::DestroyCq, cq));
+        }
+        let users = n.qps.values().filter(|q| q.init.send_cq == cq || q.init.recv_cq == cq).count();
+        if users > 0 {
+            return Err(TransportError::Busy {
+                verb: Verb::DestroyCq,
+                what: cq.to_string(),
+                by: format!("{users} queue pairs"),
+            });
+        }
+        n.cqs.remove(cq.0);
+        Ok(())
+    }
+
+    pub fn create_qp(&mut self, init: &QpInit) -> Result<QpInfo> {
+        let n = &mut *self;
+        check_qp_init(n, init)?;
+        let id = QpId(n.alloc_id());
+        let qpn = n.alloc_qpn();
+        n.qps.insert(id.0, RcQp::new(id, qpn, *init));
+        n.qpn_to_qp.insert(qpn, id);
+        Ok(QpInfo { id, qpn, state: QpState::Reset })
+    }
+
+    pub fn modify_qp(&mut self, now: Instant, qp: QpId, transition: &QpTransition) -> Result<()> {
+        if let QpTransition::Rtr(rtr) = transition {
+            let port = self.port(1)?;
+            if !port.gids.iter().any(|g| g.index == rtr.av.sgid_index) {
+                return Err(TransportError::invalid(
+                    Verb::ModifyQp,
+                    "sgid_index",
+                    rtr.av.sgid_index as u64,
+                    "no such entry in the port's GID table",
+                ));
+            }
+            if rtr.path_mtu > port.active_mtu {
+                return Err(TransportError::invalid(
+                    Verb::ModifyQp,
+                    "path_mtu",
+                    rtr.path_mtu.bytes() as u64,
+                    "exceeds the port's active MTU",
+                ));
+            }
+        }
+        let r = self.with_qp(now, Verb::ModifyQp, qp, |q, _, ip, out| {
+            let state = q.state;
+            q.modify(transition, ip, out).map_err(|rule| (state, rule))
+        })?;
+        r.map_err(|(state, rule)| match transition.allowed_from(state) {
+            false => TransportError::InvalidState { verb: Verb::ModifyQp, state, what: transition.name() },
+            true => TransportError::invalid(Verb::ModifyQp, transition.name(), 0, rule),
+        })
+    }
+
+    pub fn query_qp(&self, qp: QpId) -> Result<QpInfo> {
+        let q = self.qps.get(qp.0).ok_or_else(|| TransportError::handle(Verb::QueryQp, qp))?;
+        Ok(QpInfo { id: qp, qpn: q.qpn, state: q.state })
+    }
+
+    pub fn destroy_qp(&mut self, qp: QpId) -> Result<()> {
+        let n = &mut *self;
+        let q = n.qps.remove(qp.0).ok_or_else(|| TransportError::handle(Verb::DestroyQp, qp))?;
+        n.qpn_to_qp.remove(&q.qpn);
+        for c in n.conns.values_mut() {
+            if c.qp == Some(qp) {
+                c.qp = None;
+            }
+        }
+        Ok(())
+    }
+
+    #[inline]
+    pub fn post_send<'a>(&mut self, now: Instant, qp: QpId, wr: &SendWr<'a>) -> Result<()> {
+        if wr.len() > u32::MAX as u64 {
+            return Err(TransportError::invalid(
+                Verb::PostSend,
+                "length",
+                wr.len(),
+                "a message is at most 2^32-1 bytes",
+            ));
+        }
+        self.with_qp(now, Verb::PostSend, qp, |q, mem, _, out| q.post_send(wr, mem, out))?
+            .map_err(|e| post_error(Verb::PostSend, e))
+    }
+
+    #[inline]
+    pub fn post_recv<'a>(&mut self, now: Instant, qp: QpId, wr: &RecvWr<'a>) -> Result<()> {
+        self.with_qp(now, Verb::PostRecv, qp, |q, mem, _, out| q.post_recv(wr, mem, out))?
+            .map_err(|e| post_error(Verb::PostRecv, e))
+    }
+
+    #[inline]
+    pub fn poll_cq(&mut self, cq: CqId, max: usize, out: &mut Vec<Completion>) -> Result<usize> {
+        let c = self.cqs.get_mut(cq.0).ok_or_else(|| TransportError::handle(Verb::PollCq, cq))?;
+        if c.overrun {
+            return Err(TransportError::Exhausted {
+                verb: Verb::PollCq,
+                what: "CQ entries (overrun: completions lost)",
+            });
+        }
+        let k = max.min(c.entries.len());
+        out.extend(c.entries.drain(..k));
+        Ok(k)
+    }
+
+    pub fn cm_listen(&mut self, port: u16) -> Result<ListenId> {
+        let n = &mut *self;
+        if n.listeners.contains_key(&port) {
+            return Err(TransportError::Busy {
+                verb: Verb::CmListen,
+                what: format!("port {port}"),
+                by: "another listener".into(),
+            });
+        }
+        let id = ListenId(n.alloc_id());
+        n.listeners.insert(port, id);
+        Ok(id)
+    }
+
+    pub fn cm_connect(&mut self, now: Instant, params: &ConnectParams) -> Result<(ConnId, QpId)> {
+        if params.private_data.len() > MAX_REQ_PRIVATE_DATA {
+            return Err(TransportError::invalid(
+                Verb::CmConnect,
+                "private_data",
+                params.private_data.len() as u64,
+                "REQ private data is at most 56 bytes",
+            ));
+        }
+        let info = self.create_qp(&params.qp).map_err(|e| rewrap(e, Verb::CmConnect))?;
+        self.init_qp(info.id);
+        let conn = ConnId(self.alloc_id());
+        let local_psn = self.random_psn();
+        let mtu = self.cfg.mtu;
+        self.conns.insert(
+            conn,
+            Conn {
+                qp: Some(info.id),
+                peer: None,
+                state: ConnState::ReqSent,
+                remote_qpn: 0,
+                remote_psn: Psn::default(),
+                local_psn,
+                remote_ip: *params.remote.ip(),
+                mtu,
+                responder_resources: params.responder_resources,
+                retry_count: params.retry_count,
+                rnr_retry_count: params.rnr_retry_count,
+                deadline: Some(now + CM_TIMEOUT),
+            },
+        );
+        self.arm_cm(now + CM_TIMEOUT, conn);
+        let msg = CmMessage::Req {
+            src_conn: conn,
+            port: params.remote.port(),
+            qpn: info.qpn,
+            psn: local_psn,
+            mtu,
+            private_data: params.private_data.clone(),
+            responder_resources: params.responder_resources,
+            initiator_depth: params.initiator_depth,
+            retry_count: params.retry_count,
+            rnr_retry_count: params.rnr_retry_count,
+        };
+        self.send_cm(*params.remote.ip(), msg);
+        Ok((conn, info.id))
+    }
+
+    pub fn cm_accept(&mut self, conn: ConnId, params: &AcceptParams) -> Result<QpId> {
+        if params.private_data.len() > MAX_REP_PRIVATE_DATA {
+            return Err(TransportError::invalid(
+                Verb::CmAccept,
+                "private_data",
+                params.private_data.len() as u64,
+                "REP private data is at most 196 bytes",
+            ));
+        }
+        let c = self.conns.get(&conn).ok_or_else(|| TransportError::handle(Verb::CmAccept, conn))?;
+        if c.state != ConnState::ReqRcvd {
+            return Err(TransportError::Busy {
+                verb: Verb::CmAccept,
+                what: conn.to_string(),
+                by: "a connection past its request".into(),
+            });
+        }
+        let info = self.create_qp(&params.qp).map_err(|e| rewrap(e, Verb::CmAccept))?;
+        let c = self.conns.get(&conn).expect("checked above");
+        // The initiator depth we may use is bounded by what the peer offered.
+        let initiator_depth = params.initiator_depth.min(c.responder_resources);
+        let attrs = Connect {
+            peer_ip: c.remote_ip,
+            mtu: c.mtu,
+            dest_qpn: c.remote_qpn,
+            rq_psn: c.remote_psn,
+            sq_psn: c.local_psn,
+            responder_resources: params.responder_resources,
+            initiator_depth,
+            retry_count: c.retry_count,
+            rnr_retry_count: params.rnr_retry_count,
+        };
+        let (mtu, lpsn, peer) = (c.mtu, c.local_psn, c.peer);
+        self.init_qp(info.id);
+        let res = self.connect_qp(info.id, attrs);
+        if let Err(rule) = res {
+            return Err(TransportError::invalid(Verb::CmAccept, "qp", info.qpn as u64, rule));
+        }
+        let c = self.conns.get_mut(&conn).expect("checked above");
+        c.qp = Some(info.id);
+        c.state = ConnState::RepSent;
+        if let Some((peer_ip, peer_conn)) = peer {
+            let msg = CmMessage::Rep {
+                dst_conn: peer_conn,
+                src_conn: conn,
+                qpn: info.qpn,
+                psn: lpsn,
+                mtu,
+                private_data: params.private_data.clone(),
+                responder_resources: params.responder_resources,
+                initiator_depth,
+            };
+            self.send_cm(peer_ip, msg);
+        }
+        Ok(info.id)
+    }
+
+    pub fn cm_reject(&mut self, conn: ConnId, private_data: &[u8]) -> Result<()> {
+        if private_data.len() > MAX_REJ_PRIVATE_DATA {
+            return Err(TransportError::invalid(
+                Verb::CmReject,
+                "private_data",
+                private_data.len() as u64,
+                "REJ private data is at most 148 bytes",
+            ));
+        }
+        let c = self.conns.get_mut(&conn).ok_or_else(|| TransportError::handle(Verb::CmReject, conn))?;
+        if c.state != ConnState::ReqRcvd {
+            return Err(TransportError::Busy {
+                verb: Verb::CmReject,
+                what: conn.to_string(),
+                by: "a connection past its request".into(),
+            });
+        }
+        c.state = ConnState::Closed;
+        if let Some((peer_ip, peer_conn)) = c.peer {
+            let msg = CmMessage::Rej { dst_conn: peer_conn, private_data: private_data.to_vec(), no_listener: false };
+            self.send_cm(peer_ip, msg);
+        }
+        Ok(())
+    }
+
+    pub fn cm_disconnect(&mut self, now: Instant, conn: ConnId) -> Result<()> {
+        if !self.conns.contains_key(&conn) {
+            return Err(TransportError::handle(Verb::CmDisconnect, conn));
+        }
+        self.disconnect_local(now, conn, true);
+        Ok(())
+    }
+
+    pub fn cm_destroy(&mut self, conn: ConnId) -> Result<()> {
+        self.conns.remove(&conn).map(|_| ()).ok_or_else(|| TransportError::handle(Verb::CmDestroy, conn))
+    }
+
+    pub fn cm_close_listener(&mut self, listener: ListenId) -> Result<()> {
+        let port = self.listeners.iter().find(|(_, l)| **l == listener).map(|(p, _)| *p);
+        match port {
+            Some(p) => {
+                self.listeners.remove(&p);
+                Ok(())
+            }
+            None => Err(TransportError::handle(Verb::CmDestroy, listener)),
+        }
+    }
+}
+
+fn bounds(region_len: u64, offset: u64, len: u64) -> Result<std::ops::Range<usize>> {
+    match offset.checked_add(len) {
+        Some(end) if end <= region_len => Ok(offset as usize..end as usize),
+        _ => {
+            Err(TransportError::invalid(Verb::MrAccess, "offset+len", offset.saturating_add(len), "exceeds the region"))
+        }
+    }
+}
+
+fn check_qp_init(n: &Endpoint, init: &QpInit) -> Result<()> {
+    if !n.pds.contains(&init.pd) {
+        return Err(TransportError::handle(Verb::CreateQp, init.pd));
+    }
+    for cq in [init.send_cq, init.recv_cq] {
+        if !n.cqs.contains_key(cq.0) {
+            return Err(TransportError::handle(Verb::CreateQp, cq));
+        }
+    }
+    let c = &init.caps;
+    for (field, v, max) in [
+        ("max_send_wr", c.max_send_wr, MAX_QP_WR),
+        ("max_recv_wr", c.max_recv_wr, MAX_QP_WR),
+        ("max_send_sge", c.max_send_sge, MAX_SGE),
+        ("max_recv_sge", c.max_recv_sge, MAX_SGE),
+    ] {
+        if v > max {
+            return Err(TransportError::invalid(Verb::CreateQp, field, v as u64, "exceeds the device limit"));
+        }
+    }
+    Ok(())
+}
+
+fn rewrap(e: TransportError, verb: Verb) -> TransportError {
+    match e {
+        TransportError::InvalidHandle { handle, .. } => TransportError::InvalidHandle { verb, handle },
+        TransportError::InvalidArgument { source, .. } => TransportError::InvalidArgument { verb, source },
+        other => other,
+    }
+}
