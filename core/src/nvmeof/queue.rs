@@ -212,6 +212,25 @@ impl Queue {
         self.failed = Some(e);
     }
 
+    /// Why a closed or still connecting queue takes no command.
+    #[cold]
+    fn not_open(&self) -> NvmeError {
+        if self.closed {
+            NvmeError::Disconnected { qid: self.qid }
+        } else {
+            InvalidValue::new("queue state", self.qid.into(), "the queue is still connecting (RDMA CM)").into()
+        }
+    }
+
+    /// A connecting queue fails at its deadline.
+    #[cold]
+    fn poll_connecting<T: Transport>(&mut self, t: &mut T) {
+        if self.connecting.is_some_and(|deadline| t.now() >= deadline) {
+            self.connecting = None;
+            self.failed = Some(NvmeError::Timeout { command: "RDMA CM connect", qid: self.qid, after: self.timeout });
+        }
+    }
+
     /// Whether the RDMA CM connect is still in progress.
     pub fn is_connecting(&self) -> bool {
         self.connecting.is_some()
@@ -271,13 +290,8 @@ impl Queue {
         if let Some(e) = &self.failed {
             return Err(e.clone());
         }
-        if self.closed {
-            return Err(NvmeError::Disconnected { qid: self.qid });
-        }
-        if self.connecting.is_some() {
-            return Err(
-                InvalidValue::new("queue state", self.qid.into(), "the queue is still connecting (RDMA CM)").into()
-            );
+        if self.closed || self.connecting.is_some() {
+            return Err(self.not_open());
         }
         let Some(cid) = self.slots.iter().position(|s| !s.busy) else {
             return Err(NvmeError::QueueFull { qid: self.qid, depth: self.depth, outstanding: self.outstanding });
@@ -318,12 +332,8 @@ impl Queue {
         if self.closed {
             return Ok(());
         }
-        if let Some(deadline) = self.connecting {
-            if t.now() >= deadline {
-                self.connecting = None;
-                self.failed =
-                    Some(NvmeError::Timeout { command: "RDMA CM connect", qid: self.qid, after: self.timeout });
-            }
+        if self.connecting.is_some() {
+            self.poll_connecting(t);
             return Ok(());
         }
         if self.failed.is_some() {

@@ -260,27 +260,28 @@ impl<T: Transport> Controller<T> {
                 until = until.min(d);
             }
         }
-        match self.phase {
-            Phase::Ready => {
-                // While a Keep Alive is outstanding its deadline counts, not the
-                // next one's due time (already past: nothing to send until it answers).
-                if let (Some(k), None) = (self.next_keep_alive, self.keep_alive_cid) {
-                    until = until.min(k);
-                }
+        if self.phase == Phase::Ready {
+            // While a Keep Alive is outstanding its deadline counts, not the
+            // next one's due time (already past: nothing to send until it answers).
+            if let (Some(k), None) = (self.next_keep_alive, self.keep_alive_cid) {
+                until = until.min(k);
             }
-            Phase::Admin(a) => {
-                if let Some(at) = a.poll_at().or(self.admin.connect_deadline()) {
-                    until = until.min(at);
-                }
-            }
-            Phase::Io { .. } => {
-                if let Some(at) = self.io.last().and_then(|q| q.connect_deadline()) {
-                    until = until.min(at);
-                }
-            }
-            _ => {}
+        } else {
+            until = until.min(self.bring_up_due());
         }
         (cqs, until)
+    }
+
+    /// When the bring-up next needs `service` without a completion: a CM
+    /// connect's deadline or the next CSTS read.
+    #[cold]
+    fn bring_up_due(&self) -> Instant {
+        let at = match self.phase {
+            Phase::Admin(a) => a.poll_at().or(self.admin.connect_deadline()),
+            Phase::Io { .. } => self.io.last().and_then(|q| q.connect_deadline()),
+            _ => None,
+        };
+        at.unwrap_or(Instant::FAR_FUTURE)
     }
 
     /// Waits for anything (completions, CM events, a keep-alive due, a
@@ -323,18 +324,18 @@ impl<T: Transport> Controller<T> {
     /// reported through the tickets they fail. A closed controller is
     /// `Disconnected`.
     pub fn service(&mut self) -> Result<(), NvmeError> {
-        self.poll_queues()?;
-        match self.phase {
-            Phase::Ready => {}
-            Phase::Failed => return Err(self.down.clone().unwrap_or(NvmeError::Disconnected { qid: 0 })),
-            Phase::Closed => return Err(NvmeError::Disconnected { qid: 0 }),
-            Phase::ShuttingDown { .. } => return Ok(()),
-            _ => {
-                return self.advance().inspect_err(|e| {
-                    self.phase = Phase::Failed;
-                    self.down = Some(e.clone());
-                });
+        if self.phase != Phase::Ready {
+            return self.service_not_ready();
+        }
+        while let Some(ev) = self.t.cm_poll() {
+            self.admin.handle_cm(&mut self.t, &ev);
+            for q in &mut self.io {
+                q.handle_cm(&mut self.t, &ev);
             }
+        }
+        self.admin.poll(&mut self.t)?;
+        for q in &mut self.io {
+            q.poll(&mut self.t)?;
         }
         self.collect_tickets();
         self.keep_alive_tick()?;
@@ -342,6 +343,22 @@ impl<T: Transport> Controller<T> {
             Some(e) => Err(e.clone()),
             None if self.admin.is_closed() => Err(NvmeError::Disconnected { qid: 0 }),
             None => Ok(()),
+        }
+    }
+
+    /// `service` before `Ready` or after the end: the next bring-up step.
+    #[cold]
+    #[inline(never)]
+    fn service_not_ready(&mut self) -> Result<(), NvmeError> {
+        self.poll_queues()?;
+        match self.phase {
+            Phase::Ready | Phase::ShuttingDown { .. } => Ok(()),
+            Phase::Failed => Err(self.down.clone().unwrap_or(NvmeError::Disconnected { qid: 0 })),
+            Phase::Closed => Err(NvmeError::Disconnected { qid: 0 }),
+            _ => self.advance().inspect_err(|e| {
+                self.phase = Phase::Failed;
+                self.down = Some(e.clone());
+            }),
         }
     }
 
