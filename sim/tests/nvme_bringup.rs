@@ -31,7 +31,7 @@ fn rig(test: &'static str, seed: u64, hosts: usize, cfg: TargetConfig) -> Rig {
     let sim = Sim::new(seed);
     let hosts = (0..hosts)
         .map(|i| {
-            let n = sim.add_node(NodeConfig::new(&format!("host{i}"), format!("10.0.0.{}", i + 1).parse().unwrap()));
+            let n = sim.add_node(NodeConfig::new(format!("host{i}"), format!("10.0.0.{}", i + 1).parse().unwrap()));
             sim.transport(n.unwrap())
         })
         .collect();

@@ -89,6 +89,8 @@ pub struct Queue {
     scratch: Vec<crate::transport::Completion>,
     /// While the RDMA CM connect is in progress: its deadline.
     connecting: Option<Instant>,
+    /// Connected and not closed (one flag for the hot paths).
+    open: bool,
 }
 
 impl Queue {
@@ -144,6 +146,7 @@ impl Queue {
             closed: false,
             scratch: Vec::new(),
             connecting: None,
+            open: false,
         };
         match q.start_inner(t, pd, req) {
             Ok(()) => Ok(q),
@@ -194,6 +197,7 @@ impl Queue {
                         self.slots.truncate(n);
                     }
                     self.connecting = None;
+                    self.open = true;
                     return;
                 }
                 Err(e) => NvmeError::Protocol(e),
@@ -222,13 +226,19 @@ impl Queue {
         }
     }
 
-    /// A connecting queue fails at its deadline.
+    /// `poll` of a queue not open: nothing to do when closed; a connecting
+    /// queue fails at its deadline. True when `poll` is done.
     #[cold]
-    fn poll_connecting<T: Transport>(&mut self, t: &mut T) {
-        if self.connecting.is_some_and(|deadline| t.now() >= deadline) {
+    fn poll_not_open<T: Transport>(&mut self, t: &mut T) -> bool {
+        if self.closed {
+            return true;
+        }
+        let Some(deadline) = self.connecting else { return false };
+        if t.now() >= deadline {
             self.connecting = None;
             self.failed = Some(NvmeError::Timeout { command: "RDMA CM connect", qid: self.qid, after: self.timeout });
         }
+        true
     }
 
     /// Whether the RDMA CM connect is still in progress.
@@ -290,7 +300,7 @@ impl Queue {
         if let Some(e) = &self.failed {
             return Err(e.clone());
         }
-        if self.closed || self.connecting.is_some() {
+        if !self.open {
             return Err(self.not_open());
         }
         let Some(cid) = self.slots.iter().position(|s| !s.busy) else {
@@ -329,11 +339,7 @@ impl Queue {
     /// Processes completions and deadlines without blocking. Finished
     /// commands wait in the queue for [`Queue::take`].
     pub fn poll<T: Transport>(&mut self, t: &mut T) -> Result<(), NvmeError> {
-        if self.closed {
-            return Ok(());
-        }
-        if self.connecting.is_some() {
-            self.poll_connecting(t);
+        if !self.open && self.poll_not_open(t) {
             return Ok(());
         }
         if self.failed.is_some() {
@@ -492,6 +498,7 @@ impl Queue {
 
     fn release<T: Transport>(&mut self, t: &mut T) {
         self.closed = true;
+        self.open = false;
         if self.conn.0 != u32::MAX {
             let _ = t.cm_disconnect(self.conn);
             let _ = t.modify_qp(self.qp, &QpTransition::Err);

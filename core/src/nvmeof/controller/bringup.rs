@@ -293,7 +293,7 @@ impl<T: Transport> Controller<T> {
     fn run_bring_up(&mut self) -> Result<(), NvmeError> {
         loop {
             self.service()?;
-            if self.phase == Phase::Ready {
+            if matches!(self.phase, Phase::Ready) {
                 return Ok(());
             }
             let (cqs, until) = self.wait_set();
@@ -457,7 +457,7 @@ impl<T: Transport> Controller<T> {
     /// closed controller, or for a local verb (the controller stays
     /// disconnected).
     pub fn start_reconnect(&mut self) -> Result<(), NvmeError> {
-        if self.phase == Phase::Closed {
+        if matches!(self.phase, Phase::Closed) {
             return Err(NvmeError::Disconnected { qid: 0 });
         }
         for q in &mut self.io {

@@ -260,7 +260,7 @@ impl<T: Transport> Controller<T> {
                 until = until.min(d);
             }
         }
-        if self.phase == Phase::Ready {
+        if matches!(self.phase, Phase::Ready) {
             // While a Keep Alive is outstanding its deadline counts, not the
             // next one's due time (already past: nothing to send until it answers).
             if let (Some(k), None) = (self.next_keep_alive, self.keep_alive_cid) {
@@ -324,7 +324,7 @@ impl<T: Transport> Controller<T> {
     /// reported through the tickets they fail. A closed controller is
     /// `Disconnected`.
     pub fn service(&mut self) -> Result<(), NvmeError> {
-        if self.phase != Phase::Ready {
+        if !matches!(self.phase, Phase::Ready) {
             return self.service_not_ready();
         }
         while let Some(ev) = self.t.cm_poll() {
@@ -444,7 +444,7 @@ impl<T: Transport> Controller<T> {
     /// answer up to the command timeout) and releases every queue, buffer
     /// and the PD. Idempotent.
     pub fn close(&mut self) {
-        if self.phase == Phase::Closed {
+        if matches!(self.phase, Phase::Closed) {
             return;
         }
         for q in &mut self.io {
