@@ -1,12 +1,30 @@
 //! One NVMe/RDMA queue: an RC QP connected with NVMe/RDMA private data,
 //! command capsule slots, response receive slots and command ids.
 //!
-//! Non-blocking core: [`Queue::submit`] posts a capsule, [`Queue::poll`]
-//! processes completions (and expires commands past their deadline), and
-//! [`Queue::take`] hands over finished commands. A command is finished only
-//! when both its capsule SEND completed and its response arrived. Blocking
-//! helpers ([`Queue::connect`], [`Queue::execute`]) are thin loops on top,
-//! in the transport's time.
+//! Contract, in call order:
+//! 1. [`Queue::start`] makes the CQ, QP and buffers, sends the RDMA CM
+//!    request (NVMe/RDMA private data) and posts a receive per entry. It
+//!    does not block; the queue is *connecting* ([`Queue::is_connecting`]).
+//! 2. Every CM event of the transport goes to [`Queue::handle_cm`] (it
+//!    says whether the event was this queue's). `Established` connects the
+//!    queue; `Rejected`, `Unreachable` or `Disconnected` fail it.
+//!    [`Queue::poll`] fails a queue still connecting at its deadline
+//!    ([`Queue::connect_deadline`]) with `Timeout` ("RDMA CM connect").
+//! 3. Connected: [`Queue::submit`] posts a capsule, [`Queue::poll`]
+//!    processes completions (and expires commands past their deadline),
+//!    [`Queue::take`] hands over finished commands. A command is finished
+//!    only when both its capsule SEND completed and its response arrived.
+//! 4. [`Queue::close`] disconnects and releases everything.
+//!
+//! Only [`Queue::connect`], [`Queue::execute`] and [`Queue::wait`] block
+//! (in the transport's time, bounded by the queue's timeout): they are thin
+//! loops over the steps above. Fabrics Connect is the controller's.
+//!
+//! Errors: `Rejected` / `Unreachable` (the CM answer, with the NVMe/RDMA
+//! reject status when the target gave one), `Timeout` (the CM connect or a
+//! command past its deadline), `Disconnected`, `Completion` (a work request
+//! failed), `UnknownCid` and `Protocol` (the target broke the protocol),
+//! `QueueFull` (every command id in use; the queue stays usable).
 //!
 //! Any failure of the connection (an error completion, a response for a
 //! command id nobody sent, a timeout, a disconnect) fails the whole queue:
@@ -69,19 +87,43 @@ pub struct Queue {
     failed: Option<NvmeError>,
     closed: bool,
     scratch: Vec<crate::transport::Completion>,
+    /// While the RDMA CM connect is in progress: its deadline.
+    connecting: Option<Instant>,
+    /// Connected and not closed (one flag for the hot paths).
+    open: bool,
 }
 
 impl Queue {
-    /// Connects: RDMA CM with the NVMe/RDMA request as private data, then
-    /// posts a receive per entry. Blocks (in transport time) up to the
-    /// timeout. Does not send Fabrics Connect (the controller does).
-    /// CM events of other connections are handed to `other`.
-    pub fn connect<T: Transport>(
-        t: &mut T,
-        pd: PdId,
-        cfg: &QueueConfig,
-        other: &mut dyn FnMut(CmEvent),
-    ) -> Result<Queue, NvmeError> {
+    /// Connects: [`Queue::start`], then waits (in transport time, up to the
+    /// timeout) for the CM answer. Does not send Fabrics Connect (the
+    /// controller does). CM events of other connections are dropped: a
+    /// caller driving several connections on one transport uses `start`
+    /// and hands each event to its queue instead.
+    pub fn connect<T: Transport>(t: &mut T, pd: PdId, cfg: &QueueConfig) -> Result<Queue, NvmeError> {
+        let mut q = Queue::start(t, pd, cfg)?;
+        loop {
+            while let Some(ev) = t.cm_poll() {
+                q.handle_cm(t, &ev);
+            }
+            q.poll(t)?;
+            if let Some(e) = q.failed.clone() {
+                q.release(t);
+                return Err(e);
+            }
+            let Some(deadline) = q.connecting else { return Ok(q) };
+            if let Err(e) = t.wait(&[], deadline) {
+                q.release(t);
+                return Err(e.into());
+            }
+        }
+    }
+
+    /// Starts connecting without waiting: makes the CQ, the QP (through
+    /// RDMA CM, with the NVMe/RDMA request as private data) and the
+    /// buffers, and posts a receive per entry. The queue is connecting
+    /// until [`Queue::handle_cm`] sees its answer or [`Queue::poll`] its
+    /// deadline. Everything made is released again on error.
+    pub fn start<T: Transport>(t: &mut T, pd: PdId, cfg: &QueueConfig) -> Result<Queue, NvmeError> {
         let req = CmRequest::new(cfg.qid, cfg.depth, cfg.cntlid).map_err(NvmeError::Build)?;
         let depth = cfg.depth;
         let capsule_len = COMMAND_LEN as u64 + cfg.in_capsule as u64;
@@ -103,8 +145,10 @@ impl Queue {
             failed: None,
             closed: false,
             scratch: Vec::new(),
+            connecting: None,
+            open: false,
         };
-        match q.connect_inner(t, pd, cfg, req, other) {
+        match q.start_inner(t, pd, req) {
             Ok(()) => Ok(q),
             Err(e) => {
                 q.release(t);
@@ -113,14 +157,7 @@ impl Queue {
         }
     }
 
-    fn connect_inner<T: Transport>(
-        &mut self,
-        t: &mut T,
-        pd: PdId,
-        cfg: &QueueConfig,
-        req: CmRequest,
-        other: &mut dyn FnMut(CmEvent),
-    ) -> Result<(), NvmeError> {
+    fn start_inner<T: Transport>(&mut self, t: &mut T, pd: PdId, req: CmRequest) -> Result<(), NvmeError> {
         let depth = self.depth as u64;
         self.cmd_mr = t.reg_mr(pd, self.capsule_len * depth, Access::LOCAL_WRITE)?;
         self.rsp_mr = t.reg_mr(pd, COMPLETION_LEN as u64 * depth, Access::LOCAL_WRITE)?;
@@ -132,7 +169,7 @@ impl Queue {
             max_inline_data: 0,
         };
         let init = QpInit { pd, send_cq: self.cq, recv_cq: self.cq, caps, sq_sig_all: false };
-        let mut params = ConnectParams::new(cfg.addr, init, req.encode().to_vec());
+        let mut params = ConnectParams::new(self.addr, init, req.encode().to_vec());
         let dev = t.device()?;
         // PROTOCOLS.md §2: min(255, max_qp_rd_atom); the u8 field holds that.
         params.responder_resources = dev.max_qp_rd_atom;
@@ -145,39 +182,73 @@ impl Queue {
             let sge = [Sge::new(self.rsp_mr.id, i * COMPLETION_LEN as u64, COMPLETION_LEN as u32)];
             t.post_recv(qp, &RecvWr::new(WR_RECV | i, &sge))?;
         }
-        let deadline = t.now() + cfg.timeout;
-        loop {
-            while let Some(ev) = t.cm_poll() {
-                if ev.conn() != conn {
-                    other(ev);
-                    continue;
+        self.connecting = Some(t.now() + self.timeout);
+        Ok(())
+    }
+
+    /// The CM answer for a connecting queue.
+    fn on_connect_event(&mut self, ev: &CmEvent) {
+        let e = match ev {
+            CmEvent::Established { private_data, .. } => match CmAccept::decode(private_data) {
+                Ok(accept) => {
+                    // The target may hold fewer commands than we asked for.
+                    if accept.crqsize < self.depth {
+                        let n = accept.crqsize.max(2) as usize - 1;
+                        self.slots.truncate(n);
+                    }
+                    self.connecting = None;
+                    self.open = true;
+                    return;
                 }
-                match ev {
-                    CmEvent::Established { private_data, .. } => {
-                        let accept = CmAccept::decode(&private_data).map_err(NvmeError::Protocol)?;
-                        // The target may hold fewer commands than we asked for.
-                        if accept.crqsize < self.depth {
-                            let n = accept.crqsize.max(2) as usize - 1;
-                            self.slots.truncate(n);
-                        }
-                        return Ok(());
-                    }
-                    CmEvent::Rejected { private_data, .. } => {
-                        let reason = CmReject::decode(&private_data).ok().map(|r| r.status);
-                        return Err(NvmeError::Rejected { addr: cfg.addr, reason });
-                    }
-                    CmEvent::Unreachable { reason, .. } => {
-                        return Err(NvmeError::Unreachable { addr: cfg.addr, reason });
-                    }
-                    CmEvent::Disconnected { .. } => return Err(NvmeError::Disconnected { qid: self.qid }),
-                    CmEvent::ConnectRequest { .. } => {}
-                }
+                Err(e) => NvmeError::Protocol(e),
+            },
+            CmEvent::Rejected { private_data, .. } => {
+                let reason = CmReject::decode(private_data).ok().map(|r| r.status);
+                NvmeError::Rejected { addr: self.addr, reason }
             }
-            if t.now() >= deadline {
-                return Err(NvmeError::Timeout { command: "RDMA CM connect", qid: self.qid, after: cfg.timeout });
-            }
-            t.wait(&[], deadline)?;
+            CmEvent::Unreachable { reason, .. } => NvmeError::Unreachable { addr: self.addr, reason: *reason },
+            CmEvent::Disconnected { .. } => NvmeError::Disconnected { qid: self.qid },
+            CmEvent::ConnectRequest { .. } => return,
+        };
+        // Nothing was posted but receives: the queue is released by its
+        // owner (close), its QP never reached RTS.
+        self.connecting = None;
+        self.failed = Some(e);
+    }
+
+    /// Why a closed or still connecting queue takes no command.
+    #[cold]
+    fn not_open(&self) -> NvmeError {
+        if self.closed {
+            NvmeError::Disconnected { qid: self.qid }
+        } else {
+            InvalidValue::new("queue state", self.qid.into(), "the queue is still connecting (RDMA CM)").into()
         }
+    }
+
+    /// `poll` of a queue not open: nothing to do when closed; a connecting
+    /// queue fails at its deadline. True when `poll` is done.
+    #[cold]
+    fn poll_not_open<T: Transport>(&mut self, t: &mut T) -> bool {
+        if self.closed {
+            return true;
+        }
+        let Some(deadline) = self.connecting else { return false };
+        if t.now() >= deadline {
+            self.connecting = None;
+            self.failed = Some(NvmeError::Timeout { command: "RDMA CM connect", qid: self.qid, after: self.timeout });
+        }
+        true
+    }
+
+    /// Whether the RDMA CM connect is still in progress.
+    pub fn is_connecting(&self) -> bool {
+        self.connecting.is_some()
+    }
+
+    /// The deadline of the RDMA CM connect, while it is in progress.
+    pub fn connect_deadline(&self) -> Option<Instant> {
+        self.connecting
     }
 
     pub fn qid(&self) -> u16 {
@@ -229,8 +300,8 @@ impl Queue {
         if let Some(e) = &self.failed {
             return Err(e.clone());
         }
-        if self.closed {
-            return Err(NvmeError::Disconnected { qid: self.qid });
+        if !self.open {
+            return Err(self.not_open());
         }
         let Some(cid) = self.slots.iter().position(|s| !s.busy) else {
             return Err(NvmeError::QueueFull { qid: self.qid, depth: self.depth, outstanding: self.outstanding });
@@ -268,7 +339,7 @@ impl Queue {
     /// Processes completions and deadlines without blocking. Finished
     /// commands wait in the queue for [`Queue::take`].
     pub fn poll<T: Transport>(&mut self, t: &mut T) -> Result<(), NvmeError> {
-        if self.closed {
+        if !self.open && self.poll_not_open(t) {
             return Ok(());
         }
         if self.failed.is_some() {
@@ -362,10 +433,16 @@ impl Queue {
         self.failed = Some(e);
     }
 
-    /// A CM event that may concern this queue (a disconnect fails it).
+    /// A CM event that may concern this queue: the answer to a connecting
+    /// queue's request, or a disconnect (which fails a connected queue).
+    /// Returns whether the event was this queue's.
     pub fn handle_cm<T: Transport>(&mut self, t: &mut T, ev: &CmEvent) -> bool {
-        if ev.conn() != self.conn {
-            return false;
+        if ev.conn() != self.conn || self.closed {
+            return ev.conn() == self.conn;
+        }
+        if self.connecting.is_some() {
+            self.on_connect_event(ev);
+            return true;
         }
         if matches!(ev, CmEvent::Disconnected { .. }) && self.failed.is_none() && !self.closed {
             self.fail(t, NvmeError::Disconnected { qid: self.qid });
@@ -385,7 +462,7 @@ impl Queue {
 
     /// Blocks until something happens on this queue or `deadline` passes.
     pub fn wait<T: Transport>(&mut self, t: &mut T, deadline: Instant) -> Result<(), NvmeError> {
-        let deadline = self.next_deadline().map_or(deadline, |d| d.min(deadline));
+        let deadline = self.next_deadline().or(self.connecting).map_or(deadline, |d| d.min(deadline));
         if t.wait(&[self.cq], deadline)? == Readiness::Ready {
             while let Some(ev) = t.cm_poll() {
                 self.handle_cm(t, &ev);
@@ -421,6 +498,7 @@ impl Queue {
 
     fn release<T: Transport>(&mut self, t: &mut T) {
         self.closed = true;
+        self.open = false;
         if self.conn.0 != u32::MAX {
             let _ = t.cm_disconnect(self.conn);
             let _ = t.modify_qp(self.qp, &QpTransition::Err);
