@@ -136,7 +136,7 @@ impl NvmeQueue {
                         .and_then(|f| f.transport_of(source.as_deref()))
                         .map_err(invalid)?;
                     let pd = t.alloc_pd().map_err(|e| nvme_err(e.into()))?;
-                    match Queue::connect(&mut t, pd, &cfg, &mut |_| {}) {
+                    match Queue::connect(&mut t, pd, &cfg) {
                         Ok(q) => Ok(s.insert(QueueState { t, pd, q, buffers: BTreeMap::new(), closed: false })),
                         Err(e) => {
                             let _ = t.dealloc_pd(pd);
