@@ -59,7 +59,7 @@ pub struct Frame {
     pub aeth_syndrome: Option<u8>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub aeth_msn: Option<u32>,
-    /// "ACK", "RNR NAK timer N" or "NAK <code>".
+    /// "ACK", "RNR NAK timer N" or "NAK CODE".
     #[serde(skip_serializing_if = "Option::is_none")]
     pub aeth_kind: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -11,7 +11,7 @@
 //!   over the registers (validate ranges before any write, soft reset, PD, MR,
 //!   QP create, INIT, RTR, RTS; roll back in reverse on failure).
 //! - Frame streaming ([`StreamConfig`]): SEND_WITH_IMM with
-//!   `imm = ring position << 8 | channel` and a [`prbs`] payload that the
+//!   `imm = ring position << 8 | channel` and a [`prbs()`] payload that the
 //!   receiving side recomputes.
 //!
 //! The engine has no wire of its own towards the host: the QP message carries
@@ -43,7 +43,7 @@ pub const MASK_RTR: u32 = 0x12_9300;
 pub const MASK_RTS: u32 = 0x1_E601;
 
 /// The payload of frame `seq` on `channel` (PROTOCOLS-level contract kept in
-/// [`rctb_core::roce::prbs`], so receivers check it without the simulator).
+/// [`rctb_core::roce::prbs()`], so receivers check it without the simulator).
 pub use rctb_core::roce::prbs;
 
 fn state_code(s: QpState) -> u8 {
@@ -93,7 +93,7 @@ pub struct StreamConfig {
 /// What a frame carries.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Payload {
-    /// [`prbs`] of (channel, ring position): every byte can be checked.
+    /// [`prbs()`] of (channel, ring position): every byte can be checked.
     #[default]
     Prbs,
     /// Whatever the staging region holds (zeros): no generation cost, for

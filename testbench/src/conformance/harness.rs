@@ -210,7 +210,7 @@ impl<'t, T: Transport> Endpoints<'t, T> {
 }
 
 /// Waits for `n` completions on `s`'s CQ of transport `t`, up to
-/// [`WAIT_LIMIT`]; returns what arrived (possibly fewer).
+/// `WAIT_LIMIT` (10 s); returns what arrived (possibly fewer).
 pub fn completions<T: Transport>(t: &mut T, s: &Side, n: usize) -> Result<Vec<Completion>, String> {
     let deadline = t.now() + WAIT_LIMIT;
     let mut out = Vec::new();

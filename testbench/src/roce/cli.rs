@@ -82,7 +82,7 @@ pub fn gid_index(s: &str) -> Result<GidIndex, String> {
 pub struct RoceRxArgs {
     #[arg(long, value_enum, default_value_t = RoceBackend::Verbs)]
     pub backend: RoceBackend,
-    /// The RDMA device (verbs), e.g. rxe0; with udp, the endpoint's IPv4 address[:port].
+    /// The RDMA device (verbs), e.g. rxe0; with udp, the endpoint's IPv4 address, optionally with :PORT.
     #[arg(long)]
     pub device: Option<String>,
     /// The device's port (1-based).
@@ -120,7 +120,7 @@ pub struct RoceRxArgs {
     /// (lower latency, a whole CPU; what perftest does).
     #[arg(long)]
     pub busy_poll: bool,
-    /// Append each channel's frames to DIR/channel-<N>.bin.
+    /// Append each channel's frames to `DIR/channel-N.bin`.
     #[arg(long, value_name = "DIR")]
     pub output_dir: Option<PathBuf>,
     /// Where the host parameters (and `ready`) go: a file, or - for stdout.
@@ -156,7 +156,7 @@ pub struct RoceRxArgs {
 pub struct FpgaEmuArgs {
     #[arg(long, value_enum, default_value_t = RoceBackend::Verbs)]
     pub backend: RoceBackend,
-    /// The RDMA device (verbs), e.g. rxe1; with udp, the endpoint's IPv4 address[:port].
+    /// The RDMA device (verbs), e.g. rxe1; with udp, the endpoint's IPv4 address, optionally with :PORT.
     #[arg(long)]
     pub device: Option<String>,
     /// The host's IPv4 address (required with verbs; sim default 10.0.0.1).

@@ -322,7 +322,7 @@ pub enum AckKind {
 }
 
 impl fmt::Display for AckKind {
-    /// "ACK", "RNR NAK timer N" or "NAK <code>".
+    /// "ACK", "RNR NAK timer N" or "NAK CODE".
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             AckKind::Ack { .. } => f.write_str("ACK"),
