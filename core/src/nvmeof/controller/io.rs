@@ -110,10 +110,7 @@ impl<T: Transport> Controller<T> {
             left.retain(|&(qi, cid)| match io[qi].take(cid) {
                 None => true,
                 Some(r) => {
-                    let r = r.and_then(|c| c.check().map_err(|error| NvmeError::Status { command: name, error }));
-                    if let Err(e) = r {
-                        first.get_or_insert(e);
-                    }
+                    keep_first_error(r, name, &mut first);
                     false
                 }
             });
@@ -203,10 +200,7 @@ impl<T: Transport> Controller<T> {
             inflight.retain(|&(qi, cid)| match io[qi].take(cid) {
                 None => !io[qi].is_closed(),
                 Some(r) => {
-                    let r = r.and_then(|c| c.check().map_err(|error| NvmeError::Status { command: name, error }));
-                    if let Err(e) = r {
-                        first.get_or_insert(e);
-                    }
+                    keep_first_error(r, name, &mut first);
                     false
                 }
             });
@@ -362,4 +356,12 @@ fn check_request(ns: &Namespace, slba: u64, buf: &Buffer) -> Result<(), NvmeErro
         return Err(InvalidValue::new("slba+blocks", slba.saturating_add(blocks), "beyond the namespace's size").into());
     }
     Ok(())
+}
+
+/// A finished command's result, its NVMe status checked: the first error of
+/// a batch is kept in `first`, later ones are dropped.
+fn keep_first_error(r: Result<Completion, NvmeError>, name: &'static str, first: &mut Option<NvmeError>) {
+    if let Err(e) = r.and_then(|c| c.check().map_err(|error| NvmeError::Status { command: name, error })) {
+        first.get_or_insert(e);
+    }
 }

@@ -293,6 +293,8 @@ impl<T: Transport> Controller<T> {
     }
 
     /// CM events (to the queue they name) and completions of every queue.
+    /// Inlined: it is the ready path of [`Controller::service`].
+    #[inline]
     fn poll_queues(&mut self) -> Result<(), NvmeError> {
         while let Some(ev) = self.t.cm_poll() {
             self.admin.handle_cm(&mut self.t, &ev);
@@ -327,16 +329,7 @@ impl<T: Transport> Controller<T> {
         if !matches!(self.phase, Phase::Ready) {
             return self.service_not_ready();
         }
-        while let Some(ev) = self.t.cm_poll() {
-            self.admin.handle_cm(&mut self.t, &ev);
-            for q in &mut self.io {
-                q.handle_cm(&mut self.t, &ev);
-            }
-        }
-        self.admin.poll(&mut self.t)?;
-        for q in &mut self.io {
-            q.poll(&mut self.t)?;
-        }
+        self.poll_queues()?;
         self.collect_tickets();
         self.keep_alive_tick()?;
         match self.admin.failure() {
