@@ -2,6 +2,7 @@
 simulated NVMe-oF target: data, MDTS splitting, statuses, timeouts, the GIL
 and replay from the seed."""
 
+import os
 import threading
 
 import pytest
@@ -183,6 +184,14 @@ def test_a_seed_replays_the_same_run():
 def test_udp_and_missing_verbs_are_clear_errors():
     with pytest.raises(ValueError, match="udp"):
         nvmeof.Controller(TARGET_IP, NQN, backend="udp")
+    with pytest.raises(ValueError, match="udp"):
+        nvmeof.RDMAQueue(TARGET_IP, 4420, 0, 32, backend="udp")
     if not rctb.HAS_VERBS:
         with pytest.raises(RuntimeError, match="lacks the verbs backend"):
             nvmeof.Controller(TARGET_IP, NQN)
+        with pytest.raises(RuntimeError, match="lacks the verbs backend"):
+            nvmeof.RDMAQueue(TARGET_IP, 4420, 0, 32)
+    elif not (os.path.isdir("/sys/class/infiniband") and os.listdir("/sys/class/infiniband")):
+        # a verbs build on a machine without RDMA devices (the build hosts)
+        with pytest.raises(OSError, match="no RDMA device"):
+            nvmeof.RDMAQueue(TARGET_IP, 4420, 0, 32)
