@@ -14,7 +14,7 @@ import uuid
 
 from .. import _rctb, current_backend, _check_backend
 from . import protocol as p
-from .rdma import HostBuffer, _ProtectionDomain
+from .rdma import HostBuffer, RegisteredMemory, _ProtectionDomain
 
 
 def _translate(fn):
@@ -111,8 +111,14 @@ class Controller:
         self._live()
         return HostBuffer(self.io.pd, length)
 
-    def register(self, tensor):
-        raise NotImplementedError("rctb registers its own buffers: use Controller.allocate")
+    def register(self, tensor) -> RegisteredMemory:
+        """Register a caller's host buffer (any C-contiguous buffer-protocol
+        object, or a CPU tensor with ``numpy()``) for ``Namespace.read`` and
+        ``write``. The returned MR retains it; close it before the
+        controller. rctb mirrors it in a region of its own: see
+        ``RegisteredMemory``."""
+        self._live()
+        return RegisteredMemory(self.io.pd, tensor)
 
     def register_gpu(self, tensor):
         raise NotImplementedError("GPU memory is not available from rctb's Python package")
@@ -167,8 +173,15 @@ class Namespace:
         if self.controller.max_transfer_bytes // self.lba_size == 0:
             raise RuntimeError("namespace LBA size exceeds the controller transfer limit")
         self.controller._live()
+        mirrored = isinstance(buffer, RegisteredMemory)
+        if mirrored and not write and buffer._view.readonly:
+            raise ValueError("tensor: read-only, so it cannot take a read")
+        if mirrored and write:
+            buffer._push(buffer_offset, total)
         op = self.controller._ctrl.write if write else self.controller._ctrl.read
         op(self.nsid, slba, buffer._key, buffer_offset, total)
+        if mirrored and not write:
+            buffer._pull(buffer_offset, total)
 
     def read(self, buffer, slba: int, blocks=None, *, buffer_offset: int = 0) -> None:
         """Read LBAs into a registered buffer (split at MDTS)."""

@@ -97,6 +97,56 @@ class HostBuffer:
             pass
 
 
+def _byte_view(tensor) -> memoryview:
+    """A flat byte view of ``tensor``: any C-contiguous buffer-protocol
+    object (numpy array, bytearray, mmap, array.array), or an object with
+    ``numpy()`` (a CPU torch tensor)."""
+    try:
+        view = memoryview(tensor)
+    except TypeError:
+        to_numpy = getattr(tensor, "numpy", None)
+        if to_numpy is None:
+            raise TypeError("tensor: %s does not support the buffer protocol (nor has numpy())"
+                            % type(tensor).__name__) from None
+        view = memoryview(to_numpy())
+    if not view.c_contiguous:
+        raise ValueError("tensor: must be C-contiguous (copy it with numpy.ascontiguousarray first)")
+    if view.nbytes == 0:
+        raise ValueError("tensor: buffer length must be positive")
+    return view.cast("B")
+
+
+class RegisteredMemory(HostBuffer):
+    """A caller's buffer registered for I/O (``Controller.register``): it
+    holds the buffer (the "MR retains the allocation") and mirrors it in a
+    region rctb registered, of the same length. ``Namespace.write`` copies
+    the caller's bytes into the region first, ``Namespace.read`` copies the
+    region back into the caller's buffer when the read is done, so after
+    either call the buffer holds what the device has. Close it before the
+    controller."""
+
+    def __init__(self, pd, tensor):
+        view = _byte_view(tensor)
+        super().__init__(pd, view.nbytes)
+        self.tensor = tensor
+        self._view = view
+
+    def _push(self, offset: int, length: int) -> None:
+        self._ctrl.buffer_write(self._key, bytes(self._view[offset:offset + length]), offset)
+
+    def _pull(self, offset: int, length: int) -> None:
+        if self._view.readonly:
+            raise ValueError("tensor: read-only, so it cannot take a read")
+        self._view[offset:offset + length] = self._ctrl.buffer_read(self._key, length, offset)
+
+    def close(self) -> None:
+        """Deregister the region and let go of the caller's buffer (again: no effect)."""
+        super().close()
+        view, self._view = getattr(self, "_view", None), None
+        if view is not None:
+            view.release()
+
+
 class _ProtectionDomain:
     """What ``HostBuffer(pd, ...)`` needs of a queue's protection domain."""
 
@@ -196,4 +246,4 @@ class RDMAQueue:
         return False
 
 
-__all__ = ["HostBuffer", "QueueFullError", "RDMAQueue", "Request"]
+__all__ = ["HostBuffer", "QueueFullError", "RDMAQueue", "RegisteredMemory", "Request"]
