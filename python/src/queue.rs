@@ -3,9 +3,9 @@
 //! 64-byte capsule, poll, execute with a timeout, and the host buffers
 //! its commands point at.
 //!
-//! The capsule bytes are decoded into rctb's typed command (so what the
-//! queue sends is what rctb's encoder writes for it, with the queue's
-//! command id); a capsule rctb cannot decode is a `ValueError`.
+//! The capsule goes out as the caller built it (as the seed's queue posts
+//! it), with only the command id (bytes 2..4) set by the queue
+//! (`Queue::submit_capsule`): any opcode, every field kept.
 
 use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, SocketAddrV4};
@@ -14,7 +14,6 @@ use std::sync::Arc;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 use rctb_core::Transport;
-use rctb_core::nvmeof::protocol::{NvmeCommand, QueueKind};
 use rctb_core::nvmeof::{NvmeError, Queue, QueueConfig};
 use rctb_core::time::{Duration, Instant};
 use rctb_core::transport::{MrInfo, PdId};
@@ -77,7 +76,6 @@ fn err(msg: impl Into<String>) -> NvmeError {
 pub struct NvmeQueue {
     engine: Arc<Engine>,
     id: u64,
-    kind: QueueKind,
 }
 
 impl NvmeQueue {
@@ -158,7 +156,7 @@ impl NvmeQueue {
                 })
             })
             .map_err(engine_err)??;
-        Ok(NvmeQueue { engine, id, kind: if qid == 0 { QueueKind::Admin } else { QueueKind::Io } })
+        Ok(NvmeQueue { engine, id })
     }
 
     #[getter]
@@ -171,6 +169,13 @@ impl NvmeQueue {
         self.call(py, |q| Ok(q.q.depth()))
     }
 
+    /// Commands the queue holds at once: `depth - 1`, or fewer when the
+    /// target's CM accept (crqsize) asked for less.
+    #[getter]
+    fn capacity(&self, py: Python<'_>) -> PyResult<u16> {
+        self.call(py, |q| Ok(q.q.capacity()))
+    }
+
     /// Submits a 64-byte capsule; returns the command id the queue gave it.
     fn submit(&self, py: Python<'_>, command: &[u8]) -> PyResult<u16> {
         if command.len() != 64 {
@@ -179,8 +184,10 @@ impl NvmeQueue {
                 command.len()
             )));
         }
-        let (_, cmd) = NvmeCommand::decode(command, self.kind).map_err(|e| invalid(format!("command: {e}")))?;
-        self.call(py, move |q| q.q.submit(&mut q.t, &cmd, None))
+        // Posted as given (the seed posts the caller's bytes), only the
+        // command id set by the queue.
+        let capsule: [u8; 64] = command.try_into().expect("length checked");
+        self.call(py, move |q| q.q.submit_capsule(&mut q.t, &capsule))
     }
 
     /// Processes completions without blocking; returns the finished

@@ -4,6 +4,9 @@
 
 from __future__ import annotations
 
+import ipaddress
+import socket
+import weakref
 from dataclasses import dataclass
 from typing import Optional
 
@@ -12,6 +15,24 @@ from .protocol import Completion
 
 QueueFullError = _rctb.QueueFullError
 QueueFullError.__module__ = "rctb.nvmeof.rdma"
+
+
+def _ipv4(host, resolve: bool) -> str:
+    """``host`` for rctb, which connects over IPv4: with ``resolve`` (verbs:
+    the seed takes "hostname or IP address") a name is resolved to its first
+    IPv4 address; a simulated fabric knows addresses only, so it gets
+    ``host`` as given (a name is then its error)."""
+    host = str(host)
+    if not resolve:
+        return host
+    try:
+        return str(ipaddress.IPv4Address(host))
+    except ValueError:
+        pass
+    try:
+        return socket.getaddrinfo(host, None, socket.AF_INET)[0][4][0]
+    except (OSError, IndexError, UnicodeError) as e:
+        raise ValueError("host %r: not an IPv4 address, and it does not resolve to one (%s)" % (host, e)) from None
 
 
 @dataclass
@@ -39,6 +60,8 @@ class HostBuffer:
         self.access = access
         self._key, self.addr, self._lkey, self._rkey = self._ctrl.allocate(length)
         self._closed = False
+        # Closing the owner frees the region: it marks the buffer closed.
+        pd._buffers.add(self)
 
     @property
     def rkey(self) -> int:
@@ -150,8 +173,14 @@ class RegisteredMemory(HostBuffer):
 class _ProtectionDomain:
     """What ``HostBuffer(pd, ...)`` needs of a queue's protection domain."""
 
-    def __init__(self, controller):
+    def __init__(self, controller, buffers=None):
         self._controller = controller
+        self._buffers = weakref.WeakSet() if buffers is None else buffers
+
+    def _owner_closed(self) -> None:
+        """The owner freed every region: its buffers read as closed."""
+        for buffer in list(self._buffers):
+            buffer._closed = True
 
 
 class RDMAQueue:
@@ -175,11 +204,17 @@ class RDMAQueue:
             raise ValueError("backend 'udp' carries no RDMA CM, which NVMe/RDMA connects with; use a rctb.sim.Fabric or verbs")
         fabric = self.backend if isinstance(self.backend, _rctb.Fabric) else None
         self._closed = True
-        self._q = _rctb.NvmeQueue(fabric, str(host), self.port, self.qid, self.depth,
+        self._q = _rctb.NvmeQueue(fabric, _ipv4(host, fabric is None), self.port, self.qid, self.depth,
                                   int(controller_id) if self.qid else 0, None if source is None else str(source))
         self._closed = False
         self.pd = _ProtectionDomain(self._q)
         self._pending = {}
+        # Finished requests not yet returned by poll (max_entries bounds a call).
+        self._finished = []
+        capacity = self._q.capacity
+        if capacity < self.depth - 1:
+            self.close()
+            raise RuntimeError("target receive depth %d is smaller than host send depth %d" % (capacity, self.depth - 1))
 
     @property
     def closed(self) -> bool:
@@ -187,7 +222,10 @@ class RDMAQueue:
 
     @property
     def outstanding(self) -> int:
-        return len(self._pending)
+        """Commands submitted and not yet returned by ``poll`` or ``execute``
+        (a finished one that ``poll``'s ``max_entries`` held back counts, as
+        an unprocessed completion does in the seed)."""
+        return len(self._pending) + len(self._finished)
 
     def submit(self, command: bytes, data_owner=None) -> Request:
         """Submit a 64-byte capsule without waiting; the queue assigns its ID."""
@@ -196,7 +234,7 @@ class RDMAQueue:
         command = bytes(command)
         if len(command) != 64:
             raise ValueError("an NVMe command capsule must be exactly 64 bytes")
-        if len(self._pending) >= self.depth - 1:
+        if self.outstanding >= self.depth - 1:
             raise QueueFullError("NVMe submission queue is full")
         cid = self._q.submit(command)
         request = Request(cid, data_owner)
@@ -216,9 +254,11 @@ class RDMAQueue:
         """Newly completed requests (capsule SEND and response both done); never blocks."""
         if self._closed:
             return []
-        done = [self._finish(cid, cqe) for cid, cqe in self._q.poll()]
-        done = [r for r in done if r is not None]
-        return done if max_entries is None else done[: int(max_entries)]
+        done = (self._finish(cid, cqe) for cid, cqe in self._q.poll())
+        self._finished.extend(r for r in done if r is not None)
+        n = len(self._finished) if max_entries is None else max(0, int(max_entries))
+        out, self._finished = self._finished[:n], self._finished[n:]
+        return out
 
     def execute(self, command: bytes, data_owner=None, timeout: float = 30.0):
         """Submit and wait; the Completion, NVMeStatusError, or TimeoutError."""
@@ -237,6 +277,7 @@ class RDMAQueue:
         if not self._closed:
             self._closed = True
             self._q.close()
+            self.pd._owner_closed()
 
     def __enter__(self):
         return self
