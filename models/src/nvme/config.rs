@@ -103,6 +103,7 @@ impl TargetConfig {
         Ok(())
     }
 
+    #[inline]
     pub(super) fn max_transfer(&self) -> u64 {
         max_transfer(4096, self.mdts)
     }

@@ -117,6 +117,7 @@ const WR_READ: u64 = 2;
 const WR_WRITE: u64 = 3;
 const WR_SEND: u64 = 4;
 
+#[inline]
 fn wr_id(kind: u64, key: u64, slot: usize) -> u64 {
     kind << 56 | key << 16 | slot as u64
 }

@@ -269,10 +269,12 @@ impl NvmeTarget {
         self.execute(t, key, slot, &[])
     }
 
+    #[inline]
     pub(super) fn slot_capacity(&self, key: u64) -> u64 {
         self.queues.get(&key).map_or(0, |q| q.data_mr.len / q.depth as u64)
     }
 
+    #[inline]
     pub(super) fn lba_size(&self, key: u64, nsid: u32) -> Option<u64> {
         let q = self.queues.get(&key)?;
         let c = self.controllers.get(&q.cntlid?)?;
