@@ -16,7 +16,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use rctb_core::time::{Duration, Instant};
 use rctb_core::transport::Mtu;
-use rctb_sim::models::nvme::{NamespaceConfig, NvmeTarget, SubsystemConfig, TargetConfig};
+use rctb_models::nvme::{NamespaceConfig, NvmeTarget, SubsystemConfig, TargetConfig};
 use rctb_sim::{Actor, FaultAction, LinkConfig, LinkFaults, NodeConfig, ScheduledFault, Sim, SimTransport};
 
 use crate::engine::{Engine, State};

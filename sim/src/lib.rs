@@ -35,7 +35,6 @@ mod config;
 pub mod fuzzing;
 #[doc(hidden)]
 pub mod fuzzing_rcsession;
-pub mod models;
 mod node;
 mod pcap;
 mod rng;

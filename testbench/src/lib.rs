@@ -8,7 +8,9 @@
 //!   [`udp_run`]: the same streams between real UDP endpoints.
 //! - [`expect`], [`report`]: checks and the text/JSON report.
 //! - [`sweep`]: many seeds in parallel, with replay commands.
-//! - [`conformance`]: RC semantics cases, written once for every backend.
+//! - `rctb conformance` runs the RC conformance suite of crate
+//!   [`rctb_conformance`] (written once for every backend); [`udp_faults`]
+//!   adds the cases that need a UDP endpoint's path hook.
 //! - [`wiretrace`]: captures reduced to per-connection header sequences.
 //! - [`decode`]: a pcap's frames decoded one by one (`rctb decode`).
 //! - [`roce`]: `rctb roce-rx` / `rctb fpga-emu`, the hand-off between them,
@@ -17,7 +19,6 @@
 //! The binary (`src/main.rs`) is a thin CLI over these.
 
 pub mod backends;
-pub mod conformance;
 pub mod counters;
 pub mod decode;
 pub mod expect;

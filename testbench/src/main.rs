@@ -273,7 +273,7 @@ fn decode(path: &str, json: bool) -> ExitCode {
 
 /// Runs the suite and prints a line per case and the closing count.
 fn conformance_report<T: rctb_core::Transport>(a: &mut T, b: &mut T, filter: &str) -> ExitCode {
-    let results = rctb::conformance::run(a, b, filter, &mut |r| println!("{}", r.line()));
+    let results = rctb_conformance::run(a, b, filter, &mut |r| println!("{}", r.line()));
     let failed = results.iter().filter(|r| !r.passed()).count();
     println!("conformance: {} passed, {} failed", results.len() - failed, failed);
     if results.is_empty() {

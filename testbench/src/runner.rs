@@ -12,7 +12,7 @@ use rctb_sim::{LiveResources, Sim, SimError, SimTransport};
 
 use rctb_core::roce::{ServerConfig, TransportConfig};
 use rctb_core::transport::RnrTimer;
-use rctb_sim::models::fpga::{Payload, StreamConfig as EngineStream};
+use rctb_models::fpga::{Payload, StreamConfig as EngineStream};
 
 use crate::expect;
 use crate::nvme_stream::NvmeStream;

@@ -12,7 +12,7 @@
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::process::ExitCode;
 
-use rctb::conformance::{self, CaseResult};
+use rctb_conformance::{self as conformance, CaseResult};
 use rctb_core::Transport;
 use rctb_core::time::Duration;
 use rctb_core::transport::{Access, Completion, CqId, Mtu, Readiness, RecvWr, SendOp, SendWr, Sge, WcOpcode, WcStatus};

@@ -18,7 +18,7 @@ use rctb_core::wire::roce::Opcode;
 use rctb_udp::mixed::Either;
 use rctb_udp::{Dir, Fate, UdpTransport};
 
-use crate::conformance::{CaseResult, Endpoints, Link, completions, expect_wc, pattern, pause};
+use rctb_conformance::{CaseResult, Endpoints, Link, completions, expect_wc, pattern, pause, run_case};
 
 type Ends<'t, O> = Endpoints<'t, Either<UdpTransport, O>>;
 type Case<O> = fn(&mut Ends<'_, O>) -> Result<(), String>;
@@ -44,19 +44,11 @@ pub fn run<O: Transport>(
         if !name.contains(filter) {
             continue;
         }
-        let failure = match Endpoints::new(&mut *a, &mut *b) {
-            Ok(mut ends) => {
-                let outcome = case(&mut ends);
-                clear_hooks(&ends);
-                match (outcome, ends.release()) {
-                    (Ok(()), Ok(())) => None,
-                    (Err(why), _) => Some(why),
-                    (Ok(()), Err(why)) => Some(format!("cleanup: {why}")),
-                }
-            }
-            Err(why) => Some(format!("setup: {why}")),
-        };
-        let result = CaseResult { name: name.to_string(), failure };
+        let result = run_case(&mut *a, &mut *b, name.to_string(), |ends| {
+            let outcome = case(ends);
+            clear_hooks(ends);
+            outcome
+        });
         report(&result);
         results.push(result);
     }

@@ -9,7 +9,7 @@ use rctb_core::Transport;
 use rctb_core::nvmeof::protocol::*;
 use rctb_core::nvmeof::{Buffer, Controller, ControllerConfig, ControllerState, Discovery, NvmeError};
 use rctb_core::time::{Duration, Instant};
-use rctb_sim::models::nvme::{NvmeTarget, TargetConfig};
+use rctb_models::nvme::{NvmeTarget, TargetConfig};
 use rctb_sim::{NodeConfig, Sim, SimTransport};
 
 const NQN: &str = "nqn.2026-01.io.rctb:bring-up";
