@@ -107,18 +107,7 @@ pub(crate) struct World {
     /// Packets on the wire, by slot; `free_slots` lists the empty ones.
     in_flight: Vec<Option<Packet>>,
     free_slots: Vec<u32>,
-    /// External mode: every transmitted packet leaves the fabric here instead
-    /// of crossing a simulated link (the UDP backend puts them on a socket).
-    /// At most [`EXTERNAL_BACKLOG`] wait; egress resumes when they are taken.
-    pub external: Option<VecDeque<Packet>>,
 }
-
-/// External mode: most packets waiting in the outbox for their owner. A NIC
-/// hands the wire what the wire can take, not a whole window at once: a
-/// packet stays in its QP (not sent: no ACK timer runs for it, and a go-back
-/// rewinds it instead of queueing a second copy behind it) until the owner
-/// has put the previous ones on its socket.
-pub const EXTERNAL_BACKLOG: usize = 64;
 
 /// Packets one egress pass may commit to the wire.
 const TX_BURST: u32 = 16;
@@ -145,7 +134,6 @@ impl World {
             pool: Vec::new(),
             in_flight: Vec::new(),
             free_slots: Vec::new(),
-            external: None,
         }
     }
 
@@ -263,9 +251,8 @@ impl World {
         }
     }
 
-    /// Runs one event scheduled at `at` (the clock may be later: in external
-    /// mode, events that fell due while the owner was busy run late, at the
-    /// present).
+    /// Runs one event scheduled at `at` (the clock's time: nothing is
+    /// scheduled in the past).
     fn dispatch(&mut self, at: Instant, kind: EventKind) {
         match kind {
             EventKind::Deliver { to, pkt: slot } => {
@@ -389,10 +376,6 @@ impl World {
         // fabric handles one event per burst instead of one per packet.
         let mut budget = TX_BURST;
         while budget > 0 {
-            if self.external.as_ref().is_some_and(|q| q.len() >= EXTERNAL_BACKLOG) {
-                // The owner has not taken what waits: `take_external` resumes us.
-                return;
-            }
             if !self.nodes[node].ep.wants_transmit() {
                 break;
             }
@@ -428,10 +411,6 @@ impl World {
         if let Some(pcap) = self.pcap.as_mut() {
             let (src, dst) = (self.nodes[from].mac, self.by_ip.get(&pkt.dst_ip).map(|&i| self.nodes[i].mac));
             pcap.record(self.now, src, dst.unwrap_or([0xff; 6]), &pkt);
-        }
-        if let Some(out) = self.external.as_mut() {
-            out.push_back(pkt);
-            return;
         }
         let Some(&to) = self.by_ip.get(&pkt.dst_ip) else {
             self.stats.dropped_no_route += 1;
@@ -512,36 +491,6 @@ impl World {
             None => {
                 self.in_flight.push(Some(pkt));
                 (self.in_flight.len() - 1) as u32
-            }
-        }
-    }
-
-    /// Moves the external outbox to `out` and lets the nodes that stopped
-    /// at [`EXTERNAL_BACKLOG`] transmit again (from now).
-    pub fn take_external(&mut self, out: &mut Vec<Packet>) -> usize {
-        let Some(q) = self.external.as_mut() else { return 0 };
-        let n = q.len();
-        out.extend(q.drain(..));
-        let now = self.now;
-        for node in 0..self.nodes.len() {
-            let n = &mut self.nodes[node];
-            if n.ep.wants_transmit() && !n.egress_scheduled {
-                n.egress_scheduled = true;
-                let t = n.egress_free_at.max(now);
-                self.schedule(t, EventKind::Egress { node });
-            }
-        }
-        n
-    }
-
-    /// Delivers a packet that came from outside the fabric (external mode)
-    /// to the node that owns its destination address, now.
-    pub fn inject(&mut self, pkt: Packet) {
-        match self.by_ip.get(&pkt.dst_ip) {
-            Some(&to) => self.deliver(to, pkt),
-            None => {
-                self.stats.dropped_no_route += 1;
-                self.give_buf(pkt.payload);
             }
         }
     }

@@ -4,8 +4,9 @@
 //! - [`scenario`]: the TOML format, parsing and validation.
 //! - [`traffic`]: the verbs-level traffic generator, generic over
 //!   [`rctb_core::Transport`] with a non-blocking step.
-//! - [`runner`]: builds a simulated fabric and drives every stream on it;
-//!   [`udp_run`]: the same streams between real UDP endpoints.
+//! - [`runner`]: builds a simulated fabric and drives every stream on any
+//!   [`runner::Fabric`]; [`udp_run`]: the same streams between real UDP
+//!   endpoints (its `UdpFabric`).
 //! - [`expect`], [`report`]: checks and the text/JSON report.
 //! - [`sweep`]: many seeds in parallel, with replay commands.
 //! - `rctb conformance` runs the RC conformance suite of crate
