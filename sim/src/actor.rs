@@ -63,6 +63,10 @@ pub(crate) fn run_actors(world: &Rc<RefCell<World>>) {
         return;
     }
     for s in slots.iter_mut() {
+        if world.borrow().nodes[s.node].down {
+            // A crashed node runs nothing (`Sim::crash`).
+            continue;
+        }
         let mut t = SimTransport { world: world.clone(), node: s.node };
         if let Some(at) = s.actor.run(&mut t) {
             let mut w = world.borrow_mut();

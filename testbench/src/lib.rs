@@ -9,6 +9,9 @@
 //! - [`expect`], [`report`]: checks and the text/JSON report.
 //! - [`sweep`]: many seeds in parallel, with replay commands.
 //! - [`conformance`]: RC semantics cases, written once for every backend.
+//! - [`fault_cases`]: targeted RC fault cases (PSN gap, duplicates, lost
+//!   ACK), written once; [`sim_faults`] runs them on the simulator's packet
+//!   rules, [`udp_faults`] on a UDP endpoint's path hook.
 //! - [`wiretrace`]: captures reduced to per-connection header sequences.
 //! - [`decode`]: a pcap's frames decoded one by one (`rctb decode`).
 //! - [`roce`]: `rctb roce-rx` / `rctb fpga-emu`, the hand-off between them,
@@ -21,6 +24,7 @@ pub mod conformance;
 pub mod counters;
 pub mod decode;
 pub mod expect;
+pub mod fault_cases;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod nvme;
@@ -32,6 +36,7 @@ pub mod runner;
 pub mod scenario;
 pub mod session_selftest;
 pub mod session_stream;
+pub mod sim_faults;
 pub mod sweep;
 pub mod traffic;
 pub mod udp_faults;
