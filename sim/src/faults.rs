@@ -87,6 +87,9 @@ use crate::rng::SimRng;
 use crate::world::NodeIdx;
 use crate::{FaultAction, NodeId, Sim, SimError};
 
+/// A test over a decoded packet (see [`PacketMatch::when`]).
+pub type PacketPredicate = Rc<dyn Fn(&Packet) -> bool>;
+
 /// Which packets a [`PacketRule`] looks at: every field that is set must
 /// match. [`PacketMatch::any`] matches every packet; the builder methods
 /// narrow it.
@@ -101,7 +104,7 @@ pub struct PacketMatch {
     pub opcode: Option<Opcode>,
     pub psn: Option<Psn>,
     /// Any test over the decoded packet (BTH, RETH, AETH, payload).
-    pub when: Option<Rc<dyn Fn(&Packet) -> bool>>,
+    pub when: Option<PacketPredicate>,
 }
 
 impl fmt::Debug for PacketMatch {

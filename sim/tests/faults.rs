@@ -414,8 +414,9 @@ fn a_duplicate_rule_delivers_twice_and_completes_once() {
     assert!(drain(&mut p.a).is_empty() && drain(&mut p.b).is_empty(), "duplicates completed again; {r}");
     let st = p.sim.stats();
     assert_eq!((st.duplicated, st.retransmitted), (4, 0), "{st:?}; {r}");
-    // 4 requests twice, and the ACKs for them.
-    assert!(st.delivered >= 8 + 1, "{st:?}; {r}");
+    // 4 requests sent once and delivered twice; 5 ACKs (the message's,
+    // and the re-ACKs of duplicates), each delivered once.
+    assert_eq!((st.frames_sent, st.acks, st.delivered), (9, 5, 13), "{st:?}; {r}");
     assert_eq!(p.sim.rule_stats(rule), Some(RuleStats { matched: 4, applied: 4 }), "{r}");
 }
 
@@ -497,4 +498,70 @@ fn a_removed_rule_acts_no_more() {
     assert_eq!(statuses(&completions(&mut p.a, 1, secs(1))), vec![(1, WcStatus::Success)], "{r}");
     let st = p.sim.stats();
     assert_eq!((st.dropped_rule, st.delivered), (0, 2), "{st:?}; {r}");
+}
+
+// ---- CM messages meet the verbs too ----
+
+fn cm_init(t: &mut SimTransport) -> QpInit {
+    let pd = t.alloc_pd().unwrap();
+    let cq = t.create_cq(16).unwrap();
+    QpInit { pd, send_cq: cq, recv_cq: cq, caps: QpCaps::default(), sq_sig_all: false }
+}
+
+#[test]
+fn a_hold_keeps_cm_messages_and_release_lets_the_connection_finish() {
+    let replay = "seed 9; replay: cargo test -p rctb-sim --test faults a_hold_keeps_cm_messages";
+    let sim = rctb_sim::Sim::new(9);
+    let na = sim.add_node(rctb_sim::NodeConfig::new("client", "10.1.0.1".parse().unwrap())).unwrap();
+    let nb = sim.add_node(rctb_sim::NodeConfig::new("server", "10.1.0.2".parse().unwrap())).unwrap();
+    let (mut ta, mut tb) = (sim.transport(na), sim.transport(nb));
+    let listener = tb.cm_listen(4420).unwrap();
+    let (init_a, init_b) = (cm_init(&mut ta), cm_init(&mut tb));
+    sim.hold(na, nb).unwrap();
+    let remote = "10.1.0.2:4420".parse().unwrap();
+    let (conn_a, qp_a) = ta.cm_connect(&ConnectParams::new(remote, init_a, b"hi".to_vec())).unwrap();
+    // Inside the CM timeout (100 ms): the REQ waits in the hold.
+    sim.run_until(at(50_000_000));
+    assert_eq!(tb.cm_poll(), None, "{replay}");
+    sim.release(na, nb).unwrap();
+    let far = rctb_core::Instant::FAR_FUTURE;
+    tb.wait(&[], far).unwrap();
+    let Some(CmEvent::ConnectRequest { listener: l, conn, .. }) = tb.cm_poll() else { panic!("no REQ; {replay}") };
+    assert_eq!(l, listener, "{replay}");
+    tb.cm_accept(conn, &AcceptParams::new(init_b, Vec::new())).unwrap();
+    ta.wait(&[], far).unwrap();
+    assert!(
+        matches!(ta.cm_poll(), Some(CmEvent::Established { conn, qp, .. }) if conn == conn_a && qp == qp_a),
+        "{replay}"
+    );
+}
+
+#[test]
+fn a_connect_to_a_crashed_node_times_out() {
+    let replay = "seed 9; replay: cargo test -p rctb-sim --test faults a_connect_to_a_crashed_node_times_out";
+    let sim = rctb_sim::Sim::new(9);
+    let na = sim.add_node(rctb_sim::NodeConfig::new("client", "10.1.0.1".parse().unwrap())).unwrap();
+    let nb = sim.add_node(rctb_sim::NodeConfig::new("server", "10.1.0.2".parse().unwrap())).unwrap();
+    let (mut ta, mut tb) = (sim.transport(na), sim.transport(nb));
+    tb.cm_listen(4420).unwrap();
+    let init_a = cm_init(&mut ta);
+    sim.crash(nb).unwrap();
+    let remote = "10.1.0.2:4420".parse().unwrap();
+    let (conn_a, _) = ta.cm_connect(&ConnectParams::new(remote, init_a, Vec::new())).unwrap();
+    ta.wait(&[], rctb_core::Instant::FAR_FUTURE).unwrap();
+    let ev = ta.cm_poll();
+    assert!(
+        matches!(ev, Some(CmEvent::Unreachable { conn, reason: UnreachableReason::Timeout }) if conn == conn_a),
+        "{ev:?}; {replay}"
+    );
+    // The listener died with the node: after a boot nobody listens.
+    sim.bounce(nb).unwrap();
+    let init_a = cm_init(&mut ta);
+    let (conn_a, _) = ta.cm_connect(&ConnectParams::new(remote, init_a, Vec::new())).unwrap();
+    ta.wait(&[], rctb_core::Instant::FAR_FUTURE).unwrap();
+    let ev = ta.cm_poll();
+    assert!(
+        matches!(ev, Some(CmEvent::Unreachable { conn, reason: UnreachableReason::NoListener }) if conn == conn_a),
+        "{ev:?}; {replay}"
+    );
 }
