@@ -111,6 +111,8 @@ pub(crate) struct World {
     /// A partition or a rule is on: `transmit` asks `hand_faults`. Kept by
     /// `World::update_by_hand` after every change to either.
     by_hand: bool,
+    /// Nodes crashed and not booted since (their actors do not run).
+    pub down_nodes: usize,
     pub stats: FabricStats,
     pub pcap: Option<PcapSink>,
     /// Peer models run after every instant (see `actor.rs`).
@@ -153,6 +155,7 @@ impl World {
             partitions: BTreeSet::new(),
             rules: Rules::new(seed),
             by_hand: false,
+            down_nodes: 0,
             stats: FabricStats::default(),
             pcap: None,
             actors: Vec::new(),

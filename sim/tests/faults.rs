@@ -565,3 +565,32 @@ fn a_connect_to_a_crashed_node_times_out() {
         "{ev:?}; {replay}"
     );
 }
+
+/// Counts its runs.
+struct Counter(std::rc::Rc<std::cell::Cell<u32>>);
+
+impl rctb_sim::Actor for Counter {
+    fn run(&mut self, _t: &mut SimTransport) -> Option<rctb_core::Instant> {
+        self.0.set(self.0.get() + 1);
+        None
+    }
+}
+
+#[test]
+fn a_crashed_nodes_actors_do_not_run_until_it_boots() {
+    let t = "a_crashed_nodes_actors_do_not_run_until_it_boots";
+    let mut p = Pair::default_pair();
+    let r = replay(&p, t);
+    let (on_a, on_b) = (std::rc::Rc::new(std::cell::Cell::new(0)), std::rc::Rc::new(std::cell::Cell::new(0)));
+    p.sim.add_actor(A, Box::new(Counter(on_a.clone())));
+    p.sim.add_actor(B, Box::new(Counter(on_b.clone())));
+    p.sim.crash(B).unwrap();
+    let (a0, b0) = (on_a.get(), on_b.get());
+    write(&mut p, 1, 64);
+    p.sim.run_until(at(1_000_000));
+    assert!(on_a.get() > a0, "{r}");
+    assert_eq!(on_b.get(), b0, "{r}");
+    p.sim.bounce(B).unwrap();
+    p.sim.run_until(at(200_000_000));
+    assert!(on_b.get() > b0, "{r}");
+}

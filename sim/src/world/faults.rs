@@ -143,6 +143,7 @@ impl World {
         }
         n.down = true;
         n.reboot(seed, false);
+        self.down_nodes += 1;
     }
 
     /// Boots `node` again (crashing it first if it is up).
@@ -152,5 +153,6 @@ impl World {
         let n = &mut self.nodes[node];
         n.reboot(seed, true);
         n.down = false;
+        self.down_nodes -= 1;
     }
 }
