@@ -70,11 +70,18 @@ impl fmt::Debug for ActorSlot {
 
 /// Runs every registered actor once.
 pub(crate) fn run_actors(world: &Rc<RefCell<World>>) {
-    let mut slots = std::mem::take(&mut world.borrow_mut().actors);
+    let (mut slots, any_down) = {
+        let mut w = world.borrow_mut();
+        (std::mem::take(&mut w.actors), w.down_nodes > 0)
+    };
     if slots.is_empty() {
         return;
     }
     for s in slots.iter_mut() {
+        if any_down && world.borrow().nodes[s.node].down {
+            // A crashed node runs nothing (`Sim::crash`).
+            continue;
+        }
         let mut t = SimTransport { world: world.clone(), node: s.node };
         if let Some(at) = s.actor.run(&mut t) {
             let mut w = world.borrow_mut();

@@ -25,12 +25,20 @@
 //! commits up to 16 packets at a time (each leaves at its own serialization
 //! slot), so an ACK can wait behind a committed burst, as on a real NIC.
 //!
+//! Faults: random ones per link ([`LinkFaults`]), and the ones a test puts
+//! by hand: the verbs [`Sim::hold`]/[`Sim::release`],
+//! [`Sim::partition`]/[`Sim::repair`], [`Sim::crash`]/[`Sim::bounce`], and
+//! per-packet rules ([`Sim::add_rule`], [`PacketRule`]). Where each acts on
+//! a packet, in order, and what a crash does to a node's QPs: the `faults`
+//! module below ([`faults`]).
+//!
 //! What it does not model: atomics, UD/UC, SRQs, memory windows, congestion
 //! control (ECN/CNP), and CM message loss (CM retransmits its MADs on real
 //! fabrics; partitions still cut CM: see `rctb_engine::cm`).
 
 mod actor;
 mod config;
+pub mod faults;
 #[doc(hidden)]
 pub mod fuzzing;
 #[doc(hidden)]
@@ -51,6 +59,7 @@ use thiserror::Error;
 
 pub use actor::{Actor, ActorId};
 pub use config::{FaultAction, LinkConfig, LinkFaults, NodeConfig, ScheduledFault};
+pub use faults::{PacketAction, PacketMatch, PacketPredicate, PacketRule, RuleId, RuleStats};
 pub use rctb_engine::{Packet, rc};
 pub use rng::SimRng;
 pub use stats::FabricStats;
@@ -71,6 +80,10 @@ pub enum SimError {
     DuplicateIp(Ipv4Addr),
     #[error("unknown node {0:?}")]
     UnknownNode(String),
+    #[error("node id {} is not a node of this fabric", .0.0)]
+    NoSuchNode(NodeId),
+    #[error("packet rule: {field} must be {rule}")]
+    InvalidRule { field: &'static str, rule: &'static str },
 }
 
 /// The simulated world. A cheap handle: clones share the same world.

@@ -12,6 +12,9 @@
 //! - `rctb conformance` runs the RC conformance suite of crate
 //!   [`rctb_conformance`] (written once for every backend); [`udp_faults`]
 //!   adds the cases that need a UDP endpoint's path hook.
+//! - [`fault_cases`]: targeted RC fault cases (PSN gap, duplicates, lost
+//!   ACK), written once; [`sim_faults`] runs them on the simulator's packet
+//!   rules, [`udp_faults`] on a UDP endpoint's path hook.
 //! - [`wiretrace`]: captures reduced to per-connection header sequences.
 //! - [`decode`]: a pcap's frames decoded one by one (`rctb decode`).
 //! - [`roce`]: `rctb roce-rx` / `rctb fpga-emu`, the hand-off between them,
@@ -23,6 +26,7 @@ pub mod backends;
 pub mod counters;
 pub mod decode;
 pub mod expect;
+pub mod fault_cases;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod nvme;
@@ -34,6 +38,7 @@ pub mod runner;
 pub mod scenario;
 pub mod session_selftest;
 pub mod session_stream;
+pub mod sim_faults;
 pub mod sweep;
 pub mod traffic;
 pub mod udp_faults;
