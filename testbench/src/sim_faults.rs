@@ -11,8 +11,8 @@
 use rctb_core::wire::roce::Opcode;
 use rctb_sim::{NodeId, PacketAction, PacketMatch, PacketRule, RuleId, Sim, SimTransport};
 
-use rctb_conformance::Endpoints;
 use crate::fault_cases::{FaultPath, PacketFault, Recovery};
+use rctb_conformance::Endpoints;
 
 /// The simulator's packet rules as a [`FaultPath`].
 #[derive(Debug)]

@@ -16,8 +16,8 @@ use rctb_core::wire::roce::Opcode;
 use rctb_udp::mixed::Either;
 use rctb_udp::{Dir, Fate, UdpTransport};
 
-use rctb_conformance::{CaseResult, Endpoints};
 use crate::fault_cases::{self, FaultPath, PacketFault, Recovery};
+use rctb_conformance::{CaseResult, Endpoints};
 
 type Ends<'t, O> = Endpoints<'t, Either<UdpTransport, O>>;
 

@@ -4,9 +4,9 @@
 //! udp` runs over UDP and against rxe, here with exact counts of what the
 //! packet rule did and what the RC engine made of it.
 
-use rctb_conformance::CaseResult;
 use rctb::fault_cases;
 use rctb::sim_faults::SimPath;
+use rctb_conformance::CaseResult;
 use rctb_core::transport::Mtu;
 use rctb_sim::{FabricStats, LiveResources, NodeConfig, NodeId, Sim};
 

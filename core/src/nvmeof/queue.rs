@@ -359,13 +359,8 @@ impl Queue {
         }
         let sge = [Sge::new(self.cmd_mr.id, at, COMMAND_LEN as u32 + data_len)];
         t.post_send(self.qp, &SendWr::new(WR_SEND | cid as u64, SendOp::Send, &sge))?;
-        self.slots[cid as usize] = Slot {
-            busy: true,
-            command: name,
-            send_done: false,
-            response: None,
-            deadline: t.now() + self.timeout,
-        };
+        self.slots[cid as usize] =
+            Slot { busy: true, command: name, send_done: false, response: None, deadline: t.now() + self.timeout };
         self.outstanding += 1;
         Ok(cid)
     }
