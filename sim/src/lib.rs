@@ -14,6 +14,24 @@
 //! let (_ta, _tb) = (sim.transport(a), sim.transport(b));
 //! ```
 //!
+//! # Contract
+//!
+//! - **Call order.** [`Sim::new`]`(seed)`, [`Sim::add_node`] for each node,
+//!   [`Sim::transport`] for each node's [`SimTransport`] (cheap clones of
+//!   one handle), peer models as actors ([`Sim::add_actor`]), then drive
+//!   time: an application's blocking call (`Transport::wait`) moves virtual
+//!   time itself; a test that steps by hand uses [`Sim::step`],
+//!   [`Sim::run_until`] or [`Sim::run_until_idle`].
+//! - **What blocks.** Nothing waits on the wall clock. `wait` runs events
+//!   (and the actors after each instant) until a watched CQ has a
+//!   completion, a CM event is pending or the deadline passes, jumping over
+//!   idle time. Everything runs on the caller's thread; the handles are
+//!   `!Send`.
+//! - **Errors.** Local misuse of a verb is a `TransportError` naming the
+//!   verb, as verbs returns it; a peer's failure is a completion status;
+//!   a bad node or rule is a [`SimError`] naming the field. A panic here is
+//!   a bug: the fuzz targets (`fuzzing`) feed the receive path.
+//!
 //! The protocol is not here: each node is one sans-IO [`rctb_engine::Endpoint`]
 //! (verbs resources, QPs, the RC requester and responder, RDMA CM). This
 //! crate is its owner in virtual time: it carries the endpoints' packets
