@@ -11,29 +11,24 @@
 //! - [`conformance`]: RC semantics cases, written once for every backend.
 //! - [`wiretrace`]: captures reduced to per-connection header sequences.
 //! - [`decode`]: a pcap's frames decoded one by one (`rctb decode`).
-//! - [`roce`]: `rctb roce-rx` / `rctb fpga-emu`, the hand-off between them,
+//! - [`roce`]: the hand-off between `rctb roce-rx` and `rctb fpga-emu`,
 //!   and the server + FPGA model pair scenario streams run.
 //!
 //! The binary (`src/main.rs`) is a thin CLI over these.
 
-pub mod backends;
+mod capture;
+mod engine;
+
+pub use capture::{decode, wiretrace};
+pub use engine::{
+    counters, expect, nvme_stream, pattern, report, runner, scenario, session_stream, sweep, traffic, udp_run,
+};
+
+#[doc(hidden)]
+pub mod cli;
 pub mod conformance;
-pub mod counters;
-pub mod decode;
-pub mod expect;
 #[doc(hidden)]
 pub mod fuzzing;
-pub mod nvme;
-pub mod nvme_stream;
-pub mod pattern;
-pub mod report;
 pub mod roce;
-pub mod runner;
-pub mod scenario;
 pub mod session_selftest;
-pub mod session_stream;
-pub mod sweep;
-pub mod traffic;
 pub mod udp_faults;
-pub mod udp_run;
-pub mod wiretrace;

@@ -12,8 +12,7 @@ use rctb::runner;
 use rctb::scenario::Scenario;
 use rctb::sweep::{self, Shard};
 
-mod object_cli;
-mod udp_cli;
+use rctb::cli::{object as object_cli, udp as udp_cli};
 
 /// `rctb --version`: the version, then the backends compiled in.
 const LONG_VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), "\n", rctb::backends_line!());
@@ -24,7 +23,7 @@ const LONG_VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), "\n", rctb::backen
     version,
     long_version = LONG_VERSION,
     about = "RDMA RC testbench: scenarios on a deterministic RoCEv2 fabric",
-    after_help = rctb::backends::SUMMARY
+    after_help = rctb::cli::backend::SUMMARY
 )]
 struct Cli {
     #[command(subcommand)]
@@ -93,14 +92,14 @@ enum Command {
     /// List RDMA devices, their ports and GID tables.
     Devices,
     /// The RoCEv2 receive server on a device: counters, rates, per-channel files.
-    RoceRx(rctb::roce::cli::RoceRxArgs),
+    RoceRx(rctb::cli::roce::args::RoceRxArgs),
     /// A software FPGA engine streaming SEND_WITH_IMM frames (PRBS payload) to roce-rx.
-    FpgaEmu(rctb::roce::cli::FpgaEmuArgs),
+    FpgaEmu(rctb::cli::roce::args::FpgaEmuArgs),
     /// udp backend figures: 1 MiB RDMA WRITE bandwidth (BENCH lines), 64-byte SEND round
     /// trips, CPU time while idle; between UDP endpoints or against an RDMA device.
     UdpBench(udp_cli::BenchArgs),
     /// NVMe-oF/RDMA initiator (nvme-cli-like): discover, connect, identify, read, write, flush.
-    Nvme(rctb::nvme::NvmeArgs),
+    Nvme(rctb::cli::nvme::NvmeArgs),
     /// The hipobj gateway: `object serve` (HTTP control plane with SigV4, filesystem objects),
     /// `object put|get` (its client over verbs), `object load` (control-plane load test).
     Object(object_cli::ObjectArgs),
@@ -137,10 +136,10 @@ fn main() -> ExitCode {
         },
         Command::Devices => verbs::devices(),
         Command::Decode { pcap, json } => decode(&pcap, json),
-        Command::RoceRx(args) => rctb::roce::roce_rx(&args),
-        Command::FpgaEmu(args) => rctb::roce::fpga_emu(&args),
+        Command::RoceRx(args) => rctb::cli::roce::roce_rx(&args),
+        Command::FpgaEmu(args) => rctb::cli::roce::fpga_emu(&args),
         Command::UdpBench(args) => udp_cli::bench(&args),
-        Command::Nvme(args) => rctb::nvme::main(&args),
+        Command::Nvme(args) => rctb::cli::nvme::main(&args),
         Command::Object(args) => object_cli::main(&args),
         Command::RcSession(args) => rctb::session_selftest::main(&args),
     }
@@ -369,7 +368,7 @@ mod verbs {
 mod verbs {
     use std::process::ExitCode;
 
-    use rctb::backends::NO_VERBS as HOW;
+    use rctb::cli::backend::NO_VERBS as HOW;
 
     pub fn conformance(_device: Option<&str>, _peer: Option<&str>, _filter: &str) -> ExitCode {
         eprintln!("rctb: {HOW}");

@@ -816,7 +816,7 @@ fn run_verbs(device: &str, peer: &str, cfg: &SelftestConfig) -> Result<SelftestR
 
 #[cfg(not(feature = "verbs"))]
 fn run_verbs(_: &str, _: &str, _: &SelftestConfig) -> Result<SelftestReport, String> {
-    Err(crate::backends::NO_VERBS.into())
+    Err(crate::cli::backend::NO_VERBS.into())
 }
 
 /// `rctb rc-session ...`: exit 0 when every run passed, 1 when one failed, 2

@@ -12,7 +12,7 @@
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::process::ExitCode;
 
-use rctb::conformance::{self, CaseResult};
+use crate::conformance::{self, CaseResult};
 use rctb_core::Transport;
 use rctb_core::time::Duration;
 use rctb_core::transport::{Access, Completion, CqId, Mtu, Readiness, RecvWr, SendOp, SendWr, Sge, WcOpcode, WcStatus};
@@ -66,7 +66,7 @@ impl Job for Conformance<'_> {
         }
         let select = |name: &str| name.contains(filter) && !name.starts_with("cm/");
         let mut results = conformance::run_selected(a, b, &select, &mut |r: &CaseResult| println!("{}", r.line()));
-        results.extend(rctb::udp_faults::run(a, b, filter, &mut |r: &CaseResult| println!("{}", r.line())));
+        results.extend(crate::udp_faults::run(a, b, filter, &mut |r: &CaseResult| println!("{}", r.line())));
         let failed = results.iter().filter(|r| !r.passed()).count();
         println!("conformance: {} passed, {} failed, {} skipped", results.len() - failed, failed, skipped);
         if results.is_empty() {
@@ -148,7 +148,7 @@ fn mixed(
 fn mixed(_: &UdpReactor, _: SocketAddrV4, device: &str, _: Mtu, _: bool, _: &impl Job) -> ExitCode {
     eprintln!(
         "rctb: {device:?} is not an IPv4 address, and opening it as an RDMA device needs verbs: {}",
-        rctb::backends::NO_VERBS
+        crate::cli::backend::NO_VERBS
     );
     ExitCode::from(2)
 }
@@ -191,6 +191,8 @@ pub struct BenchArgs {
     /// another rctb process (the `rctb-udp-2proc` BENCH lines).
     #[arg(long)]
     pub two_processes: bool,
+    // The doc line is the flag's help text too: keep its brackets as written.
+    #[allow(rustdoc::broken_intra_doc_links)]
     /// (internal) Be the WRITE target of `--two-processes` on ADDR[:PORT].
     #[arg(long, hide = true, value_name = "ADDR")]
     pub serve_target: Option<String>,

@@ -5,7 +5,7 @@
 use rctb_core::roce::GidIndex;
 use rctb_hw::VerbsTransport;
 
-use super::cli::*;
+use super::args::*;
 use super::front;
 
 fn open(device: Option<&str>, what: &str) -> Result<VerbsTransport, CliError> {

@@ -555,7 +555,7 @@ mod verbs {
 mod verbs {
     use super::*;
 
-    use rctb::backends::NO_VERBS;
+    use crate::cli::backend::NO_VERBS;
 
     pub(super) fn serve(_: ServeOptions, _: &DeviceArgs) -> Result<std::io::Result<()>, Failure> {
         Err(Failure::Usage(NO_VERBS.into()))

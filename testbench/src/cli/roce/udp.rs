@@ -13,7 +13,7 @@ use rctb_core::transport::{Gid, InvalidValue, Mtu};
 use rctb_core::wire::roce::ROCEV2_UDP_PORT;
 use rctb_udp::{UdpConfig, UdpReactor, UdpTransport};
 
-use super::cli::*;
+use super::args::*;
 use super::front;
 
 /// `ADDR` or `ADDR:PORT`.

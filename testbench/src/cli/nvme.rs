@@ -212,7 +212,7 @@ fn run_verbs(a: &NvmeArgs) -> Result<String, Failure> {
 
 #[cfg(not(feature = "verbs"))]
 fn run_verbs(_: &NvmeArgs) -> Result<String, Failure> {
-    Err(Failure::Usage(crate::backends::NO_VERBS.into()))
+    Err(Failure::Usage(crate::cli::backend::NO_VERBS.into()))
 }
 
 fn host_id(c: &Common) -> Result<[u8; 16], Failure> {

@@ -1,0 +1,8 @@
+//! The front ends of the `rctb` binary, one module per subcommand group.
+//! Public so the binary (its own crate target) can reach them; not an API.
+
+pub mod backend;
+pub mod nvme;
+pub mod object;
+pub mod roce;
+pub mod udp;
