@@ -1,20 +1,39 @@
 //! rctb: the testbench. It reads scenario files, runs them on the
-//! deterministic simulator, checks their expectations, and sweeps seeds.
+//! deterministic simulator (or real UDP endpoints), checks their
+//! expectations, sweeps seeds, and carries the `rctb` binary's front ends.
 //!
+//! Module map, by room:
+//!
+//! The scenario engine (`src/engine/`, each module re-exported here):
 //! - [`scenario`]: the TOML format, parsing and validation.
 //! - [`traffic`]: the verbs-level traffic generator, generic over
 //!   [`rctb_core::Transport`] with a non-blocking step.
-//! - [`runner`]: builds a simulated fabric and drives every stream on it;
-//!   [`udp_run`]: the same streams between real UDP endpoints.
-//! - [`expect`], [`report`]: checks and the text/JSON report.
+//! - [`nvme_stream`]: `op = "nvme"` streams (the NVMe-oF initiator).
+//! - [`session_stream`]: `op = "rcsession"` streams (the session workload).
+//! - [`pattern`]: seeded message content (sizes, bytes, immediates).
+//! - [`runner`]: builds a simulated fabric and drives every stream on it.
+//! - [`udp_run`]: the same streams between real UDP endpoints.
+//! - [`expect`]: the `[expect]` checks of a finished run.
+//! - [`counters`]: the fabric counters as named values.
+//! - [`report`]: the text/JSON report.
 //! - [`sweep`]: many seeds in parallel, with replay commands.
-//! - [`conformance`]: RC semantics cases, written once for every backend.
-//! - [`wiretrace`]: captures reduced to per-connection header sequences.
-//! - [`decode`]: a pcap's frames decoded one by one (`rctb decode`).
-//! - [`roce`]: the hand-off between `rctb roce-rx` and `rctb fpga-emu`,
-//!   and the server + FPGA model pair scenario streams run.
 //!
-//! The binary (`src/main.rs`) is a thin CLI over these.
+//! The capture tools (`src/capture/`, each module re-exported here):
+//! - [`decode`]: a pcap's frames decoded one by one (`rctb decode`).
+//! - [`wiretrace`]: captures reduced to per-connection header sequences.
+//!
+//! Workloads and suites the engine and the front ends share:
+//! - [`roce`]: the RoCEv2 receive server's checks, the `roce-rx` /
+//!   `fpga-emu` hand-off, and the server + FPGA model pair.
+//! - [`session_selftest`]: the RC session selftest (server and client in
+//!   one process, on any transport).
+//! - [`conformance`]: RC semantics cases, written once for every backend.
+//! - [`udp_faults`]: fault cases that need a UDP endpoint on one side.
+//!
+//! The front ends (`src/cli/`, doc-hidden, not an API): one module per
+//! subcommand group of the `rctb` binary, and `cli::backend`, the one
+//! backend opener (`sim | udp | verbs`). `fuzzing` (doc-hidden) holds what
+//! the fuzz targets call.
 
 mod capture;
 mod engine;

@@ -2,7 +2,12 @@
 //! Public so the binary (its own crate target) can reach them; not an API.
 
 pub mod backend;
+pub mod conformance;
+pub mod decode;
+pub mod devices;
 pub mod nvme;
 pub mod object;
+pub mod rc_session;
 pub mod roce;
+pub mod scenario;
 pub mod udp;

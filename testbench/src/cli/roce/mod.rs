@@ -3,13 +3,12 @@
 //! are `crate::roce`):
 //!
 //! - [`args`]: the commands' arguments, validation and the simulator backend;
-//!   [`front`]: the front ends on a real transport, generic; `verbs`
-//!   (feature `verbs`): on an RDMA device; [`udp`]: on a UDP endpoint.
+//!   [`front`]: the front ends on a real transport, generic; [`verbs`]:
+//!   on an RDMA device (through [`crate::cli::backend`]); [`udp`]: on a UDP endpoint.
 
 pub mod args;
 pub mod front;
 pub mod udp;
-#[cfg(feature = "verbs")]
 pub mod verbs;
 
 use std::process::ExitCode;
@@ -35,31 +34,12 @@ fn print_sim(r: Result<(Vec<String>, bool), CliError>) -> Result<bool, CliError>
     Ok(ok)
 }
 
-#[cfg(feature = "verbs")]
-fn rx_verbs(a: &RoceRxArgs) -> Result<bool, CliError> {
-    verbs::roce_rx(a)
-}
-#[cfg(feature = "verbs")]
-fn emu_verbs(a: &FpgaEmuArgs) -> Result<bool, CliError> {
-    verbs::fpga_emu(a)
-}
-#[cfg(not(feature = "verbs"))]
-const NO_VERBS: &str = crate::cli::backend::NO_VERBS;
-#[cfg(not(feature = "verbs"))]
-fn rx_verbs(_: &RoceRxArgs) -> Result<bool, CliError> {
-    Err(CliError::Usage(NO_VERBS.into()))
-}
-#[cfg(not(feature = "verbs"))]
-fn emu_verbs(_: &FpgaEmuArgs) -> Result<bool, CliError> {
-    Err(CliError::Usage(NO_VERBS.into()))
-}
-
 /// `rctb roce-rx`: exit 0 when every frame arrived intact (and as many as
 /// expected), 1 when not, 2 when it could not run.
 pub fn roce_rx(a: &RoceRxArgs) -> ExitCode {
     let r = match a.backend {
         RoceBackend::Sim => print_sim(args::roce_rx_sim(a)),
-        RoceBackend::Verbs => rx_verbs(a),
+        RoceBackend::Verbs => verbs::roce_rx(a),
         RoceBackend::Udp => udp::roce_rx(a),
     };
     exit(r, "roce-rx")
@@ -69,7 +49,7 @@ pub fn roce_rx(a: &RoceRxArgs) -> ExitCode {
 pub fn fpga_emu(a: &FpgaEmuArgs) -> ExitCode {
     let r = match a.backend {
         RoceBackend::Sim => print_sim(args::fpga_emu_sim(a)),
-        RoceBackend::Verbs => emu_verbs(a),
+        RoceBackend::Verbs => verbs::fpga_emu(a),
         RoceBackend::Udp => udp::fpga_emu(a),
     };
     exit(r, "fpga-emu")
