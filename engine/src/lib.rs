@@ -31,10 +31,10 @@
 //!   with a NAK as IBA says, and counted, never an error. Protocol failures
 //!   reach the application as completions with an error status.
 //!
-//! `rctb-sim` drives it (virtual time, simulated links, faults, pcap);
-//! `rctb-udp` (real time, UDP sockets on port 4791) still reaches it through
-//! the simulator's external mode, until the udp reactor holds endpoints
-//! itself.
+//! Two owners drive it: `rctb-sim` (virtual time, simulated links, faults,
+//! pcap) and `rctb-udp`'s reactor (real time, one endpoint per UDP socket
+//! on port 4791). `tests/late_owner.rs` holds the late-owner promises above
+//! to a host that stalls.
 //!
 //! # Module map
 //!

@@ -59,6 +59,7 @@ pub fn nvme_err(e: NvmeError) -> PyErr {
 }
 
 /// The verbs backend was asked for in a build without it.
+#[cfg(not(feature = "verbs"))]
 pub fn no_verbs() -> PyErr {
     PyRuntimeError::new_err(
         "this rctb build lacks the verbs backend (build the wheel with the cargo feature `verbs`: \

@@ -3,9 +3,9 @@
 //! 64-byte capsule, poll, execute with a timeout, and the host buffers
 //! its commands point at.
 //!
-//! The capsule bytes are decoded into rctb's typed command (so what the
-//! queue sends is what rctb's encoder writes for it, with the queue's
-//! command id); a capsule rctb cannot decode is a `ValueError`.
+//! The capsule goes out as the caller built it (as the seed's queue posts
+//! it), with only the command id (bytes 2..4) set by the queue
+//! (`Queue::submit_capsule`): any opcode, every field kept.
 
 use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, SocketAddrV4};
@@ -14,11 +14,11 @@ use std::sync::Arc;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 use rctb_core::Transport;
-use rctb_core::nvmeof::protocol::{NvmeCommand, QueueKind};
 use rctb_core::nvmeof::{NvmeError, Queue, QueueConfig};
 use rctb_core::time::{Duration, Instant};
 use rctb_core::transport::{MrInfo, PdId};
 use rctb_sim::SimTransport;
+use rctb_udp::mixed::Either;
 
 use crate::engine::{Engine, State};
 use crate::errors::{engine_err, invalid, nvme_err};
@@ -27,8 +27,17 @@ use crate::sim::{FABRIC_ID, Fabric, FabricState};
 /// (result, sq_head, sq_id, command_id, status_field) of a response.
 type Cqe = (u64, u16, u16, u16, u16);
 
+/// What a queue runs on: the fabric's transport, or a device's.
+#[cfg(feature = "verbs")]
+type Hw = rctb_hw::VerbsTransport;
+/// Without the verbs feature the second arm is never built (verbs is
+/// refused before a queue is made); it only gives the type its shape.
+#[cfg(not(feature = "verbs"))]
+type Hw = SimTransport;
+type QueueTransport = Either<SimTransport, Hw>;
+
 struct QueueState {
-    t: SimTransport,
+    t: QueueTransport,
     pd: PdId,
     q: Queue,
     buffers: BTreeMap<u32, MrInfo>,
@@ -67,7 +76,6 @@ fn err(msg: impl Into<String>) -> NvmeError {
 pub struct NvmeQueue {
     engine: Arc<Engine>,
     id: u64,
-    kind: QueueKind,
 }
 
 impl NvmeQueue {
@@ -106,15 +114,6 @@ impl NvmeQueue {
     ) -> PyResult<Self> {
         let ip: Ipv4Addr =
             host.parse().map_err(|_| invalid(format!("host {host:?}: rctb connects to an IPv4 address")))?;
-        let Some(fabric) = backend else {
-            return Err(if cfg!(feature = "verbs") {
-                pyo3::exceptions::PyNotImplementedError::new_err(
-                    "RDMAQueue on verbs is not available yet; use Controller",
-                )
-            } else {
-                crate::errors::no_verbs()
-            });
-        };
         let cfg = QueueConfig {
             addr: SocketAddrV4::new(ip, port),
             qid,
@@ -125,16 +124,27 @@ impl NvmeQueue {
             // deadline only bounds the connect.
             timeout: Duration::from_secs(30),
         };
-        let engine = fabric.get().engine.clone();
+        // The fabric's engine thread owns the simulated transports; a
+        // verbs queue gets an engine thread of its own, as a verbs
+        // Controller does.
+        let (engine, open): Opener = match backend {
+            Some(fabric) => (
+                fabric.get().engine.clone(),
+                Box::new(move |s: &mut State| {
+                    s.get::<FabricState>(FABRIC_ID)
+                        .ok_or_else(|| "the fabric is gone".to_string())
+                        .and_then(|f| f.transport_of(source.as_deref()))
+                        .map(Either::A)
+                        .map_err(invalid)
+                }),
+            ),
+            None => verbs_opener(source)?,
+        };
         let e2 = engine.clone();
         let id = py
             .detach(move || {
                 e2.call(move |s: &mut State| -> PyResult<u64> {
-                    let mut t = s
-                        .get::<FabricState>(FABRIC_ID)
-                        .ok_or_else(|| "the fabric is gone".to_string())
-                        .and_then(|f| f.transport_of(source.as_deref()))
-                        .map_err(invalid)?;
+                    let mut t = open(s)?;
                     let pd = t.alloc_pd().map_err(|e| nvme_err(e.into()))?;
                     match Queue::connect(&mut t, pd, &cfg) {
                         Ok(q) => Ok(s.insert(QueueState { t, pd, q, buffers: BTreeMap::new(), closed: false })),
@@ -146,7 +156,7 @@ impl NvmeQueue {
                 })
             })
             .map_err(engine_err)??;
-        Ok(NvmeQueue { engine, id, kind: if qid == 0 { QueueKind::Admin } else { QueueKind::Io } })
+        Ok(NvmeQueue { engine, id })
     }
 
     #[getter]
@@ -159,6 +169,13 @@ impl NvmeQueue {
         self.call(py, |q| Ok(q.q.depth()))
     }
 
+    /// Commands the queue holds at once: `depth - 1`, or fewer when the
+    /// target's CM accept (crqsize) asked for less.
+    #[getter]
+    fn capacity(&self, py: Python<'_>) -> PyResult<u16> {
+        self.call(py, |q| Ok(q.q.capacity()))
+    }
+
     /// Submits a 64-byte capsule; returns the command id the queue gave it.
     fn submit(&self, py: Python<'_>, command: &[u8]) -> PyResult<u16> {
         if command.len() != 64 {
@@ -167,8 +184,10 @@ impl NvmeQueue {
                 command.len()
             )));
         }
-        let (_, cmd) = NvmeCommand::decode(command, self.kind).map_err(|e| invalid(format!("command: {e}")))?;
-        self.call(py, move |q| q.q.submit(&mut q.t, &cmd, None))
+        // Posted as given (the seed posts the caller's bytes), only the
+        // command id set by the queue.
+        let capsule: [u8; 64] = command.try_into().expect("length checked");
+        self.call(py, move |q| q.q.submit_capsule(&mut q.t, &capsule))
     }
 
     /// Processes completions without blocking; returns the finished
@@ -254,6 +273,19 @@ impl NvmeQueue {
         })
         .map_err(engine_err)
     }
+}
+
+type Opener = (Arc<Engine>, Box<dyn FnOnce(&mut State) -> PyResult<QueueTransport> + Send>);
+
+#[cfg(feature = "verbs")]
+fn verbs_opener(source: Option<String>) -> PyResult<Opener> {
+    let engine = Arc::new(Engine::start("verbs").map_err(|e| invalid(format!("starting the engine: {e}")))?);
+    Ok((engine, Box::new(move |_: &mut State| crate::verbs::open_device(source.as_deref()).map(Either::B))))
+}
+
+#[cfg(not(feature = "verbs"))]
+fn verbs_opener(_source: Option<String>) -> PyResult<Opener> {
+    Err(crate::errors::no_verbs())
 }
 
 impl Drop for NvmeQueue {

@@ -1,6 +1,6 @@
 //! `_rctb.RoceServer` and `_rctb.FpgaEngine`: rctb's RoCEv2 receive server
 //! (`rctb_core::roce::RoceServer`) and the surf engine model
-//! (`rctb_sim::models::fpga`) on a simulated fabric, for `rctb.rocev2`.
+//! (`rctb_models::fpga`) on a simulated fabric, for `rctb.rocev2`.
 //!
 //! Frames: the server's zero-copy slot handles stay on the engine thread;
 //! Python holds an id and releases it explicitly (the slot is re-posted
@@ -21,7 +21,7 @@ use rctb_core::Transport;
 use rctb_core::roce::{Frame, GidIndex, HostParams, RoceError, RoceServer, ServerConfig, TransportConfig};
 use rctb_core::time::{Duration, Instant};
 use rctb_core::transport::Psn;
-use rctb_sim::models::fpga::{FpgaEngine, Payload, StreamConfig, setup_connection, teardown_connection};
+use rctb_models::fpga::{FpgaEngine, Payload, StreamConfig, setup_connection, teardown_connection};
 use rctb_sim::{Actor, SimTransport};
 use rctb_udp::UdpTransport;
 
@@ -498,7 +498,7 @@ macro_rules! eng {
 
 struct EngineState {
     engine: AnyEngine,
-    params: Option<rctb_sim::models::fpga::FpgaParams>,
+    params: Option<rctb_models::fpga::FpgaParams>,
     rng: Box<dyn FnMut() -> u32>,
     mr_len: u32,
 }

@@ -16,7 +16,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use rctb_core::time::{Duration, Instant};
 use rctb_core::transport::Mtu;
-use rctb_sim::models::nvme::{NamespaceConfig, NvmeTarget, SubsystemConfig, TargetConfig};
+use rctb_models::nvme::{NamespaceConfig, NvmeTarget, SubsystemConfig, TargetConfig};
 use rctb_sim::{Actor, FaultAction, LinkConfig, LinkFaults, NodeConfig, ScheduledFault, Sim, SimTransport};
 
 use crate::engine::{Engine, State};
@@ -371,10 +371,9 @@ impl Fabric {
     fn link_action(&self, py: Python<'_>, action: FaultAction, at: Option<f64>) -> PyResult<()> {
         let at = at.map(|s| ns_of(s, "at")).transpose()?;
         self.with_state(py, move |f| {
-            let (FaultAction::Partition { a, b } | FaultAction::Heal { a, b } | FaultAction::SetFaults { a, b, .. }) =
-                &action;
-            f.sim.node(a).map_err(|e| e.to_string())?;
-            f.sim.node(b).map_err(|e| e.to_string())?;
+            for name in action.nodes() {
+                f.sim.node(name).map_err(|e| e.to_string())?;
+            }
             match at {
                 None => f.sim.apply(action),
                 Some(d) => {

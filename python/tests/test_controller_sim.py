@@ -2,6 +2,7 @@
 simulated NVMe-oF target: data, MDTS splitting, statuses, timeouts, the GIL
 and replay from the seed."""
 
+import os
 import threading
 
 import pytest
@@ -183,6 +184,41 @@ def test_a_seed_replays_the_same_run():
 def test_udp_and_missing_verbs_are_clear_errors():
     with pytest.raises(ValueError, match="udp"):
         nvmeof.Controller(TARGET_IP, NQN, backend="udp")
+    with pytest.raises(ValueError, match="udp"):
+        nvmeof.RDMAQueue(TARGET_IP, 4420, 0, 32, backend="udp")
     if not rctb.HAS_VERBS:
         with pytest.raises(RuntimeError, match="lacks the verbs backend"):
             nvmeof.Controller(TARGET_IP, NQN)
+        with pytest.raises(RuntimeError, match="lacks the verbs backend"):
+            nvmeof.RDMAQueue(TARGET_IP, 4420, 0, 32)
+    elif not (os.path.isdir("/sys/class/infiniband") and os.listdir("/sys/class/infiniband")):
+        # a verbs build on a machine without RDMA devices (the build hosts)
+        with pytest.raises(OSError, match="no RDMA device"):
+            nvmeof.RDMAQueue(TARGET_IP, 4420, 0, 32)
+
+
+def test_any_metadata_is_refused_as_the_seed_refuses_it(sim):
+    """The seed moves data blocks only: a namespace with metadata (separate
+    or extended LBA) is NotImplementedError. The model has no metadata
+    formats, so Identify's answer is stood in for at the binding."""
+    fabric, _ = sim
+
+    class ExtendedLba:
+        def __init__(self, real):
+            self.real = real
+
+        def identify_namespace(self, nsid):
+            return (1024, 1024, 1024, 4096, 8)  # size, capacity, used, LBA size, 8 bytes of metadata
+
+        def __getattr__(self, name):
+            return getattr(self.real, name)
+
+    with nvmeof.Controller(TARGET_IP, NQN, backend=fabric) as ctrl:
+        real = ctrl._ctrl
+        ctrl._ctrl = ExtendedLba(real)
+        try:
+            with pytest.raises(NotImplementedError, match="separate metadata"):
+                ctrl.namespace(1)
+        finally:
+            ctrl._ctrl = real
+        assert ctrl.namespace(1).info.metadata_size == 0

@@ -95,3 +95,46 @@ def test_queue_refusals_are_the_seeds(sim):
                 b.read(4, 13)
     with pytest.raises(RuntimeError, match="closed"):
         q.submit(bytes(64))
+
+
+def test_poll_max_entries_keeps_the_rest_for_the_next_poll(sim):
+    fabric, _ = sim
+    with nvmeof.RDMAQueue(TARGET_IP, 4420, 0, 8, backend=fabric) as q:
+        admin_connect(q)
+        requests = [q.submit(p.property_get(p.REG_CAP, 8)) for _ in range(3)]
+        fabric.run_until(fabric.now + 0.01)
+        first = q.poll(max_entries=1)
+        assert len(first) == 1 and q.outstanding == 2, "max_entries bounds what one call returns"
+        rest = q.poll()
+        assert sorted(r.command_id for r in first + rest) == sorted(r.command_id for r in requests)
+        assert all(r.done and r.response.succeeded for r in requests)
+        assert q.poll() == [] and q.poll(max_entries=0) == [] and q.outstanding == 0
+
+
+def test_a_capsule_is_posted_as_built(sim):
+    """The seed posts the caller's bytes: an opcode rctb has no type for
+    still goes out, and the target answers it (Invalid Command Opcode)."""
+    fabric, _ = sim
+    with nvmeof.RDMAQueue(TARGET_IP, 4420, 0, 8, backend=fabric) as q:
+        admin_connect(q)
+        with nvmeof.HostBuffer(q.pd, 4096) as data:
+            capsule = bytearray(p.identify(data, controller=True))  # a keyed SGL the target accepts
+            capsule[0] = 0xC0  # a vendor-specific admin opcode
+            capsule[2:4] = (0xBEEF).to_bytes(2, "little")  # the queue sets its own command id
+            with pytest.raises(nvmeof.NVMeStatusError) as e:
+                q.execute(bytes(capsule), data_owner=data, timeout=5.0)
+        assert e.value.completion.status_code == 0x01 and e.value.completion.status_type == 0
+        assert e.value.completion.command_id != 0xBEEF
+
+
+def test_closing_the_owner_marks_its_buffers_closed(sim):
+    fabric, _ = sim
+    q = nvmeof.RDMAQueue(TARGET_IP, 4420, 0, 8, backend=fabric)
+    buf = nvmeof.HostBuffer(q.pd, 4096)
+    q.close()
+    assert buf.closed
+    with nvmeof.Controller(TARGET_IP, NQN, backend=fabric) as ctrl:
+        kept = ctrl.allocate(4096)
+        assert not kept.closed
+    assert kept.closed, "Controller.close frees its buffers"
+    kept.close()  # no effect, no error

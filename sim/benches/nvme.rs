@@ -16,7 +16,7 @@ use divan::counter::ItemsCount;
 use divan::{Bencher, black_box};
 use rctb_core::nvmeof::protocol::{NVME_RDMA_PORT, Nqn};
 use rctb_core::nvmeof::{Buffer, Controller, ControllerConfig, Namespace};
-use rctb_sim::models::nvme::{NvmeTarget, TargetConfig};
+use rctb_models::nvme::{NvmeTarget, TargetConfig};
 use rctb_sim::{NodeConfig, Sim, SimTransport};
 
 fn main() {
@@ -31,7 +31,8 @@ fn controller() -> (Sim, Controller<SimTransport>, Namespace) {
     let h = sim.add_node(NodeConfig::new("host", "10.0.0.1".parse().unwrap())).unwrap();
     let tn = sim.add_node(NodeConfig::new("target", "10.0.0.2".parse().unwrap())).unwrap();
     let target = NvmeTarget::new(TargetConfig::new(NQN), "10.0.0.2".parse().unwrap()).unwrap();
-    sim.add_actor(tn, Box::new(Rc::new(RefCell::new(target))));
+    let target = Rc::new(RefCell::new(target));
+    sim.add_actor(tn, Box::new(move |t: &mut SimTransport| target.borrow_mut().run(t)));
     let addr = SocketAddrV4::new("10.0.0.2".parse().unwrap(), NVME_RDMA_PORT);
     let mut cfg = ControllerConfig::new(addr, Nqn::new(NQN).unwrap(), [9; 16]);
     cfg.queue_depth = 64;

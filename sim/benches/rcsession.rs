@@ -14,7 +14,8 @@
 use divan::counter::{BytesCount, ItemsCount};
 use divan::{Bencher, black_box};
 use rctb_core::wire::hipobj::Op;
-use rctb_sim::models::rcsession::SessionPair;
+use rctb_models::rcsession::SessionPair;
+use rctb_sim::{NodeConfig, Sim, SimTransport};
 
 fn main() {
     divan::main();
@@ -22,8 +23,16 @@ fn main() {
 
 const SESSIONS: u64 = 200;
 
+/// The pair on a fresh fabric: server 10.0.0.1, client 10.0.0.2.
+fn pair(seed: u64, capacity: u64) -> SessionPair<SimTransport> {
+    let sim = Sim::new(seed);
+    let s = sim.add_node(NodeConfig::new("server", "10.0.0.1".parse().unwrap())).unwrap();
+    let c = sim.add_node(NodeConfig::new("client", "10.0.0.2".parse().unwrap())).unwrap();
+    SessionPair::new(seed, capacity, sim.transport(s), sim.transport(c)).expect("a fresh fabric")
+}
+
 fn sessions(bencher: Bencher<'_, '_>, op: Op, size: usize, n: u64) {
-    let mut pair = SessionPair::new(1, size as u64).expect("a fresh fabric");
+    let mut pair = pair(1, size as u64);
     let object: Vec<u8> = (0..size).map(|i| (i * 31 + 7) as u8).collect();
     bencher.counter(ItemsCount::new(n)).counter(BytesCount::new(n * size as u64)).bench_local(|| {
         for _ in 0..n {

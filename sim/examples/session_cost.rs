@@ -8,10 +8,11 @@
 use std::process::ExitCode;
 
 use rctb_core::wire::hipobj::Op;
-use rctb_sim::models::rcsession::SessionPair;
+use rctb_models::rcsession::SessionPair;
+use rctb_sim::{NodeConfig, Sim, SimError, SimTransport};
 
 #[inline(never)]
-fn run(pair: &mut SessionPair, op: Op, object: &[u8], n: u64) -> Result<(), String> {
+fn run(pair: &mut SessionPair<SimTransport>, op: Op, object: &[u8], n: u64) -> Result<(), String> {
     for _ in 0..n {
         pair.transfer(op, std::hint::black_box(object))?;
     }
@@ -45,7 +46,7 @@ fn main() -> ExitCode {
         }
     };
     let object: Vec<u8> = (0..size).map(|i| (i * 31 + 7) as u8).collect();
-    let mut pair = match SessionPair::new(1, size as u64) {
+    let mut pair = match new_pair(1, size as u64) {
         Ok(p) => p,
         Err(e) => {
             eprintln!("session_cost: {e}");
@@ -59,4 +60,17 @@ fn main() -> ExitCode {
     }
     println!("{} sessions", pair.sessions());
     ExitCode::SUCCESS
+}
+
+/// The pair on a fresh fabric: server 10.0.0.1, client 10.0.0.2.
+fn new_pair(seed: u64, capacity: u64) -> Result<SessionPair<SimTransport>, String> {
+    let sim = Sim::new(seed);
+    let node = |name: &str, ip: [u8; 4]| -> Result<_, SimError> {
+        sim.add_node(NodeConfig::new(name, std::net::Ipv4Addr::from(ip)))
+    };
+    let (s, c) = match (node("server", [10, 0, 0, 1]), node("client", [10, 0, 0, 2])) {
+        (Ok(s), Ok(c)) => (s, c),
+        (Err(e), _) | (_, Err(e)) => return Err(e.to_string()),
+    };
+    SessionPair::new(seed, capacity, sim.transport(s), sim.transport(c))
 }

@@ -10,6 +10,11 @@
 //!
 //! Actors do not own a transport: the world hands one in on each run, so no
 //! reference cycle keeps a world alive.
+//!
+//! The peer models (crate `rctb-models`) know nothing of the simulator: each
+//! has a transport-generic step (`NvmeTarget::run`, `FpgaEngine::pump`), and
+//! a closure over a shared handle makes it an actor:
+//! `sim.add_actor(node, Box::new(move |t: &mut SimTransport| target.borrow_mut().run(t)))`.
 
 use std::cell::RefCell;
 use std::fmt;
@@ -25,6 +30,13 @@ pub trait Actor {
     /// Handles whatever is pending on the actor's node. Returns the latest
     /// time it wants to run again (`None`: only when something happens).
     fn run(&mut self, t: &mut SimTransport) -> Option<Instant>;
+}
+
+/// A closure is an actor: how a transport-generic model runs on a node.
+impl<F: FnMut(&mut SimTransport) -> Option<Instant>> Actor for F {
+    fn run(&mut self, t: &mut SimTransport) -> Option<Instant> {
+        self(t)
+    }
 }
 
 /// A shared actor: the test keeps one handle to inspect and fault it.
@@ -58,11 +70,18 @@ impl fmt::Debug for ActorSlot {
 
 /// Runs every registered actor once.
 pub(crate) fn run_actors(world: &Rc<RefCell<World>>) {
-    let mut slots = std::mem::take(&mut world.borrow_mut().actors);
+    let (mut slots, any_down) = {
+        let mut w = world.borrow_mut();
+        (std::mem::take(&mut w.actors), w.down_nodes > 0)
+    };
     if slots.is_empty() {
         return;
     }
     for s in slots.iter_mut() {
+        if any_down && world.borrow().nodes[s.node].down {
+            // A crashed node runs nothing (`Sim::crash`).
+            continue;
+        }
         let mut t = SimTransport { world: world.clone(), node: s.node };
         if let Some(at) = s.actor.run(&mut t) {
             let mut w = world.borrow_mut();

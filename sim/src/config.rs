@@ -59,15 +59,40 @@ impl Default for LinkConfig {
     }
 }
 
-/// A fault scheduled at a point in virtual time.
+/// A fault on named nodes, applied now ([`Sim::apply`](crate::Sim::apply))
+/// or at a point in virtual time ([`Sim::schedule`](crate::Sim::schedule)).
+/// Each is one of the fault verbs of [`Sim`](crate::Sim) (see the crate's
+/// `faults` docs for what each does); an unknown name makes it a no-op.
 #[derive(Clone, Debug, PartialEq)]
 pub enum FaultAction {
-    /// Cut both directions between two nodes (by name).
+    /// Cut both directions between two nodes (by name): [`Sim::partition`](crate::Sim::partition).
     Partition { a: String, b: String },
-    /// Restore both directions.
+    /// Restore both directions: [`Sim::repair`](crate::Sim::repair).
     Heal { a: String, b: String },
     /// Replace the fault probabilities of both directions.
     SetFaults { a: String, b: String, faults: LinkFaults },
+    /// Keep what arrives in both directions until released: [`Sim::hold`](crate::Sim::hold).
+    Hold { a: String, b: String },
+    /// Deliver what a hold kept, in order: [`Sim::release`](crate::Sim::release).
+    Release { a: String, b: String },
+    /// Power a node off: [`Sim::crash`](crate::Sim::crash).
+    Crash { node: String },
+    /// Boot a node afresh: [`Sim::bounce`](crate::Sim::bounce).
+    Bounce { node: String },
+}
+
+impl FaultAction {
+    /// The names of the nodes it acts on.
+    pub fn nodes(&self) -> Vec<&str> {
+        match self {
+            FaultAction::Partition { a, b }
+            | FaultAction::Heal { a, b }
+            | FaultAction::SetFaults { a, b, .. }
+            | FaultAction::Hold { a, b }
+            | FaultAction::Release { a, b } => vec![a, b],
+            FaultAction::Crash { node } | FaultAction::Bounce { node } => vec![node],
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq)]

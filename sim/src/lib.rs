@@ -25,17 +25,24 @@
 //! commits up to 16 packets at a time (each leaves at its own serialization
 //! slot), so an ACK can wait behind a committed burst, as on a real NIC.
 //!
+//! Faults: random ones per link ([`LinkFaults`]), and the ones a test puts
+//! by hand: the verbs [`Sim::hold`]/[`Sim::release`],
+//! [`Sim::partition`]/[`Sim::repair`], [`Sim::crash`]/[`Sim::bounce`], and
+//! per-packet rules ([`Sim::add_rule`], [`PacketRule`]). Where each acts on
+//! a packet, in order, and what a crash does to a node's QPs: the `faults`
+//! module below ([`faults`]).
+//!
 //! What it does not model: atomics, UD/UC, SRQs, memory windows, congestion
 //! control (ECN/CNP), and CM message loss (CM retransmits its MADs on real
 //! fabrics; partitions still cut CM: see `rctb_engine::cm`).
 
 mod actor;
 mod config;
+pub mod faults;
 #[doc(hidden)]
 pub mod fuzzing;
 #[doc(hidden)]
 pub mod fuzzing_rcsession;
-pub mod models;
 mod node;
 mod pcap;
 mod rng;
@@ -52,12 +59,12 @@ use thiserror::Error;
 
 pub use actor::{Actor, ActorId};
 pub use config::{FaultAction, LinkConfig, LinkFaults, NodeConfig, ScheduledFault};
+pub use faults::{PacketAction, PacketMatch, PacketPredicate, PacketRule, RuleId, RuleStats};
 pub use rctb_engine::{Packet, rc};
 pub use rng::SimRng;
 pub use stats::FabricStats;
 pub use transport::SimTransport;
 
-pub use world::EXTERNAL_BACKLOG;
 use world::{EventKind, World};
 
 /// A node of the fabric.
@@ -73,6 +80,10 @@ pub enum SimError {
     DuplicateIp(Ipv4Addr),
     #[error("unknown node {0:?}")]
     UnknownNode(String),
+    #[error("node id {} is not a node of this fabric", .0.0)]
+    NoSuchNode(NodeId),
+    #[error("packet rule: {field} must be {rule}")]
+    InvalidRule { field: &'static str, rule: &'static str },
 }
 
 /// The simulated world. A cheap handle: clones share the same world.
@@ -185,77 +196,6 @@ impl Sim {
     /// Runs until no event is pending.
     pub fn run_until_idle(&self) {
         while self.step().is_some() {}
-    }
-
-    /// External mode (`true`): frames no longer cross simulated links;
-    /// every transmitted packet waits in an outbox for
-    /// [`take_external`](Self::take_external), and packets from outside enter
-    /// with [`inject`](Self::inject). This is how the RC engine runs as a real
-    /// RoCEv2 peer (crate `rctb-udp`): the same nodes, QPs and timers, with the
-    /// owner driving the clock and the I/O ([`external_turn`](Self::external_turn)
-    /// with real time).
-    pub fn set_external(&self, on: bool) {
-        let mut w = self.world.borrow_mut();
-        match (on, w.external.is_some()) {
-            (true, false) => w.external = Some(Default::default()),
-            (false, true) => w.external = None,
-            _ => {}
-        }
-    }
-
-    /// Moves every packet waiting in the external outbox (at most
-    /// [`EXTERNAL_BACKLOG`]) to `out`; returns how many. The nodes transmit
-    /// more on the next run. Give the payload buffers back with
-    /// [`recycle`](Self::recycle).
-    pub fn take_external(&self, out: &mut Vec<Packet>) -> usize {
-        self.world.borrow_mut().take_external(out)
-    }
-
-    /// Moves the clock forward to `now` (never back) without running the
-    /// events due by then: they run at the next [`run_until`](Self::run_until),
-    /// late, at the clock's time. An external owner calls this before it
-    /// injects, so what it injects is stamped with the present.
-    pub fn advance_clock(&self, now: Instant) {
-        let mut w = self.world.borrow_mut();
-        w.now = w.now.max(now);
-    }
-
-    /// One turn of an external owner's loop (the `rctb-udp` reactor) at the
-    /// real time `now`: the clock moves to `now`; the frames that `arrived`
-    /// since the last turn are delivered (drained from the vector); then the
-    /// events that fell due run, late ones at `now`; the frames transmitted
-    /// (at most [`EXTERNAL_BACKLOG`]) are appended to `out`; returns how many.
-    ///
-    /// The order is a NIC's after a busy spell, and rxe's: its completer
-    /// processes the responses queued for a QP before it acts on a
-    /// retransmit timeout, so an ACK that waited in a socket is never beaten
-    /// by a timer that fell due meanwhile, and a timer that is late fires
-    /// once, at the present (its retry is timed from when it really happens),
-    /// not once per timeout period that passed.
-    pub fn external_turn(&self, now: Instant, arrived: &mut Vec<Packet>, out: &mut Vec<Packet>) -> usize {
-        self.advance_clock(now);
-        for pkt in arrived.drain(..) {
-            self.inject(pkt);
-        }
-        self.run_until(now);
-        self.take_external(out)
-    }
-
-    /// Delivers a packet from outside the fabric to the node owning its
-    /// destination address, at the current time (counted in the stats as
-    /// delivered, or dropped: no route, no such QP, `corrupt`).
-    pub fn inject(&self, pkt: Packet) {
-        self.world.borrow_mut().inject(pkt);
-    }
-
-    /// Returns a payload buffer to the fabric's pool.
-    pub fn recycle(&self, buf: Vec<u8>) {
-        self.world.borrow_mut().give_buf(buf);
-    }
-
-    /// A cleared buffer from the fabric's pool.
-    pub fn buffer(&self) -> Vec<u8> {
-        self.world.borrow_mut().take_buf()
     }
 
     pub fn stats(&self) -> FabricStats {

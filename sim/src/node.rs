@@ -1,7 +1,7 @@
 //! One simulated host: its RC engine endpoint (verbs resources, QPs, CM
 //! state) and what the fabric adds around it (its MAC, its egress port's
-//! pacing, its timer event). The world drives it; `SimTransport` calls into
-//! its endpoint on the application's behalf.
+//! pacing, its timer event, whether it is powered). The world drives it;
+//! `SimTransport` calls into its endpoint on the application's behalf.
 
 use rctb_core::time::Instant;
 use rctb_engine::{Endpoint, EndpointConfig};
@@ -18,27 +18,50 @@ pub(crate) struct Node {
     pub egress_scheduled: bool,
     /// The earliest timer event scheduled for the endpoint.
     pub timer_pending: Option<Instant>,
+    /// Crashed and not booted again: it sends nothing and runs nothing.
+    pub down: bool,
+    /// Endpoints it had after the first ([`Node::reboot`]): labels their RNGs.
+    pub boots: u32,
+    index: usize,
 }
 
 impl Node {
     pub fn new(index: usize, cfg: NodeConfig, seed: u64) -> Self {
-        let rng = SimRng::child(seed, &format!("node/{}", cfg.name));
         let mac = [0x02, 0x00, 0x00, 0x00, (index >> 8) as u8, index as u8];
-        let ep_cfg = EndpointConfig {
-            name: cfg.name.clone(),
-            ip: cfg.ip,
-            mtu: cfg.mtu,
-            mac,
-            // Simulated virtual addresses look like a user-space heap.
-            va_base: 0x7f00_0000_0000 + ((index as u64) << 36),
-        };
+        let rng = SimRng::child(seed, &format!("node/{}", cfg.name));
         Node {
+            ep: endpoint(index, &cfg, mac, rng),
             mac,
             cfg,
-            ep: Endpoint::new(ep_cfg, Box::new(rng)),
             egress_free_at: Instant::ZERO,
             egress_scheduled: false,
             timer_pending: None,
+            down: false,
+            boots: 0,
+            index,
         }
     }
+
+    /// Replaces the endpoint with a fresh one (no resources, no timers, QPNs
+    /// from the start, keys from an RNG of its own for this boot), its port
+    /// up or down. What the old one held is gone, as after a power cycle.
+    pub fn reboot(&mut self, seed: u64, link_up: bool) {
+        self.boots += 1;
+        let rng = SimRng::child(seed, &format!("node/{}/boot/{}", self.cfg.name, self.boots));
+        self.ep = endpoint(self.index, &self.cfg, self.mac, rng);
+        self.ep.set_link_up(link_up);
+        self.timer_pending = None;
+    }
+}
+
+fn endpoint(index: usize, cfg: &NodeConfig, mac: [u8; 6], rng: SimRng) -> Endpoint {
+    let ep_cfg = EndpointConfig {
+        name: cfg.name.clone(),
+        ip: cfg.ip,
+        mtu: cfg.mtu,
+        mac,
+        // Simulated virtual addresses look like a user-space heap.
+        va_base: 0x7f00_0000_0000 + ((index as u64) << 36),
+    };
+    Endpoint::new(ep_cfg, Box::new(rng))
 }

@@ -25,6 +25,12 @@ pub struct FabricStats {
     pub dropped_no_qp: u64,
     pub duplicated: u64,
     pub reordered: u64,
+    /// Lost to a packet rule's `Drop` (`Sim::add_rule`).
+    pub dropped_rule: u64,
+    /// Held back by a packet rule's `Delay`.
+    pub delayed: u64,
+    /// Kept by a hold (`Sim::hold`) on arrival, to be delivered on release.
+    pub held: u64,
 }
 
 impl FabricStats {

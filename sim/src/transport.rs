@@ -100,10 +100,15 @@ impl Transport for SimTransport {
         self.ep(|ep| ep.mr_info(mr))
     }
 
+    // The small verbs a peer model calls on every command are inlined
+    // across crates (the models live in rctb-models, their generic code is
+    // instantiated where it is used).
+    #[inline]
     fn mr_write(&mut self, mr: MrId, offset: u64, data: &[u8]) -> Result<()> {
         self.ep_mut(|ep| ep.mr_write(mr, offset, data))
     }
 
+    #[inline]
     fn mr_read(&self, mr: MrId, offset: u64, buf: &mut [u8]) -> Result<()> {
         self.ep(|ep| ep.mr_read(mr, offset, buf))
     }
@@ -176,10 +181,12 @@ impl Transport for SimTransport {
         self.ep_mut(|ep| ep.cm_close_listener(listener))
     }
 
+    #[inline]
     fn cm_poll(&mut self) -> Option<CmEvent> {
         self.ep_mut(|ep| ep.poll_cm_event())
     }
 
+    #[inline]
     fn now(&self) -> Instant {
         self.world.borrow().now
     }

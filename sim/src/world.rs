@@ -2,7 +2,11 @@
 //!
 //! Events at the same instant run in the order they were scheduled (a
 //! sequence number breaks ties), and every random draw comes from a seeded
-//! child RNG, so one seed gives one trace.
+//! child RNG, so one seed gives one trace. The fault verbs and the packet
+//! rules' place on the path are in `world/faults.rs` (the contract: the
+//! crate's `faults` module).
+
+mod faults;
 
 use std::cmp::{Ordering, Reverse};
 use std::collections::{BTreeMap, BTreeSet, BinaryHeap, VecDeque};
@@ -12,6 +16,7 @@ use rctb_core::time::{Duration, Instant};
 use rctb_engine::{CmMessage, CmTransmit, Packet, PacketDrop};
 
 use crate::config::{FaultAction, LinkConfig, LinkFaults};
+use crate::faults::Rules;
 use crate::node::Node;
 use crate::pcap::PcapSink;
 use crate::rng::SimRng;
@@ -23,6 +28,7 @@ pub(crate) type NodeIdx = usize;
 pub(crate) enum EventKind {
     /// `pkt` indexes `World::in_flight` (keeps events small for the heap).
     Deliver {
+        from: NodeIdx,
         to: NodeIdx,
         pkt: u32,
     },
@@ -83,6 +89,8 @@ struct Link {
     fifo: VecDeque<(Instant, u32)>,
     /// Configured for this pair (else it follows the default link).
     custom: bool,
+    /// A hold is on: what arrives waits here, in arrival order.
+    held: Option<VecDeque<faults::Held>>,
 }
 
 /// The whole simulated fabric.
@@ -98,6 +106,13 @@ pub(crate) struct World {
     links: Vec<Vec<Option<Link>>>,
     default_link: LinkConfig,
     partitions: BTreeSet<(NodeIdx, NodeIdx)>,
+    /// Per-packet rules a test installed (`faults.rs`).
+    pub rules: Rules,
+    /// A partition or a rule is on: `transmit` asks `hand_faults`. Kept by
+    /// `World::update_by_hand` after every change to either.
+    by_hand: bool,
+    /// Nodes crashed and not booted since (their actors do not run).
+    pub down_nodes: usize,
     pub stats: FabricStats,
     pub pcap: Option<PcapSink>,
     /// Peer models run after every instant (see `actor.rs`).
@@ -107,18 +122,7 @@ pub(crate) struct World {
     /// Packets on the wire, by slot; `free_slots` lists the empty ones.
     in_flight: Vec<Option<Packet>>,
     free_slots: Vec<u32>,
-    /// External mode: every transmitted packet leaves the fabric here instead
-    /// of crossing a simulated link (the UDP backend puts them on a socket).
-    /// At most [`EXTERNAL_BACKLOG`] wait; egress resumes when they are taken.
-    pub external: Option<VecDeque<Packet>>,
 }
-
-/// External mode: most packets waiting in the outbox for their owner. A NIC
-/// hands the wire what the wire can take, not a whole window at once: a
-/// packet stays in its QP (not sent: no ACK timer runs for it, and a go-back
-/// rewinds it instead of queueing a second copy behind it) until the owner
-/// has put the previous ones on its socket.
-pub const EXTERNAL_BACKLOG: usize = 64;
 
 /// Packets one egress pass may commit to the wire.
 const TX_BURST: u32 = 16;
@@ -138,6 +142,9 @@ impl World {
             links: Vec::new(),
             default_link: LinkConfig::default(),
             partitions: BTreeSet::new(),
+            rules: Rules::new(seed),
+            by_hand: false,
+            down_nodes: 0,
             stats: FabricStats::default(),
             pcap: None,
             actors: Vec::new(),
@@ -145,7 +152,6 @@ impl World {
             pool: Vec::new(),
             in_flight: Vec::new(),
             free_slots: Vec::new(),
-            external: None,
         }
     }
 
@@ -181,7 +187,7 @@ impl World {
                     // faults, and the fabric's defaults never apply to it.
                     let (cfg, custom) =
                         if from == to { (LinkConfig::default(), true) } else { (self.default_link, false) };
-                    let link = Link { cfg, rng, fifo: VecDeque::new(), custom };
+                    let link = Link { cfg, rng, fifo: VecDeque::new(), custom, held: None };
                     self.links[from][to] = Some(link);
                 }
             }
@@ -263,46 +269,58 @@ impl World {
         }
     }
 
-    /// Runs one event scheduled at `at` (the clock may be later: in external
-    /// mode, events that fell due while the owner was busy run late, at the
-    /// present).
+    /// Runs one event scheduled at `at` (the clock's time: nothing is
+    /// scheduled in the past).
     fn dispatch(&mut self, at: Instant, kind: EventKind) {
         match kind {
-            EventKind::Deliver { to, pkt: slot } => {
-                if let Some(pkt) = self.in_flight.get_mut(slot as usize).and_then(Option::take) {
-                    self.free_slots.push(slot);
-                    self.deliver(to, pkt);
-                }
-            }
+            EventKind::Deliver { from, to, pkt: slot } => self.arrive(from, to, slot),
             EventKind::LinkDeliver { from, to } => self.link_deliver(from, to),
             EventKind::Egress { node } => self.egress(node),
             EventKind::Timer { node } => self.node_timer(node, at),
-            EventKind::Cm { from, to, msg } => {
-                let (now, src) = (self.now, self.nodes[from].cfg.ip);
-                self.nodes[to].ep.handle_cm(now, src, *msg);
-                self.sync(to);
-            }
+            EventKind::Cm { from, to, msg } => self.cm_arrive(from, to, msg),
             EventKind::Fault(action) => self.apply_fault(*action),
             EventKind::Wake => {}
         }
     }
 
+    /// Runs a fault verb on named nodes (unknown names: nothing happens).
+    #[inline(never)]
     pub fn apply_fault(&mut self, action: FaultAction) {
         let resolve = |w: &World, a: &str, b: &str| Some((w.node_by_name(a)?, w.node_by_name(b)?));
         match action {
             FaultAction::Partition { a, b } => {
                 if let Some((a, b)) = resolve(self, &a, &b) {
-                    self.partitions.insert(Self::pair(a, b));
+                    self.partition(a, b);
                 }
             }
             FaultAction::Heal { a, b } => {
                 if let Some((a, b)) = resolve(self, &a, &b) {
-                    self.partitions.remove(&Self::pair(a, b));
+                    self.repair(a, b);
                 }
             }
             FaultAction::SetFaults { a, b, faults } => {
                 if let Some((a, b)) = resolve(self, &a, &b) {
                     self.set_faults(a, b, faults);
+                }
+            }
+            FaultAction::Hold { a, b } => {
+                if let Some((a, b)) = resolve(self, &a, &b) {
+                    self.hold(a, b);
+                }
+            }
+            FaultAction::Release { a, b } => {
+                if let Some((a, b)) = resolve(self, &a, &b) {
+                    self.release(a, b);
+                }
+            }
+            FaultAction::Crash { node } => {
+                if let Some(n) = self.node_by_name(&node) {
+                    self.crash(n);
+                }
+            }
+            FaultAction::Bounce { node } => {
+                if let Some(n) = self.node_by_name(&node) {
+                    self.bounce(n);
                 }
             }
         }
@@ -357,7 +375,7 @@ impl World {
     /// partitions, but not by random loss (see the crate docs).
     fn send_cm(&mut self, from: NodeIdx, cm: CmTransmit) {
         let Some(&to) = self.by_ip.get(&cm.dst) else { return };
-        if self.partitioned(from, to) || !self.nodes[to].ep.link_up() {
+        if self.partitioned(from, to) || !self.nodes[to].ep.link_up() || self.nodes[from].down {
             return;
         }
         let at = self.now + self.latency(from, to);
@@ -376,7 +394,12 @@ impl World {
 
     fn egress(&mut self, node: NodeIdx) {
         let now = self.now;
-        self.nodes[node].egress_scheduled = false;
+        let n = &mut self.nodes[node];
+        n.egress_scheduled = false;
+        if n.down {
+            // Powered off: nothing leaves; `bounce` discards what waits.
+            return;
+        }
         if self.nodes[node].egress_free_at > now {
             self.nodes[node].egress_scheduled = true;
             let t = self.nodes[node].egress_free_at;
@@ -389,10 +412,6 @@ impl World {
         // fabric handles one event per burst instead of one per packet.
         let mut budget = TX_BURST;
         while budget > 0 {
-            if self.external.as_ref().is_some_and(|q| q.len() >= EXTERNAL_BACKLOG) {
-                // The owner has not taken what waits: `take_external` resumes us.
-                return;
-            }
             if !self.nodes[node].ep.wants_transmit() {
                 break;
             }
@@ -429,32 +448,36 @@ impl World {
             let (src, dst) = (self.nodes[from].mac, self.by_ip.get(&pkt.dst_ip).map(|&i| self.nodes[i].mac));
             pcap.record(self.now, src, dst.unwrap_or([0xff; 6]), &pkt);
         }
-        if let Some(out) = self.external.as_mut() {
-            out.push_back(pkt);
-            return;
-        }
         let Some(&to) = self.by_ip.get(&pkt.dst_ip) else {
             self.stats.dropped_no_route += 1;
             self.give_buf(pkt.payload);
             return;
         };
-        if self.partitioned(from, to) || !self.nodes[to].ep.link_up() {
+        if !self.nodes[to].ep.link_up() {
             self.stats.dropped_partition += 1;
             self.give_buf(pkt.payload);
             return;
         }
+        let (mut extra, mut dup) = (Duration::ZERO, false);
+        if self.by_hand {
+            // A partition or a packet rule is on (`world/faults.rs`).
+            let Some(fate) = self.hand_faults(from, to, &mut pkt) else {
+                self.give_buf(pkt.payload);
+                return;
+            };
+            (extra, dup) = fate;
+        }
+        let (mut dropped, mut reordered) = (false, false);
         let link = self.link(from, to);
         let latency = link.cfg.latency;
         let f = link.cfg.faults;
-        let mut extra = Duration::ZERO;
-        let (mut dropped, mut dup, mut reordered) = (false, false, false);
         if !f.is_clean() {
             let rng = &mut link.rng;
             dropped = rng.chance(f.drop);
             if rng.chance(f.corrupt) {
                 pkt.corrupt = true;
             }
-            dup = rng.chance(f.duplicate);
+            dup |= rng.chance(f.duplicate);
             if !f.jitter.is_zero() {
                 extra += Duration::from_nanos(rng.below(f.jitter.as_nanos() as u64 + 1));
             }
@@ -474,7 +497,7 @@ impl World {
             self.stats.duplicated += 1;
             let copy = pkt.clone();
             let slot = self.park(copy);
-            self.schedule(arrive + Duration::from_nanos(1), EventKind::Deliver { to, pkt: slot });
+            self.schedule(arrive + Duration::from_nanos(1), EventKind::Deliver { from, to, pkt: slot });
         }
         let slot = self.park(pkt);
         let link = self.link(from, to);
@@ -485,7 +508,7 @@ impl World {
                 self.schedule(arrive, EventKind::LinkDeliver { from, to });
             }
         } else {
-            self.schedule(arrive, EventKind::Deliver { to, pkt: slot });
+            self.schedule(arrive, EventKind::Deliver { from, to, pkt: slot });
         }
     }
 
@@ -493,10 +516,13 @@ impl World {
         let link = self.link(from, to);
         let Some((_, slot)) = link.fifo.pop_front() else { return };
         let next = link.fifo.front().map(|&(at, _)| at);
+        let held = link.held.is_some();
         if let Some(at) = next {
             self.schedule(at, EventKind::LinkDeliver { from, to });
         }
-        if let Some(pkt) = self.in_flight.get_mut(slot as usize).and_then(Option::take) {
+        if held {
+            self.keep(from, to, faults::Held::Packet(slot));
+        } else if let Some(pkt) = self.in_flight.get_mut(slot as usize).and_then(Option::take) {
             self.free_slots.push(slot);
             self.deliver(to, pkt);
         }
@@ -512,36 +538,6 @@ impl World {
             None => {
                 self.in_flight.push(Some(pkt));
                 (self.in_flight.len() - 1) as u32
-            }
-        }
-    }
-
-    /// Moves the external outbox to `out` and lets the nodes that stopped
-    /// at [`EXTERNAL_BACKLOG`] transmit again (from now).
-    pub fn take_external(&mut self, out: &mut Vec<Packet>) -> usize {
-        let Some(q) = self.external.as_mut() else { return 0 };
-        let n = q.len();
-        out.extend(q.drain(..));
-        let now = self.now;
-        for node in 0..self.nodes.len() {
-            let n = &mut self.nodes[node];
-            if n.ep.wants_transmit() && !n.egress_scheduled {
-                n.egress_scheduled = true;
-                let t = n.egress_free_at.max(now);
-                self.schedule(t, EventKind::Egress { node });
-            }
-        }
-        n
-    }
-
-    /// Delivers a packet that came from outside the fabric (external mode)
-    /// to the node that owns its destination address, now.
-    pub fn inject(&mut self, pkt: Packet) {
-        match self.by_ip.get(&pkt.dst_ip) {
-            Some(&to) => self.deliver(to, pkt),
-            None => {
-                self.stats.dropped_no_route += 1;
-                self.give_buf(pkt.payload);
             }
         }
     }

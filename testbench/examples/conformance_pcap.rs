@@ -11,7 +11,7 @@ fn main() {
     };
     let (a, b) = (node("rxe1", "10.10.0.2"), node("rxe0", "10.10.0.1"));
     sim.enable_pcap();
-    let results = rctb::conformance::run(&mut sim.transport(a), &mut sim.transport(b), "", &mut |_| {});
+    let results = rctb_conformance::run(&mut sim.transport(a), &mut sim.transport(b), "", &mut |_| {});
     assert!(results.iter().all(|r| r.passed()));
     std::fs::write(&out, sim.take_pcap().expect("pcap")).expect("write");
 }

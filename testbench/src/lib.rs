@@ -11,8 +11,10 @@
 //! - [`nvme_stream`]: `op = "nvme"` streams (the NVMe-oF initiator).
 //! - [`session_stream`]: `op = "rcsession"` streams (the session workload).
 //! - [`pattern`]: seeded message content (sizes, bytes, immediates).
-//! - [`runner`]: builds a simulated fabric and drives every stream on it.
-//! - [`udp_run`]: the same streams between real UDP endpoints.
+//! - [`runner`]: builds a simulated fabric and drives every stream on any
+//!   [`runner::Fabric`].
+//! - [`udp_run`]: the same streams between real UDP endpoints (its
+//!   `UdpFabric`).
 //! - [`expect`]: the `[expect]` checks of a finished run.
 //! - [`counters`]: the fabric counters as named values.
 //! - [`report`]: the text/JSON report.
@@ -27,8 +29,12 @@
 //!   `fpga-emu` hand-off, and the server + FPGA model pair.
 //! - [`session_selftest`]: the RC session selftest (server and client in
 //!   one process, on any transport).
-//! - [`conformance`]: RC semantics cases, written once for every backend.
-//! - [`udp_faults`]: fault cases that need a UDP endpoint on one side.
+//! - [`fault_cases`]: targeted RC fault cases (PSN gap, duplicates, lost
+//!   ACK), written once.
+//! - [`sim_faults`]: runs them on the simulator's packet rules.
+//! - [`udp_faults`]: runs them on a UDP endpoint's path hook (`rctb
+//!   conformance --backend udp` adds them to the suite of crate
+//!   [`rctb_conformance`]).
 //!
 //! The front ends (`src/cli/`, doc-hidden, not an API): one module per
 //! subcommand group of the `rctb` binary, and `cli::backend`, the one
@@ -45,9 +51,10 @@ pub use engine::{
 
 #[doc(hidden)]
 pub mod cli;
-pub mod conformance;
+pub mod fault_cases;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod roce;
 pub mod session_selftest;
+pub mod sim_faults;
 pub mod udp_faults;

@@ -12,8 +12,8 @@
 //!   (rxe does not read it; the ICRC covers it either way).
 //! - Absolute PSNs, QPNs, rkeys and addresses: chosen per run on both.
 
-use rctb::conformance::Endpoints;
 use rctb::wiretrace::{self, Connection};
+use rctb_conformance::Endpoints;
 use rctb_core::Instant;
 use rctb_core::transport::*;
 use rctb_sim::{NodeConfig, Sim};

@@ -24,8 +24,8 @@
 //! - Where the ACKs fall between requests (capture timing).
 //! - IP ids, QPNs, absolute PSNs, keys and addresses.
 
-use rctb::conformance;
 use rctb::wiretrace::{self, Record};
+use rctb_conformance as conformance;
 use rctb_core::transport::Mtu;
 use rctb_sim::{NodeConfig, Sim};
 

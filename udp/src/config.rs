@@ -7,7 +7,9 @@ use std::path::PathBuf;
 
 use rctb_core::transport::Mtu;
 use rctb_core::wire::roce::ROCEV2_UDP_PORT;
-use rctb_sim::{Packet, SimRng};
+use rctb_engine::Packet;
+
+use crate::rng::ChildRng;
 
 /// How received frames are read.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -117,7 +119,7 @@ impl UdpConfig {
     /// the way in, drawn from `seed` (the same seed loses the same packet
     /// numbers).
     pub fn with_loss(mut self, tx: f64, rx: f64, seed: u64) -> Self {
-        let mut rng = SimRng::child(seed, &format!("udp-loss/{}", self.name));
+        let mut rng = ChildRng::child(seed, &format!("udp-loss/{}", self.name));
         self.hook = Some(Box::new(move |dir, _| match rng.chance(if dir == Dir::Tx { tx } else { rx }) {
             true => Fate::Drop,
             false => Fate::Pass,

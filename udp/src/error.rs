@@ -28,6 +28,8 @@ pub enum UdpError {
         #[source]
         source: io::Error,
     },
-    #[error("udp endpoint: {0}")]
-    Sim(#[from] rctb_sim::SimError),
+    /// Another endpoint of the same reactor has this name or address (one
+    /// reactor routes frames by address).
+    #[error("udp endpoint: {field} {value} is already used by another endpoint of this reactor")]
+    InUse { field: &'static str, value: String },
 }

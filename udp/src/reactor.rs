@@ -1,44 +1,61 @@
-//! The reactor: a simulator world in external mode, driven by the real
-//! clock and real sockets.
+//! The reactor: the endpoints' RC engines (`rctb_engine::Endpoint`, one
+//! per bound address) driven by the real clock and real sockets.
 //!
-//! The RC engine, the nodes' verbs resources, their timers and event queue
-//! are the simulator's own (`rctb_sim::Sim`); here its clock is set from
-//! `std::time::Instant` before every step, the frames its nodes transmit
-//! go out on each endpoint's UDP socket, and frames that arrive are checked
-//! and injected. Endpoints made by one reactor share its world and make
-//! progress together whenever any of them is called: two endpoints in one
-//! thread (a test, the conformance suite) answer each other while the
-//! caller waits on either. Nothing spins: an idle reactor blocks in
-//! `poll(2)` until a frame arrives or its next timer is due.
+//! One [`turn`](Reactor::turn) is the engine contract's loop, repeated
+//! until nothing moves: read every socket (each good frame goes to its
+//! endpoint's `handle_packet` at once), run the timers that fell due
+//! (`handle_timeout`), then take at most [`TX_CHUNK`] frames from the
+//! engines (`poll_transmit`) and send them. Received frames go before due
+//! timers, as on a NIC after a busy spell and in rxe (its completer takes
+//! the responses queued for a QP before it acts on a retransmit timeout):
+//! an ACK that waited in a socket is never beaten by a timer that fell due
+//! meanwhile, and a late timer fires once, at the present. Frames the
+//! engines have not handed over stay in their QPs (no ACK timer runs for
+//! them; a go-back rewinds them rather than queueing a second copy).
+//!
+//! Endpoints of one reactor make progress together whenever any of them
+//! is called: two endpoints in one thread (a test, the conformance suite)
+//! answer each other while the caller waits on either. Nothing spins: an
+//! idle reactor blocks in `poll(2)` ([`block`](Reactor::block)) until a
+//! frame arrives or its next timer is due.
 
-use std::collections::VecDeque;
 use std::io;
 use std::net::SocketAddrV4;
 
 use rctb_core::time::{Duration, Instant};
 use rctb_core::transport::{TransportError, Verb};
 use rctb_core::wire::roce::{AckKind, NakCode, Opcode};
-use rctb_sim::{NodeConfig, NodeId, Packet, Sim};
+use rctb_engine::{EndpointConfig, Packet, PacketDrop, Resources};
 use rustix::event::{PollFd, PollFlags, Timespec};
 use rustix::io::Errno;
 
 use crate::config::{Dir, Fate, PathHook, UdpConfig};
 use crate::endpoint::Sockets;
-use crate::stats::UdpStats;
+use crate::error::UdpError;
+use crate::pcap::PcapSink;
+use crate::rng::ChildRng;
+use crate::stats::{EngineStats, UdpStats};
 use crate::wire::{self, HEADERS_LEN, RxDrop};
 
-/// Frames sent before the reactor reads its own sockets again, so two
-/// endpoints in one thread do not overrun each other's socket buffers and
-/// ACKs never wait behind a long message. The world hands over at most
-/// [`rctb_sim::EXTERNAL_BACKLOG`] frames per turn.
+/// Frames sent per pass before the reactor reads its own sockets again, so
+/// two endpoints in one thread do not overrun each other's socket buffers
+/// and ACKs never wait behind a long message.
 const TX_CHUNK: usize = 64;
+/// Frames one endpoint hands over before the next endpoint's turn in a
+/// pass (a NIC's transmit pipeline commits short bursts).
+const TX_BURST: usize = 16;
 /// Frames read from one socket per pass.
 const RX_BATCH: usize = 64;
 /// Largest IPv4 packet read (a 4096-byte MTU frame is about 4.2 KB).
 const RX_BUF: usize = 65536;
+/// Payload buffers kept for reuse.
+const POOL_MAX: usize = 1024;
 
+/// One bound address: its RC engine and its sockets.
 pub(crate) struct Endpoint {
-    pub node: NodeId,
+    pub engine: rctb_engine::Endpoint,
+    /// Its MAC in the capture (and in its link-local GID).
+    pub mac: [u8; 6],
     pub local: SocketAddrV4,
     pub peer_port: u16,
     pub sockets: Sockets,
@@ -64,14 +81,15 @@ impl Clock {
 }
 
 pub(crate) struct Reactor {
-    pub sim: Sim,
+    seed: u64,
     pub clock: Clock,
+    /// The engines' time: the clock when last read (never goes back).
+    now: Instant,
     pub endpoints: Vec<Endpoint>,
-    /// Frames the world transmitted that are not on a socket yet.
-    outbox: VecDeque<Packet>,
-    taken: Vec<Packet>,
-    /// Frames read from the sockets, for the world's next turn.
-    arrived: Vec<Packet>,
+    /// What the engines sent and were given (their own counters apart).
+    counters: EngineStats,
+    pcap: Option<PcapSink>,
+    pool: Vec<Vec<u8>>,
     txbuf: Vec<u8>,
     rxbuf: Vec<u8>,
 }
@@ -82,57 +100,68 @@ fn os(what: &'static str, e: io::Error) -> TransportError {
 
 impl Reactor {
     pub fn new(seed: u64) -> Self {
-        let sim = Sim::new(seed);
-        sim.set_external(true);
         Reactor {
-            sim,
+            seed,
             clock: Clock::start(),
+            now: Instant::ZERO,
             endpoints: Vec::new(),
-            outbox: VecDeque::new(),
-            taken: Vec::new(),
-            arrived: Vec::new(),
+            counters: EngineStats::default(),
+            pcap: None,
+            pool: Vec::new(),
             txbuf: Vec::with_capacity(RX_BUF),
             rxbuf: vec![0; RX_BUF],
         }
     }
 
-    pub fn add(&mut self, mut cfg: UdpConfig) -> Result<usize, crate::UdpError> {
+    /// Opens the sockets of `cfg` and makes its engine; returns its index.
+    pub fn add(&mut self, mut cfg: UdpConfig) -> Result<usize, UdpError> {
         let sockets = Sockets::open(&cfg)?;
-        let mut node = NodeConfig::new(cfg.name.clone(), cfg.ip);
-        node.mtu = cfg.mtu;
-        // The socket paces the frames; the world adds no serialization delay.
-        node.bandwidth_bps = 0;
-        let node = self.sim.add_node(node)?;
+        if self.endpoints.iter().any(|e| e.engine.config().name == cfg.name) {
+            return Err(UdpError::InUse { field: "name", value: format!("{:?}", cfg.name) });
+        }
+        if self.endpoints.iter().any(|e| e.engine.ip() == cfg.ip) {
+            return Err(UdpError::InUse { field: "address", value: cfg.ip.to_string() });
+        }
+        let index = self.endpoints.len();
+        // As the simulator numbers its nodes: the same seed and name give
+        // the same keys, MAC and addresses.
+        let mac = [0x02, 0x00, 0x00, 0x00, (index >> 8) as u8, index as u8];
+        let engine_cfg = EndpointConfig {
+            name: cfg.name.clone(),
+            ip: cfg.ip,
+            mtu: cfg.mtu,
+            mac,
+            va_base: 0x7f00_0000_0000 + ((index as u64) << 36),
+        };
+        let rng = ChildRng::child(self.seed, &format!("node/{}", cfg.name));
+        let raw_rx = sockets.raw.is_some();
         self.endpoints.push(Endpoint {
-            node,
+            engine: rctb_engine::Endpoint::new(engine_cfg, Box::new(rng)),
+            mac,
             local: SocketAddrV4::new(cfg.ip, cfg.port),
             peer_port: cfg.peer_port,
             sockets,
-            stats: UdpStats { raw_rx: false, ..UdpStats::default() },
+            stats: UdpStats { raw_rx, ..UdpStats::default() },
             hook: cfg.hook.take(),
         });
-        let ep = self.endpoints.len() - 1;
-        self.endpoints[ep].stats.raw_rx = self.endpoints[ep].sockets.raw.is_some();
-        Ok(ep)
+        Ok(index)
     }
 
-    /// Brings the world's clock to the present (a verb is stamped with
-    /// it); what fell due runs at the next [`turn`](Self::turn).
-    pub fn advance(&mut self) {
-        self.sim.advance_clock(self.clock.now());
+    /// Reads the clock into the engines' time (a verb is stamped with it);
+    /// what fell due by then runs at the next [`turn`](Self::turn).
+    pub fn advance(&mut self) -> Instant {
+        self.now = self.now.max(self.clock.now());
+        self.now
     }
 
     /// Everything that can be done without blocking, repeated until nothing
-    /// moves (bounded). Each pass reads the sockets first, then lets the
-    /// world take those frames before the timers that fell due meanwhile
-    /// (`Sim::external_turn`: a reactor that was busy or descheduled must
-    /// not time out on ACKs that wait in its socket, and a late timer fires
-    /// once), then sends at most a chunk.
+    /// moves (bounded): each pass reads the sockets, runs the timers that
+    /// fell due, then sends at most a chunk.
     pub fn turn(&mut self) -> Result<(), TransportError> {
         for _ in 0..256 {
+            self.advance();
             let received = self.receive()?;
-            self.sim.external_turn(self.clock.now(), &mut self.arrived, &mut self.taken);
-            self.outbox.extend(self.taken.drain(..));
+            self.run_timers();
             let sent = self.flush()?;
             if sent == 0 && received == 0 {
                 break;
@@ -141,20 +170,15 @@ impl Reactor {
         Ok(())
     }
 
-    /// Whether frames are waiting to be sent.
-    pub fn pending_tx(&self) -> bool {
-        !self.outbox.is_empty()
-    }
-
-    /// Blocks until a frame arrives, the world's next event is due, or
-    /// `until`, whichever comes first (returns at once when frames wait to
-    /// be sent or the time has passed).
+    /// Blocks until a frame arrives, an engine's next timer is due, or
+    /// `until`, whichever comes first (returns at once when an engine has
+    /// frames to send or the time has passed).
     pub fn block(&mut self, until: Instant) -> Result<(), TransportError> {
-        if self.pending_tx() {
+        if self.endpoints.iter().any(|e| e.engine.wants_transmit()) {
             return Ok(());
         }
         let now = self.clock.now();
-        let wake = self.sim.next_event_at().map_or(until, |t| t.min(until));
+        let wake = self.endpoints.iter().filter_map(|e| e.engine.poll_timeout()).fold(until, Instant::min);
         if wake <= now {
             return Ok(());
         }
@@ -170,21 +194,99 @@ impl Reactor {
         }
     }
 
-    /// Sends up to [`TX_CHUNK`] waiting frames; returns how many.
-    fn flush(&mut self) -> Result<usize, TransportError> {
-        let mut n = 0;
-        while n < TX_CHUNK {
-            let Some(pkt) = self.outbox.pop_front() else { break };
-            n += 1;
-            let r = send_one(&mut self.endpoints, &mut self.txbuf, &pkt);
-            self.sim.recycle(pkt.payload);
-            r?;
+    /// The engines' counters with what the reactor counted around them.
+    pub fn engine_stats(&self) -> EngineStats {
+        let mut s = self.counters;
+        for e in &self.endpoints {
+            let c = e.engine.counters();
+            s.retransmitted += c.retransmitted;
+            s.timeouts += c.timeouts;
         }
-        Ok(n)
+        s
     }
 
-    /// Reads what the sockets hold (bounded per socket) into `arrived`;
-    /// returns how many frames were read.
+    /// The verbs objects alive on every endpoint, summed.
+    pub fn resources(&self) -> Resources {
+        let mut r = Resources::default();
+        for e in &self.endpoints {
+            let x = e.engine.resources();
+            r.pds += x.pds;
+            r.mrs += x.mrs;
+            r.cqs += x.cqs;
+            r.qps += x.qps;
+        }
+        r
+    }
+
+    pub fn enable_pcap(&mut self) {
+        self.pcap = Some(PcapSink::new());
+    }
+
+    pub fn take_pcap(&mut self) -> Option<Vec<u8>> {
+        self.pcap.take().map(PcapSink::into_bytes)
+    }
+
+    /// Runs every engine's timers that are due.
+    fn run_timers(&mut self) {
+        let now = self.now;
+        for e in &mut self.endpoints {
+            if e.engine.poll_timeout().is_some_and(|t| t <= now) {
+                e.engine.handle_timeout(now);
+            }
+            // RDMA CM is not carried: no listen or connect reaches an
+            // engine (the transport refuses them), so nothing waits here.
+            while e.engine.poll_cm_transmit().is_some() {}
+        }
+    }
+
+    /// Takes up to [`TX_CHUNK`] frames from the engines, [`TX_BURST`] from
+    /// each in turn, and sends them; returns how many.
+    fn flush(&mut self) -> Result<usize, TransportError> {
+        let now = self.now;
+        let mut sent = 0;
+        loop {
+            let before = sent;
+            for i in 0..self.endpoints.len() {
+                let mut burst = 0;
+                while burst < TX_BURST && sent < TX_CHUNK && self.endpoints[i].engine.wants_transmit() {
+                    let mut buf = self.pool.pop().unwrap_or_default();
+                    let Some(tx) = self.endpoints[i].engine.poll_transmit(now, &mut buf) else {
+                        self.recycle(buf);
+                        break;
+                    };
+                    burst += 1;
+                    sent += 1;
+                    let r = self.transmit(i, &tx.packet);
+                    self.recycle(tx.packet.payload);
+                    r?;
+                }
+            }
+            if sent == before || sent >= TX_CHUNK {
+                return Ok(sent);
+            }
+        }
+    }
+
+    fn recycle(&mut self, mut buf: Vec<u8>) {
+        if self.pool.len() < POOL_MAX {
+            buf.clear();
+            self.pool.push(buf);
+        }
+    }
+
+    /// Counts and records one frame endpoint `i`'s engine sent, then puts
+    /// it through the hook onto the socket.
+    fn transmit(&mut self, i: usize, pkt: &Packet) -> Result<(), TransportError> {
+        self.counters.count_tx(pkt);
+        if let Some(pcap) = self.pcap.as_mut() {
+            let dst = self.endpoints.iter().find(|e| e.engine.ip() == pkt.dst_ip).map_or([0xff; 6], |e| e.mac);
+            pcap.record(self.now, self.endpoints[i].mac, dst, pkt);
+        }
+        send_one(&mut self.endpoints[i], &mut self.txbuf, pkt)
+    }
+
+    /// Reads what the sockets hold (bounded per socket) and hands every
+    /// good frame to its engine; returns how many frames were read.
     fn receive(&mut self) -> Result<usize, TransportError> {
         let mut total = 0;
         for i in 0..self.endpoints.len() {
@@ -218,7 +320,7 @@ impl Reactor {
     }
 
     fn handle_rx(&mut self, i: usize, n: usize) {
-        let payload = self.sim.buffer();
+        let payload = self.pool.pop().unwrap_or_default();
         let ep = &mut self.endpoints[i];
         let n = n.min(self.rxbuf.len());
         match wire::decode(&mut self.rxbuf[..n], *ep.local.ip(), ep.local.port(), payload) {
@@ -234,16 +336,16 @@ impl Reactor {
                     }
                 }
                 let fate = ep.hook.as_mut().map_or(Fate::Pass, |hook| hook(Dir::Rx, &pkt));
-                if fate == Fate::Drop {
-                    ep.stats.rx_dropped += 1;
-                    self.sim.recycle(pkt.payload);
-                    return;
+                match fate {
+                    Fate::Drop => ep.stats.rx_dropped += 1,
+                    Fate::Duplicate => {
+                        ep.stats.rx_duplicated += 1;
+                        self.deliver(i, &pkt);
+                        self.deliver(i, &pkt);
+                    }
+                    Fate::Pass => self.deliver(i, &pkt),
                 }
-                if fate == Fate::Duplicate {
-                    ep.stats.rx_duplicated += 1;
-                    self.arrived.push(pkt.clone());
-                }
-                self.arrived.push(pkt);
+                self.recycle(pkt.payload);
             }
             Err((why, payload)) => {
                 match why {
@@ -252,16 +354,21 @@ impl Reactor {
                     RxDrop::Malformed(_) => ep.stats.rx_malformed += 1,
                     RxDrop::Unsupported(_) => ep.stats.rx_unsupported += 1,
                 }
-                self.sim.recycle(payload);
+                self.recycle(payload);
             }
+        }
+    }
+
+    /// Hands a checked frame to endpoint `i`'s engine, now.
+    fn deliver(&mut self, i: usize, pkt: &Packet) {
+        match self.endpoints[i].engine.handle_packet(self.now, pkt) {
+            Ok(()) => self.counters.delivered += 1,
+            Err(PacketDrop::NoSuchQp) => self.counters.dropped_no_qp += 1,
         }
     }
 }
 
-fn send_one(endpoints: &mut [Endpoint], buf: &mut Vec<u8>, pkt: &Packet) -> Result<(), TransportError> {
-    let Some(ep) = endpoints.iter_mut().find(|e| *e.local.ip() == pkt.src_ip) else {
-        return Ok(());
-    };
+fn send_one(ep: &mut Endpoint, buf: &mut Vec<u8>, pkt: &Packet) -> Result<(), TransportError> {
     let fate = ep.hook.as_mut().map_or(Fate::Pass, |hook| hook(Dir::Tx, pkt));
     if fate == Fate::Drop {
         ep.stats.tx_dropped += 1;

@@ -37,3 +37,51 @@ pub struct UdpStats {
     /// UDP packets to this address for another port (raw socket only).
     pub rx_foreign: u64,
 }
+
+/// What the RC engines of a reactor's endpoints did, summed over them
+/// (the names are those of the simulator's `FabricStats`, for what a real
+/// network leaves this backend to count). Frames are RoCEv2 packets.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct EngineStats {
+    /// Frames the engines transmitted (also those a hook then lost or a
+    /// socket refused).
+    pub frames_sent: u64,
+    /// Their Ethernet bytes (without preamble and FCS), as the capture
+    /// shows them.
+    pub bytes_sent: u64,
+    /// Frames handed to an engine that a queue pair took.
+    pub delivered: u64,
+    /// Of `frames_sent`: ACKs, NAKs by kind, READ responses.
+    pub acks: u64,
+    pub rnr_naks: u64,
+    pub seq_naks: u64,
+    pub other_naks: u64,
+    pub read_responses: u64,
+    /// Request packets sent again (go-back-N after NAK, timeout or RNR).
+    pub retransmitted: u64,
+    /// Local ACK timeouts that fired with packets outstanding.
+    pub timeouts: u64,
+    /// Frames handed to an engine for a QPN it does not have.
+    pub dropped_no_qp: u64,
+}
+
+impl EngineStats {
+    pub(crate) fn count_tx(&mut self, pkt: &rctb_engine::Packet) {
+        use rctb_core::wire::roce::{AckKind, NakCode, Opcode};
+        self.frames_sent += 1;
+        self.bytes_sent += pkt.wire_len() as u64;
+        let op = pkt.bth.opcode;
+        if op.is_read_response() {
+            self.read_responses += 1;
+        } else if op == Opcode::ACKNOWLEDGE
+            && let Some(aeth) = pkt.aeth
+        {
+            match aeth.kind() {
+                AckKind::Ack { .. } => self.acks += 1,
+                AckKind::RnrNak { .. } => self.rnr_naks += 1,
+                AckKind::Nak(NakCode::PsnSequenceError) => self.seq_naks += 1,
+                _ => self.other_naks += 1,
+            }
+        }
+    }
+}

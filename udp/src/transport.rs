@@ -1,13 +1,14 @@
 //! [`UdpTransport`]: the `Transport` of one endpoint, and [`UdpReactor`],
 //! which owns the endpoints that progress together.
 //!
-//! Every verb is the simulator's own (`SimTransport` of the endpoint's
-//! node). Around them: the world's clock is brought to the present before a
-//! verb, and after a verb that can produce frames the reactor runs once
-//! without blocking so they leave at once. `poll_cq` on an empty CQ also
-//! runs the reactor, so a program that spins on `poll_cq` makes progress;
-//! `wait` blocks in `poll(2)` until a completion, a frame, a timer or the
-//! deadline.
+//! Every verb is the endpoint's RC engine's own (`rctb_engine::Endpoint`),
+//! stamped with the reactor's clock read just before. After a verb that
+//! can produce frames the reactor runs once without blocking so they leave
+//! at once. `poll_cq` on an empty CQ also runs the reactor, so a program
+//! that spins on `poll_cq` makes progress; `wait` blocks in `poll(2)` until
+//! a completion, a frame, a timer or the deadline. An
+//! [`undriven`](UdpTransport::undriven) handle leaves the running to its
+//! caller (all but `wait`).
 
 use std::cell::RefCell;
 use std::hash::{BuildHasher, RandomState};
@@ -15,15 +16,15 @@ use std::rc::Rc;
 
 use rctb_core::time::Instant;
 use rctb_core::transport::*;
-use rctb_sim::{FabricStats, SimTransport};
+use rctb_engine::Resources;
 
 use crate::config::UdpConfig;
 use crate::error::UdpError;
 use crate::reactor::Reactor;
-use crate::stats::UdpStats;
+use crate::stats::{EngineStats, UdpStats};
 
-/// Endpoints that share one RC engine world and make progress together
-/// (a cheap handle: clones share it). Use one reactor per thread.
+/// Endpoints whose RC engines make progress together (a cheap handle:
+/// clones share it). Use one reactor per thread.
 #[derive(Clone)]
 pub struct UdpReactor {
     inner: Rc<RefCell<Reactor>>,
@@ -44,33 +45,21 @@ impl UdpReactor {
         UdpReactor { inner: Rc::new(RefCell::new(Reactor::new(seed))) }
     }
 
-    /// Binds an endpoint (its sockets, its node in the world).
+    /// Binds an endpoint (its sockets, its RC engine).
     pub fn endpoint(&self, cfg: UdpConfig) -> Result<UdpTransport, UdpError> {
-        let mut r = self.inner.borrow_mut();
-        let ep = r.add(cfg)?;
-        let sim = r.sim.transport(r.endpoints[ep].node);
-        Ok(UdpTransport { reactor: self.inner.clone(), sim, ep })
+        let ep = self.inner.borrow_mut().add(cfg)?;
+        Ok(UdpTransport { reactor: self.inner.clone(), ep, drives: true })
     }
 
     /// Starts recording every frame the endpoints send (as a pcap with
     /// Ethernet headers, real-time stamps, ICRCs as sent).
     pub fn enable_pcap(&self) {
-        self.inner.borrow().sim.enable_pcap();
+        self.inner.borrow_mut().enable_pcap();
     }
 
     /// The pcap recorded so far (recording stops).
     pub fn take_pcap(&self) -> Option<Vec<u8>> {
-        self.inner.borrow().sim.take_pcap()
-    }
-
-    /// The world the endpoints' RC engines live in (a handle). Its
-    /// `SimTransport`s (`world().transport(world().node(name))`) are the
-    /// endpoints' verbs without the reactor around them: code that drives
-    /// the reactor itself ([`turn`](Self::turn), [`block`](Self::block),
-    /// as the scenario runner does) may use them directly. The world is in
-    /// external mode: whatever it transmits goes out on the sockets.
-    pub fn world(&self) -> rctb_sim::Sim {
-        self.inner.borrow().sim.clone()
+        self.inner.borrow_mut().take_pcap()
     }
 
     /// The reactor's clock (real time since the reactor was made).
@@ -78,8 +67,8 @@ impl UdpReactor {
         self.inner.borrow().clock.now()
     }
 
-    /// Does everything that needs no waiting: timers due, frames to send,
-    /// frames received.
+    /// Does everything that needs no waiting: frames received, timers due,
+    /// frames to send.
     pub fn turn(&self) -> Result<()> {
         self.inner.borrow_mut().turn()
     }
@@ -97,18 +86,25 @@ impl UdpReactor {
         self.inner.borrow().endpoints.iter().map(|e| e.stats).collect()
     }
 
-    /// The RC engine's counters (frames sent, ACKs, NAKs, retransmissions,
+    /// The RC engines' counters (frames sent, ACKs, NAKs, retransmissions,
     /// timeouts) over every endpoint.
-    pub fn engine_stats(&self) -> FabricStats {
-        self.inner.borrow().sim.stats()
+    pub fn engine_stats(&self) -> EngineStats {
+        self.inner.borrow().engine_stats()
+    }
+
+    /// The verbs objects (PDs, MRs, CQs, QPs) alive on every endpoint,
+    /// summed (leak checks).
+    pub fn resources(&self) -> Resources {
+        self.inner.borrow().resources()
     }
 }
 
 /// One endpoint's `Transport`.
 pub struct UdpTransport {
     reactor: Rc<RefCell<Reactor>>,
-    sim: SimTransport,
     ep: usize,
+    /// Verbs run the reactor (see [`undriven`](Self::undriven)).
+    drives: bool,
 }
 
 impl std::fmt::Debug for UdpTransport {
@@ -131,6 +127,16 @@ impl UdpTransport {
         UdpReactor::new(cfg.seed).endpoint(cfg)
     }
 
+    /// Another handle to this endpoint whose verbs and `poll_cq` do not run
+    /// the reactor, for code that runs it itself with
+    /// [`UdpReactor::turn`] and [`UdpReactor::block`] (the scenario runner:
+    /// frames then leave at its next turn, as on the simulator they leave
+    /// at its next step). Its `wait` still runs the reactor: nothing else
+    /// could make it return early.
+    pub fn undriven(&self) -> UdpTransport {
+        UdpTransport { reactor: self.reactor.clone(), ep: self.ep, drives: false }
+    }
+
     /// This endpoint's socket counters.
     pub fn stats(&self) -> UdpStats {
         self.reactor.borrow().endpoints[self.ep].stats
@@ -147,112 +153,113 @@ impl UdpTransport {
         self.reactor.borrow().endpoints[self.ep].local
     }
 
-    /// Brings the world's clock to the present (before a verb that stamps
-    /// timers).
-    fn advance(&self) {
-        self.reactor.borrow_mut().advance();
+    /// A getter on the engine.
+    fn engine<R>(&self, f: impl FnOnce(&rctb_engine::Endpoint) -> R) -> R {
+        f(&self.reactor.borrow().endpoints[self.ep].engine)
     }
 
-    /// Runs the reactor without blocking (after a verb that made frames).
-    fn turn(&self) -> Result<()> {
-        self.reactor.borrow_mut().turn()
+    /// A verb that starts no protocol work.
+    fn engine_mut<R>(&mut self, f: impl FnOnce(&mut rctb_engine::Endpoint) -> R) -> R {
+        f(&mut self.reactor.borrow_mut().endpoints[self.ep].engine)
     }
 
-    fn then_turn<R>(&self, r: Result<R>) -> Result<R> {
-        let v = r?;
-        self.turn()?;
+    /// A verb that may: stamped with the clock read now, then (when this
+    /// handle drives) the reactor runs without blocking so its frames leave.
+    fn drive<R>(&mut self, f: impl FnOnce(&mut rctb_engine::Endpoint, Instant) -> Result<R>) -> Result<R> {
+        let v = {
+            let mut r = self.reactor.borrow_mut();
+            let now = r.advance();
+            f(&mut r.endpoints[self.ep].engine, now)?
+        };
+        if self.drives {
+            self.reactor.borrow_mut().turn()?;
+        }
         Ok(v)
     }
 }
 
 impl Transport for UdpTransport {
     fn device(&self) -> Result<DeviceInfo> {
-        let mut d = self.sim.device()?;
-        d.name = format!("udp-{}", self.sim.node_name());
+        let mut d = self.engine(|e| e.device())?;
+        d.name = format!("udp-{}", d.name);
         Ok(d)
     }
 
     fn port(&self, port: u8) -> Result<PortInfo> {
-        self.sim.port(port)
+        self.engine(|e| e.port(port))
     }
 
     fn alloc_pd(&mut self) -> Result<PdId> {
-        self.sim.alloc_pd()
+        self.engine_mut(|e| e.alloc_pd())
     }
 
     fn dealloc_pd(&mut self, pd: PdId) -> Result<()> {
-        self.sim.dealloc_pd(pd)
+        self.engine_mut(|e| e.dealloc_pd(pd))
     }
 
     fn reg_mr(&mut self, pd: PdId, len: u64, access: Access) -> Result<MrInfo> {
-        self.sim.reg_mr(pd, len, access)
+        self.engine_mut(|e| e.reg_mr(pd, len, access))
     }
 
     fn dereg_mr(&mut self, mr: MrId) -> Result<()> {
-        self.sim.dereg_mr(mr)
+        self.engine_mut(|e| e.dereg_mr(mr))
     }
 
     fn mr_info(&self, mr: MrId) -> Result<MrInfo> {
-        self.sim.mr_info(mr)
+        self.engine(|e| e.mr_info(mr))
     }
 
     fn mr_write(&mut self, mr: MrId, offset: u64, data: &[u8]) -> Result<()> {
-        self.sim.mr_write(mr, offset, data)
+        self.engine_mut(|e| e.mr_write(mr, offset, data))
     }
 
     fn mr_read(&self, mr: MrId, offset: u64, buf: &mut [u8]) -> Result<()> {
-        self.sim.mr_read(mr, offset, buf)
+        self.engine(|e| e.mr_read(mr, offset, buf))
     }
 
     fn mr_view(&self, mr: MrId, offset: u64, len: u64, f: &mut dyn MrVisitor) -> Result<()> {
-        self.sim.mr_view(mr, offset, len, f)
+        self.engine(|e| e.mr_view(mr, offset, len, f))
     }
 
     fn create_cq(&mut self, depth: u32) -> Result<CqId> {
-        self.sim.create_cq(depth)
+        self.engine_mut(|e| e.create_cq(depth))
     }
 
     fn destroy_cq(&mut self, cq: CqId) -> Result<()> {
-        self.sim.destroy_cq(cq)
+        self.engine_mut(|e| e.destroy_cq(cq))
     }
 
     fn create_qp(&mut self, init: &QpInit) -> Result<QpInfo> {
-        self.sim.create_qp(init)
+        self.engine_mut(|e| e.create_qp(init))
     }
 
     fn modify_qp(&mut self, qp: QpId, transition: &QpTransition) -> Result<()> {
-        self.advance();
-        let r = self.sim.modify_qp(qp, transition);
-        self.then_turn(r)
+        self.drive(|e, now| e.modify_qp(now, qp, transition))
     }
 
     fn query_qp(&self, qp: QpId) -> Result<QpInfo> {
-        self.sim.query_qp(qp)
+        self.engine(|e| e.query_qp(qp))
     }
 
     fn destroy_qp(&mut self, qp: QpId) -> Result<()> {
-        self.sim.destroy_qp(qp)
+        self.engine_mut(|e| e.destroy_qp(qp))
     }
 
     fn post_send<'a>(&mut self, qp: QpId, wr: &SendWr<'a>) -> Result<()> {
-        self.advance();
-        let r = self.sim.post_send(qp, wr);
-        self.then_turn(r)
+        self.drive(|e, now| e.post_send(now, qp, wr))
     }
 
     fn post_recv<'a>(&mut self, qp: QpId, wr: &RecvWr<'a>) -> Result<()> {
-        self.advance();
-        let r = self.sim.post_recv(qp, wr);
-        self.then_turn(r)
+        self.drive(|e, now| e.post_recv(now, qp, wr))
     }
 
     fn poll_cq(&mut self, cq: CqId, max: usize, out: &mut Vec<Completion>) -> Result<usize> {
-        let n = self.sim.poll_cq(cq, max, out)?;
-        if n > 0 || max == 0 {
+        let n = self.engine_mut(|e| e.poll_cq(cq, max, out))?;
+        if n > 0 || max == 0 || !self.drives {
             return Ok(n);
         }
-        self.turn()?;
-        self.sim.poll_cq(cq, max, out)
+        self.reactor.borrow_mut().turn()?;
+        self.engine_mut(|e| e.poll_cq(cq, max, out))
     }
 
     fn cm_listen(&mut self, _port: u16) -> Result<ListenId> {
@@ -263,28 +270,30 @@ impl Transport for UdpTransport {
         Err(TransportError::Unsupported { verb: Verb::CmConnect, what: NO_CM })
     }
 
+    // With no listen and no connect there is no connection: the engine
+    // answers these for an unknown handle, as the simulator's does.
     fn cm_accept(&mut self, conn: ConnId, params: &AcceptParams) -> Result<QpId> {
-        self.sim.cm_accept(conn, params)
+        self.engine_mut(|e| e.cm_accept(conn, params))
     }
 
     fn cm_reject(&mut self, conn: ConnId, private_data: &[u8]) -> Result<()> {
-        self.sim.cm_reject(conn, private_data)
+        self.engine_mut(|e| e.cm_reject(conn, private_data))
     }
 
     fn cm_disconnect(&mut self, conn: ConnId) -> Result<()> {
-        self.sim.cm_disconnect(conn)
+        self.drive(|e, now| e.cm_disconnect(now, conn))
     }
 
     fn cm_destroy(&mut self, conn: ConnId) -> Result<()> {
-        self.sim.cm_destroy(conn)
+        self.engine_mut(|e| e.cm_destroy(conn))
     }
 
     fn cm_close_listener(&mut self, listener: ListenId) -> Result<()> {
-        self.sim.cm_close_listener(listener)
+        self.engine_mut(|e| e.cm_close_listener(listener))
     }
 
     fn cm_poll(&mut self) -> Option<CmEvent> {
-        self.sim.cm_poll()
+        self.engine_mut(|e| e.poll_cm_event())
     }
 
     fn now(&self) -> Instant {
@@ -293,8 +302,8 @@ impl Transport for UdpTransport {
 
     fn wait(&mut self, cqs: &[CqId], deadline: Instant) -> Result<Readiness> {
         loop {
-            self.turn()?;
-            if self.sim.has_events(cqs) {
+            self.reactor.borrow_mut().turn()?;
+            if self.engine(|e| e.has_events(cqs)) {
                 return Ok(Readiness::Ready);
             }
             let mut r = self.reactor.borrow_mut();

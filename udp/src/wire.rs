@@ -1,4 +1,4 @@
-//! Simulator packets to UDP datagrams and back.
+//! The RC engine's packets to UDP datagrams and back.
 //!
 //! Sending: the kernel builds the IPv4 and UDP headers, so the ICRC must be
 //! computed over the headers it *will* write. With `IP_PMTUDISC_DO` on an
@@ -18,7 +18,7 @@ use rctb_core::wire::roce::{
     ExtHeaders, FrameBuilder, IP_PROTO_UDP, IPV4_DF, MacAddr, ROCEV2_UDP_PORT, RoceError, RoceFrame, UDP_HEADER_LEN,
     icrc_ipv4, icrc_on_wire,
 };
-use rctb_sim::Packet;
+use rctb_engine::Packet;
 use thiserror::Error;
 
 /// IPv4 (20, no options) + UDP (8): where a UDP payload starts in an

@@ -7,7 +7,7 @@ use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
 use rctb_core::time::Duration;
 use rctb_core::transport::Psn;
 use rctb_core::wire::roce::{Bth, Opcode};
-use rctb_sim::Packet;
+use rctb_udp::Packet;
 use rctb_udp::{UdpConfig, UdpReactor, UdpStats, wire};
 
 /// Turns the reactor until `done` holds for the endpoint's counters (at

@@ -1,6 +1,6 @@
 #!/bin/sh
 # cargo-tests: the libtest binaries ci/hw-validate built for real devices
-# ($HWV_TESTS, "PACKAGE:TEST ...", default rctb-hw's hw_traffic), run here
+# ($HWV_TESTS, "PACKAGE:TEST ...", default rctb-hw's hw_traffic and conformance), run here
 # with RCTB_RDMA_DEVICE=$DEV RCTB_RDMA_PEER_DEVICE=$PEER and
 # --include-ignored: one `PASS|FAIL <test>::<case>` line per test case.
 # (hw_traffic's cases are #[ignore]d unless built with those variables set,

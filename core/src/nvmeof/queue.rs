@@ -297,15 +297,7 @@ impl Queue {
         cmd: &NvmeCommand,
         in_capsule: Option<(MrId, u64, u32)>,
     ) -> Result<u16, NvmeError> {
-        if let Some(e) = &self.failed {
-            return Err(e.clone());
-        }
-        if !self.open {
-            return Err(self.not_open());
-        }
-        let Some(cid) = self.slots.iter().position(|s| !s.busy) else {
-            return Err(NvmeError::QueueFull { qid: self.qid, depth: self.depth, outstanding: self.outstanding });
-        };
+        let cid = self.free_slot()?;
         let data_len = in_capsule.map_or(0, |(_, _, len)| len);
         if data_len as u64 > self.in_capsule() {
             return Err(
@@ -315,9 +307,51 @@ impl Queue {
         if in_capsule.is_some() != matches!(cmd.sgl(), Sgl::InCapsule { .. }) {
             return Err(InvalidValue::new("sgl", 0, "in-capsule data needs an in-capsule SGL, and only then").into());
         }
+        let bytes = cmd.to_command(cid).encode();
+        self.post(t, cid, &bytes, in_capsule, cmd.name())
+    }
+
+    /// Submits a 64-byte command capsule exactly as the caller built it,
+    /// only its command id (bytes 2..4) replaced by the one the queue
+    /// picks, which it returns. Nothing is decoded: the caller answers for
+    /// the command (the Python `RDMAQueue`, which mirrors a package that
+    /// posts the caller's bytes). No in-capsule data.
+    pub fn submit_capsule<T: Transport>(&mut self, t: &mut T, capsule: &[u8; COMMAND_LEN]) -> Result<u16, NvmeError> {
+        let cid = self.free_slot()?;
+        let mut bytes = *capsule;
+        bytes[2..4].copy_from_slice(&cid.to_le_bytes());
+        self.post(t, cid, &bytes, None, "command")
+    }
+
+    /// A free command id, or why there is none (failed, not open, full).
+    #[inline]
+    fn free_slot(&self) -> Result<u16, NvmeError> {
+        if let Some(e) = &self.failed {
+            return Err(e.clone());
+        }
+        if !self.open {
+            return Err(self.not_open());
+        }
+        match self.slots.iter().position(|s| !s.busy) {
+            Some(cid) => Ok(cid as u16),
+            None => Err(NvmeError::QueueFull { qid: self.qid, depth: self.depth, outstanding: self.outstanding }),
+        }
+    }
+
+    /// Writes the capsule (and its in-capsule data) into slot `cid` and
+    /// posts its SEND.
+    #[inline]
+    fn post<T: Transport>(
+        &mut self,
+        t: &mut T,
+        cid: u16,
+        bytes: &[u8; COMMAND_LEN],
+        in_capsule: Option<(MrId, u64, u32)>,
+        name: &'static str,
+    ) -> Result<u16, NvmeError> {
+        let data_len = in_capsule.map_or(0, |(_, _, len)| len);
         let at = cid as u64 * self.capsule_len;
-        let bytes = cmd.to_command(cid as u16).encode();
-        t.mr_write(self.cmd_mr.id, at, &bytes)?;
+        t.mr_write(self.cmd_mr.id, at, bytes)?;
         if let Some((mr, offset, len)) = in_capsule {
             let mut data = vec![0u8; len as usize];
             t.mr_read(mr, offset, &mut data)?;
@@ -325,15 +359,10 @@ impl Queue {
         }
         let sge = [Sge::new(self.cmd_mr.id, at, COMMAND_LEN as u32 + data_len)];
         t.post_send(self.qp, &SendWr::new(WR_SEND | cid as u64, SendOp::Send, &sge))?;
-        self.slots[cid] = Slot {
-            busy: true,
-            command: cmd.name(),
-            send_done: false,
-            response: None,
-            deadline: t.now() + self.timeout,
-        };
+        self.slots[cid as usize] =
+            Slot { busy: true, command: name, send_done: false, response: None, deadline: t.now() + self.timeout };
         self.outstanding += 1;
-        Ok(cid as u16)
+        Ok(cid)
     }
 
     /// Processes completions and deadlines without blocking. Finished

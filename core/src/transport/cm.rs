@@ -10,7 +10,7 @@
 
 use std::net::SocketAddrV4;
 
-use super::types::{ConnId, ListenId, QpId, QpInit};
+use super::{ConnId, ListenId, QpId, QpInit};
 
 /// RDMA CM private data limits (IBA CM: REQ 92, REP 196, REJ 148 bytes;
 /// librdmacm reserves none for RoCE with AF_IB, 56 for the IP header form on

@@ -5,7 +5,7 @@ use std::fmt;
 
 use thiserror::Error;
 
-use super::types::QpState;
+use super::QpState;
 
 /// A value that broke a rule: names the field, the value and the rule.
 #[derive(Clone, Debug, PartialEq, Eq, Error)]

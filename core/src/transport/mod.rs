@@ -19,11 +19,15 @@
 
 mod cm;
 mod error;
+mod qp;
 mod types;
+mod work;
 
 pub use cm::*;
 pub use error::*;
+pub use qp::*;
 pub use types::*;
+pub use work::*;
 
 use crate::time::Instant;
 

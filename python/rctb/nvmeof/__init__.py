@@ -6,7 +6,7 @@ from .. import __version__
 from . import protocol, rdma
 from .controller import Controller, Namespace
 from .protocol import NVME_RDMA_PORT, Completion, ControllerInfo, NamespaceInfo, NVMeStatusError
-from .rdma import HostBuffer, QueueFullError, RDMAQueue, Request
+from .rdma import HostBuffer, QueueFullError, RDMAQueue, RegisteredMemory, Request
 
 __all__ = [
     "__version__",
@@ -20,5 +20,6 @@ __all__ = [
     "NVME_RDMA_PORT",
     "QueueFullError",
     "RDMAQueue",
+    "RegisteredMemory",
     "Request",
 ]

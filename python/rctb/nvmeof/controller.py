@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import functools
 import uuid
+import weakref
 
 from .. import _rctb, current_backend, _check_backend
 from . import protocol as p
-from .rdma import HostBuffer, _ProtectionDomain
+from .rdma import HostBuffer, RegisteredMemory, _ipv4, _ProtectionDomain
 
 
 def _translate(fn):
@@ -34,8 +35,8 @@ def _translate(fn):
 class _Queue:
     """The seed's ``controller.admin`` / ``controller.io``: its ``pd``."""
 
-    def __init__(self, controller, qid, depth):
-        self.pd = _ProtectionDomain(controller)
+    def __init__(self, controller, qid, depth, buffers):
+        self.pd = _ProtectionDomain(controller, buffers)
         self.qid = qid
         self.depth = depth
 
@@ -71,7 +72,7 @@ class Controller:
             )
         fabric = self.backend if isinstance(self.backend, _rctb.Fabric) else None
         self._ctrl = _rctb.NvmeController(
-            fabric, str(host), str(subsystem_nqn), port=self.port, host_id=self.host_id.bytes,
+            fabric, _ipv4(host, fabric is None), str(subsystem_nqn), port=self.port, host_id=self.host_id.bytes,
             host_nqn=str(self.host_nqn), queue_depth=depth, timeout=self.timeout,
             source=None if source is None else str(source),
         )
@@ -80,8 +81,9 @@ class Controller:
         self.info = p.ControllerInfo(**self._ctrl.info())
         self.controller_page_size = self._ctrl.page_size
         self.max_transfer_bytes = self._ctrl.max_transfer
-        self.admin = _Queue(self._ctrl, 0, p.ADMIN_QUEUE_DEPTH)
-        self.io = _Queue(self._ctrl, 1, self._ctrl.queue_depth)
+        buffers = weakref.WeakSet()  # both queues' buffers: one PD in rctb
+        self.admin = _Queue(self._ctrl, 0, p.ADMIN_QUEUE_DEPTH, buffers)
+        self.io = _Queue(self._ctrl, 1, self._ctrl.queue_depth, buffers)
 
     @classmethod
     def connect(cls, host: str, subsystem_nqn: str, **kwargs) -> "Controller":
@@ -101,6 +103,10 @@ class Controller:
             if "separate metadata" in str(e):
                 raise NotImplementedError("namespaces with separate metadata are unsupported") from e
             raise
+        if metadata:
+            # The seed transfers data blocks only: any metadata (separate or
+            # extended LBA) is refused, as it refuses it.
+            raise NotImplementedError("namespaces with separate metadata are unsupported")
         info = p.NamespaceInfo(nsid, size, cap, used, lba_size, metadata)
         return Namespace(self, info)
 
@@ -111,8 +117,14 @@ class Controller:
         self._live()
         return HostBuffer(self.io.pd, length)
 
-    def register(self, tensor):
-        raise NotImplementedError("rctb registers its own buffers: use Controller.allocate")
+    def register(self, tensor) -> RegisteredMemory:
+        """Register a caller's host buffer (any C-contiguous buffer-protocol
+        object, or a CPU tensor with ``numpy()``) for ``Namespace.read`` and
+        ``write``. The returned MR retains it; close it before the
+        controller. rctb mirrors it in a region of its own: see
+        ``RegisteredMemory``."""
+        self._live()
+        return RegisteredMemory(self.io.pd, tensor)
 
     def register_gpu(self, tensor):
         raise NotImplementedError("GPU memory is not available from rctb's Python package")
@@ -125,8 +137,10 @@ class Controller:
         """Close the queues and free their RDMA resources (again: no effect)."""
         if self._ctrl is not None:
             ctrl, self._ctrl = self._ctrl, None
+            pd = self.io.pd
             self.io = self.admin = None
             ctrl.close()
+            pd._owner_closed()  # rctb freed the buffers with the controller
 
     def __enter__(self):
         return self
@@ -167,8 +181,15 @@ class Namespace:
         if self.controller.max_transfer_bytes // self.lba_size == 0:
             raise RuntimeError("namespace LBA size exceeds the controller transfer limit")
         self.controller._live()
+        mirrored = isinstance(buffer, RegisteredMemory)
+        if mirrored and not write and buffer._view.readonly:
+            raise ValueError("tensor: read-only, so it cannot take a read")
+        if mirrored and write:
+            buffer._push(buffer_offset, total)
         op = self.controller._ctrl.write if write else self.controller._ctrl.read
         op(self.nsid, slba, buffer._key, buffer_offset, total)
+        if mirrored and not write:
+            buffer._pull(buffer_offset, total)
 
     def read(self, buffer, slba: int, blocks=None, *, buffer_offset: int = 0) -> None:
         """Read LBAs into a registered buffer (split at MDTS)."""

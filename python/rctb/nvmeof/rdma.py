@@ -4,6 +4,9 @@
 
 from __future__ import annotations
 
+import ipaddress
+import socket
+import weakref
 from dataclasses import dataclass
 from typing import Optional
 
@@ -12,6 +15,24 @@ from .protocol import Completion
 
 QueueFullError = _rctb.QueueFullError
 QueueFullError.__module__ = "rctb.nvmeof.rdma"
+
+
+def _ipv4(host, resolve: bool) -> str:
+    """``host`` for rctb, which connects over IPv4: with ``resolve`` (verbs:
+    the seed takes "hostname or IP address") a name is resolved to its first
+    IPv4 address; a simulated fabric knows addresses only, so it gets
+    ``host`` as given (a name is then its error)."""
+    host = str(host)
+    if not resolve:
+        return host
+    try:
+        return str(ipaddress.IPv4Address(host))
+    except ValueError:
+        pass
+    try:
+        return socket.getaddrinfo(host, None, socket.AF_INET)[0][4][0]
+    except (OSError, IndexError, UnicodeError) as e:
+        raise ValueError("host %r: not an IPv4 address, and it does not resolve to one (%s)" % (host, e)) from None
 
 
 @dataclass
@@ -39,6 +60,8 @@ class HostBuffer:
         self.access = access
         self._key, self.addr, self._lkey, self._rkey = self._ctrl.allocate(length)
         self._closed = False
+        # Closing the owner frees the region: it marks the buffer closed.
+        pd._buffers.add(self)
 
     @property
     def rkey(self) -> int:
@@ -97,11 +120,67 @@ class HostBuffer:
             pass
 
 
+def _byte_view(tensor) -> memoryview:
+    """A flat byte view of ``tensor``: any C-contiguous buffer-protocol
+    object (numpy array, bytearray, mmap, array.array), or an object with
+    ``numpy()`` (a CPU torch tensor)."""
+    try:
+        view = memoryview(tensor)
+    except TypeError:
+        to_numpy = getattr(tensor, "numpy", None)
+        if to_numpy is None:
+            raise TypeError("tensor: %s does not support the buffer protocol (nor has numpy())"
+                            % type(tensor).__name__) from None
+        view = memoryview(to_numpy())
+    if not view.c_contiguous:
+        raise ValueError("tensor: must be C-contiguous (copy it with numpy.ascontiguousarray first)")
+    if view.nbytes == 0:
+        raise ValueError("tensor: buffer length must be positive")
+    return view.cast("B")
+
+
+class RegisteredMemory(HostBuffer):
+    """A caller's buffer registered for I/O (``Controller.register``): it
+    holds the buffer (the "MR retains the allocation") and mirrors it in a
+    region rctb registered, of the same length. ``Namespace.write`` copies
+    the caller's bytes into the region first, ``Namespace.read`` copies the
+    region back into the caller's buffer when the read is done, so after
+    either call the buffer holds what the device has. Close it before the
+    controller."""
+
+    def __init__(self, pd, tensor):
+        view = _byte_view(tensor)
+        super().__init__(pd, view.nbytes)
+        self.tensor = tensor
+        self._view = view
+
+    def _push(self, offset: int, length: int) -> None:
+        self._ctrl.buffer_write(self._key, bytes(self._view[offset:offset + length]), offset)
+
+    def _pull(self, offset: int, length: int) -> None:
+        if self._view.readonly:
+            raise ValueError("tensor: read-only, so it cannot take a read")
+        self._view[offset:offset + length] = self._ctrl.buffer_read(self._key, length, offset)
+
+    def close(self) -> None:
+        """Deregister the region and let go of the caller's buffer (again: no effect)."""
+        super().close()
+        view, self._view = getattr(self, "_view", None), None
+        if view is not None:
+            view.release()
+
+
 class _ProtectionDomain:
     """What ``HostBuffer(pd, ...)`` needs of a queue's protection domain."""
 
-    def __init__(self, controller):
+    def __init__(self, controller, buffers=None):
         self._controller = controller
+        self._buffers = weakref.WeakSet() if buffers is None else buffers
+
+    def _owner_closed(self) -> None:
+        """The owner freed every region: its buffers read as closed."""
+        for buffer in list(self._buffers):
+            buffer._closed = True
 
 
 class RDMAQueue:
@@ -125,11 +204,17 @@ class RDMAQueue:
             raise ValueError("backend 'udp' carries no RDMA CM, which NVMe/RDMA connects with; use a rctb.sim.Fabric or verbs")
         fabric = self.backend if isinstance(self.backend, _rctb.Fabric) else None
         self._closed = True
-        self._q = _rctb.NvmeQueue(fabric, str(host), self.port, self.qid, self.depth,
+        self._q = _rctb.NvmeQueue(fabric, _ipv4(host, fabric is None), self.port, self.qid, self.depth,
                                   int(controller_id) if self.qid else 0, None if source is None else str(source))
         self._closed = False
         self.pd = _ProtectionDomain(self._q)
         self._pending = {}
+        # Finished requests not yet returned by poll (max_entries bounds a call).
+        self._finished = []
+        capacity = self._q.capacity
+        if capacity < self.depth - 1:
+            self.close()
+            raise RuntimeError("target receive depth %d is smaller than host send depth %d" % (capacity, self.depth - 1))
 
     @property
     def closed(self) -> bool:
@@ -137,7 +222,10 @@ class RDMAQueue:
 
     @property
     def outstanding(self) -> int:
-        return len(self._pending)
+        """Commands submitted and not yet returned by ``poll`` or ``execute``
+        (a finished one that ``poll``'s ``max_entries`` held back counts, as
+        an unprocessed completion does in the seed)."""
+        return len(self._pending) + len(self._finished)
 
     def submit(self, command: bytes, data_owner=None) -> Request:
         """Submit a 64-byte capsule without waiting; the queue assigns its ID."""
@@ -146,7 +234,7 @@ class RDMAQueue:
         command = bytes(command)
         if len(command) != 64:
             raise ValueError("an NVMe command capsule must be exactly 64 bytes")
-        if len(self._pending) >= self.depth - 1:
+        if self.outstanding >= self.depth - 1:
             raise QueueFullError("NVMe submission queue is full")
         cid = self._q.submit(command)
         request = Request(cid, data_owner)
@@ -166,9 +254,11 @@ class RDMAQueue:
         """Newly completed requests (capsule SEND and response both done); never blocks."""
         if self._closed:
             return []
-        done = [self._finish(cid, cqe) for cid, cqe in self._q.poll()]
-        done = [r for r in done if r is not None]
-        return done if max_entries is None else done[: int(max_entries)]
+        done = (self._finish(cid, cqe) for cid, cqe in self._q.poll())
+        self._finished.extend(r for r in done if r is not None)
+        n = len(self._finished) if max_entries is None else max(0, int(max_entries))
+        out, self._finished = self._finished[:n], self._finished[n:]
+        return out
 
     def execute(self, command: bytes, data_owner=None, timeout: float = 30.0):
         """Submit and wait; the Completion, NVMeStatusError, or TimeoutError."""
@@ -187,6 +277,7 @@ class RDMAQueue:
         if not self._closed:
             self._closed = True
             self._q.close()
+            self.pd._owner_closed()
 
     def __enter__(self):
         return self
@@ -196,4 +287,4 @@ class RDMAQueue:
         return False
 
 
-__all__ = ["HostBuffer", "QueueFullError", "RDMAQueue", "Request"]
+__all__ = ["HostBuffer", "QueueFullError", "RDMAQueue", "RegisteredMemory", "Request"]

@@ -1,10 +1,9 @@
 //! The RC session server (`rctb_core::rcsession`) on the simulator: the
 //! data phase end to end, every status code, the security rules, and a
-//! proptest state-machine test of the session state chart.
+//! proptest state-machine test of the session state chart. (The session
+//! workload models are tested in `models/tests/rcsession`.)
 
 mod basic;
 mod chart;
-mod pair;
 mod rig;
 mod security;
-mod workload;

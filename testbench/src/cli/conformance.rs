@@ -1,5 +1,5 @@
 //! `rctb conformance --backend sim|verbs`: the RC conformance suite
-//! ([`crate::conformance`]) between two ends, one PASS/FAIL line per case
+//! ([`rctb_conformance`]) between two ends, one PASS/FAIL line per case
 //! and a closing count (`--backend udp` is [`crate::cli::udp`]). Exit
 //! status: 0 when every case passed, 1 when one failed, 2 when the ends
 //! could not be opened or no case matched the filter.
@@ -14,7 +14,7 @@ use crate::cli::backend;
 
 /// Runs the suite and prints a line per case and the closing count.
 pub fn report<T: Transport>(a: &mut T, b: &mut T, filter: &str) -> ExitCode {
-    let results = crate::conformance::run(a, b, filter, &mut |r| println!("{}", r.line()));
+    let results = rctb_conformance::run(a, b, filter, &mut |r| println!("{}", r.line()));
     let failed = results.iter().filter(|r| !r.passed()).count();
     println!("conformance: {} passed, {} failed", results.len() - failed, failed);
     if results.is_empty() {

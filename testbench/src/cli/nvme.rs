@@ -20,8 +20,8 @@ use rctb_core::Transport;
 use rctb_core::nvmeof::protocol::*;
 use rctb_core::nvmeof::{Buffer, Controller, ControllerConfig, NvmeError, discover};
 use rctb_core::time::Duration;
-use rctb_sim::models::nvme::{NvmeTarget, TargetConfig};
-use rctb_sim::{NodeConfig, Sim};
+use rctb_models::nvme::{NvmeTarget, TargetConfig};
+use rctb_sim::{NodeConfig, Sim, SimTransport};
 
 use crate::cli::backend;
 
@@ -198,7 +198,8 @@ fn run_sim(a: &NvmeArgs) -> Result<String, Failure> {
     let tn = sim.add_node(NodeConfig::new("target", SIM_TARGET_IP)).expect("fresh fabric");
     let target = NvmeTarget::new(TargetConfig::new(SIM_NQN), SIM_TARGET_IP).expect("default config is valid");
     let target = Rc::new(RefCell::new(target));
-    sim.add_actor(tn, Box::new(target.clone()));
+    let actor = target.clone();
+    sim.add_actor(tn, Box::new(move |t: &mut SimTransport| actor.borrow_mut().run(t)));
     let out = run(sim.transport(host), a, SIM_TARGET_IP, SIM_NQN)?;
     Ok(out)
 }

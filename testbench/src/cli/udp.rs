@@ -12,13 +12,14 @@
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::process::ExitCode;
 
-use crate::cli::backend::{self, Endpoint};
-use crate::conformance::{self, CaseResult};
+use rctb_conformance::{self as conformance, CaseResult};
 use rctb_core::Transport;
 use rctb_core::time::Duration;
 use rctb_core::transport::{Access, Completion, CqId, Mtu, Readiness, RecvWr, SendOp, SendWr, Sge, WcOpcode, WcStatus};
 use rctb_udp::mixed::{Driven, Either};
 use rctb_udp::{UdpReactor, UdpTransport};
+
+use crate::cli::backend::{self, Endpoint};
 
 fn bind(reactor: &UdpReactor, name: &str, at: SocketAddrV4, mtu: Mtu) -> Result<UdpTransport, ExitCode> {
     reactor.endpoint(backend::udp_config(name, at, mtu)).map_err(|e| {

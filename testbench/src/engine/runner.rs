@@ -1,18 +1,22 @@
-//! Runs a scenario on the simulator: builds the fabric, starts every stream,
-//! and drives them all on one thread.
+//! Runs a scenario: builds the fabric, starts every stream, and drives them
+//! all on one thread.
 //!
-//! The loop steps every stream until none can make progress, and only then
-//! lets virtual time move (one `Sim::step`, or a jump to a stream's start
-//! time). When nothing is pending anywhere but streams are unfinished the run
-//! is reported as stalled; past the time limit it is stopped. It never hangs.
+//! [`run`] builds the simulated fabric; [`run_on`] runs the streams on any
+//! [`Fabric`]: the simulator's ([`SimFabric`]) or real UDP endpoints
+//! (`crate::udp_run`). The loop steps every stream until none can make
+//! progress, and only then lets time move ([`Fabric::idle`]: on the
+//! simulator one `Sim::step`, or a jump to a stream's start time; on a
+//! real network a wait on its sockets). When nothing is pending anywhere
+//! but streams are unfinished the run is reported as stalled; past the time
+//! limit it is stopped. It never hangs.
 
 use rctb_core::Transport;
 use rctb_core::time::Instant;
-use rctb_sim::{LiveResources, Sim, SimError, SimTransport};
+use rctb_sim::{FabricStats, LiveResources, NodeId, Sim, SimError, SimTransport};
 
 use rctb_core::roce::{ServerConfig, TransportConfig};
 use rctb_core::transport::RnrTimer;
-use rctb_sim::models::fpga::{Payload, StreamConfig as EngineStream};
+use rctb_models::fpga::{Payload, StreamConfig as EngineStream};
 
 use crate::expect;
 use crate::nvme_stream::NvmeStream;
@@ -46,23 +50,24 @@ pub struct RunOutput {
 }
 
 /// A stream and the nodes its two ends live on.
-struct Placed {
+struct Placed<T: Transport> {
     name: String,
-    stream: Workload,
+    stream: Workload<T>,
     requester: usize,
     responder: usize,
 }
 
 /// What a stream runs: verbs-level traffic, or an FPGA engine feeding a
-/// RoCEv2 receive server (`op = "roce"`).
-enum Workload {
-    Traffic(Box<Stream<SimTransport>>),
-    Roce(Box<RocePair<SimTransport>>),
+/// RoCEv2 receive server (`op = "roce"`), on the fabric's transports; or a
+/// peer model that runs on the simulator (rcsession, nvme).
+enum Workload<T: Transport> {
+    Traffic(Box<Stream<T>>),
+    Roce(Box<RocePair<T>>),
     Session(Box<SessionStream>),
     Nvme(Box<NvmeStream>),
 }
 
-impl Workload {
+impl<T: Transport> Workload<T> {
     fn step(&mut self) -> Progress {
         match self {
             Workload::Traffic(s) => s.step(),
@@ -112,18 +117,21 @@ impl Workload {
 
 /// The pair a `op = "roce"` stream runs. Frame sizes: the fixed size, or 16
 /// sizes drawn from the seed in `min..=max`, cycled.
-fn roce_pair(
+fn roce_pair<T: Transport>(
     spec: &StreamSpec,
     roce: &RoceSpec,
     scenario: &Scenario,
     seed: u64,
-    host: SimTransport,
-    fpga: SimTransport,
-) -> RocePair<SimTransport> {
+    host: T,
+    fpga: T,
+) -> RocePair<T> {
     let c = &spec.config;
     let node = |name: &str| scenario.nodes.iter().find(|n| n.name == name).expect("validated node");
     let (fpga_node, host_node) = (node(&spec.from), node(&spec.to));
-    let server = ServerConfig::builder(fpga_node.ip, format!("sim-{}", host_node.name))
+    // The server checks that it runs on the device it is configured for:
+    // the host's, whichever backend it is (a failing query fails its start).
+    let device = host.device().map_or_else(|_| host_node.name.clone(), |d| d.name);
+    let server = ServerConfig::builder(fpga_node.ip, device)
         .max_payload(roce.max_payload)
         .rx_queue_depth(c.recv_depth)
         .build()
@@ -160,10 +168,28 @@ fn roce_pair(
 /// a livelock (far above anything a real scenario needs).
 const MAX_BUSY_ROUNDS: u64 = 1_000_000;
 
-/// How a run's time moves while every stream is idle, and how frames
-/// travel: the simulated fabric's virtual time ([`Virtual`]), or real time
-/// with frames on real sockets (`crate::udp_run`).
-pub trait Pace {
+/// What a scenario runs on: one transport per scenario node (in the
+/// scenario's order), how time moves while every stream is idle, and what
+/// the report reads (the clock, the counters, the live verbs objects, the
+/// capture). The simulator ([`SimFabric`]) and real UDP endpoints
+/// (`crate::udp_run`) provide it.
+pub trait Fabric {
+    type Transport: Transport;
+    /// A handle to the transport of node `index` (each call a new handle).
+    fn transport(&self, index: usize) -> Self::Transport;
+    /// The simulator and its node of every scenario node, where the peer
+    /// models (the session client, the NVMe-oF target) run as its actors;
+    /// `None` when the fabric is not simulated.
+    fn models(&self) -> Option<(&Sim, &[NodeId])>;
+    fn now(&self) -> Instant;
+    /// What the fabric counted (frames, ACKs, NAKs, retransmissions, drops).
+    fn stats(&self) -> FabricStats;
+    /// Verbs objects alive on every node (the leak check).
+    fn live_resources(&self) -> LiveResources;
+    /// Starts recording every frame.
+    fn enable_pcap(&self);
+    /// The frames recorded (recording stops).
+    fn take_pcap(&self) -> Option<Vec<u8>>;
     /// Called on every round of the loop (a real network moves frames here).
     fn poll(&mut self) -> Result<(), String> {
         Ok(())
@@ -177,7 +203,7 @@ pub trait Pace {
     }
 }
 
-/// What [`Pace::idle`] did.
+/// What [`Fabric::idle`] did.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Idle {
     Moved,
@@ -188,13 +214,47 @@ pub enum Idle {
     Failed(String),
 }
 
-/// The simulator's virtual time: jump to the next event or wake time.
+/// The simulated fabric: its nodes in the scenario's order, its virtual
+/// time (jump to the next event or wake time).
 #[derive(Debug)]
-pub struct Virtual<'a>(pub &'a Sim);
+pub struct SimFabric<'a> {
+    pub sim: &'a Sim,
+    pub nodes: Vec<NodeId>,
+}
 
-impl Pace for Virtual<'_> {
+impl Fabric for SimFabric<'_> {
+    type Transport = SimTransport;
+
+    fn transport(&self, index: usize) -> SimTransport {
+        self.sim.transport(self.nodes[index])
+    }
+
+    fn models(&self) -> Option<(&Sim, &[NodeId])> {
+        Some((self.sim, &self.nodes))
+    }
+
+    fn now(&self) -> Instant {
+        self.sim.now()
+    }
+
+    fn stats(&self) -> FabricStats {
+        self.sim.stats()
+    }
+
+    fn live_resources(&self) -> LiveResources {
+        self.sim.live_resources()
+    }
+
+    fn enable_pcap(&self) {
+        self.sim.enable_pcap();
+    }
+
+    fn take_pcap(&self) -> Option<Vec<u8>> {
+        self.sim.take_pcap()
+    }
+
     fn idle(&mut self, wake: Option<Instant>, limit: Instant) -> Idle {
-        let sim = self.0;
+        let sim = self.sim;
         let event = sim.next_event_at();
         let next = match (event, wake) {
             (Some(a), Some(b)) => a.min(b),
@@ -238,32 +298,39 @@ pub fn run(scenario: &Scenario, seed: u64, capture: bool) -> Result<RunOutput, S
             sim.schedule(fault);
         }
     }
-    run_world(scenario, seed, capture, &sim, &nodes, swarm_notes, &mut Virtual(&sim))
+    run_on(scenario, seed, capture, &mut SimFabric { sim: &sim, nodes }, swarm_notes)
 }
 
-/// Runs the streams of `scenario` on the nodes of `sim` (one per scenario
-/// node, in order), with `pace` moving time; builds the report.
-pub fn run_world(
+/// Runs the streams of `scenario` on `fabric` (one node per scenario node,
+/// in order), starting the report's notes with `notes`; builds the report.
+pub fn run_on<F: Fabric>(
     scenario: &Scenario,
     seed: u64,
     capture: bool,
-    sim: &Sim,
-    nodes: &[rctb_sim::NodeId],
+    fabric: &mut F,
     notes: Vec<String>,
-    pace: &mut dyn Pace,
 ) -> Result<RunOutput, SimError> {
     let swarm_notes = notes;
     if capture {
-        sim.enable_pcap();
+        fabric.enable_pcap();
     }
-    let mut transports: Vec<SimTransport> = nodes.iter().map(|&n| sim.transport(n)).collect();
+    let index = |name: &str| {
+        scenario.nodes.iter().position(|n| n.name == name).ok_or_else(|| SimError::UnknownNode(name.into()))
+    };
+    let mut transports: Vec<F::Transport> = (0..scenario.nodes.len()).map(|i| fabric.transport(i)).collect();
     let mut placed = Vec::new();
     for spec in &scenario.streams {
-        let (requester, responder) = (sim.node(&spec.from)?.0, sim.node(&spec.to)?.0);
-        let (req_t, resp_t) = (transports[requester].clone(), transports[responder].clone());
+        let (requester, responder) = (index(&spec.from)?, index(&spec.to)?);
+        let (req_t, resp_t) = (fabric.transport(requester), fabric.transport(responder));
+        let models = || {
+            fabric.models().ok_or_else(|| {
+                SimError::UnknownNode(format!("stream {}: its peer model runs on the simulator only", spec.config.name))
+            })
+        };
         let stream = match (&spec.roce, &spec.session) {
             _ if spec.nvme.is_some() => {
                 let nvme = spec.nvme.clone().expect("checked");
+                let (sim, nodes) = models()?;
                 match NvmeStream::new(sim, spec.config.clone(), nvme, seed, nodes[requester], nodes[responder]) {
                     Ok(s) => Workload::Nvme(Box::new(s)),
                     Err(e) => return Err(SimError::UnknownNode(format!("nvme stream {}: {e}", spec.config.name))),
@@ -272,6 +339,7 @@ pub fn run_world(
             (Some(roce), _) => Workload::Roce(Box::new(roce_pair(spec, roce, scenario, seed, resp_t, req_t))),
             (None, Some(cfg)) => {
                 let start = Instant::ZERO + spec.config.start;
+                let (sim, nodes) = models()?;
                 let (server, client) = (nodes[responder], nodes[requester]);
                 match SessionStream::new(sim, cfg.clone(), server, client, start) {
                     Ok(s) => Workload::Session(Box::new(s)),
@@ -283,9 +351,10 @@ pub fn run_world(
         placed.push(Placed { name: spec.config.name.clone(), stream, requester, responder });
     }
 
-    let (outcome, drive_notes) = drive(sim, pace, &mut transports, &mut placed, Instant::ZERO + scenario.time_limit);
+    let limit = Instant::ZERO + scenario.time_limit;
+    let (outcome, drive_notes) = drive(scenario, fabric, &mut transports, &mut placed, limit);
     let mut notes: Vec<String> = swarm_notes.into_iter().chain(drive_notes).collect();
-    let finished_at = sim.now();
+    let finished_at = fabric.now();
     for p in placed.iter_mut() {
         p.stream.abort();
     }
@@ -297,10 +366,11 @@ pub fn run_world(
             notes.push(format!("{}: {}", p.name, w.summary()));
         }
     }
-    let leaked = sim.live_resources();
+    let leaked = fabric.live_resources();
+    let fabric_stats = fabric.stats();
     let streams: Vec<_> = placed.iter().map(|p| p.stream.stats().clone()).collect();
     let roce: Vec<Option<FrameCheck>> = placed.iter().map(|p| p.stream.roce_check()).collect();
-    let mut checks = expect::evaluate(scenario, &outcome, &streams, finished_at, &sim.stats(), &leaked);
+    let mut checks = expect::evaluate(scenario, &outcome, &streams, finished_at, &fabric_stats, &leaked);
     checks.extend(expect::roce_checks(scenario, &streams, &roce));
     for (p, spec) in placed.iter().zip(&scenario.streams) {
         if let Workload::Nvme(w) = &p.stream {
@@ -308,32 +378,32 @@ pub fn run_world(
         }
     }
     let mut report =
-        Report::build(scenario, seed, &outcome, finished_at, &streams, &sim.stats(), &leaked, notes, checks);
+        Report::build(scenario, seed, &outcome, finished_at, &streams, &fabric_stats, &leaked, notes, checks);
     report.add_roce(scenario, &roce);
-    let pcap = sim.take_pcap();
+    let pcap = fabric.take_pcap();
     Ok(RunOutput { report, pcap })
 }
 
-fn unfinished(placed: &[Placed]) -> Vec<String> {
+fn unfinished<T: Transport>(placed: &[Placed<T>]) -> Vec<String> {
     placed.iter().filter(|p| !p.stream.is_done()).map(|p| p.name.clone()).collect()
 }
 
 /// The event loop. Returns how it ended and notes worth reporting.
-fn drive(
-    sim: &Sim,
-    pace: &mut dyn Pace,
-    transports: &mut [SimTransport],
-    placed: &mut [Placed],
+fn drive<F: Fabric>(
+    scenario: &Scenario,
+    fabric: &mut F,
+    transports: &mut [F::Transport],
+    placed: &mut [Placed<F::Transport>],
     limit: Instant,
 ) -> (Outcome, Vec<String>) {
     let mut notes = Vec::new();
     let mut busy_rounds = 0u64;
     loop {
-        if let Err(e) = pace.poll() {
+        if let Err(e) = fabric.poll() {
             notes.push(e);
-            return (Outcome::Stalled { at: sim.now(), waiting: unfinished(placed) }, notes);
+            return (Outcome::Stalled { at: fabric.now(), waiting: unfinished(placed) }, notes);
         }
-        let mut busy = dispatch_cm(transports, placed, &mut notes);
+        let mut busy = dispatch_cm(scenario, transports, placed, &mut notes);
         let mut wake: Option<Instant> = None;
         let mut all_done = true;
         for p in placed.iter_mut() {
@@ -357,20 +427,20 @@ fn drive(
         }
         if busy {
             busy_rounds += 1;
-            if busy_rounds > MAX_BUSY_ROUNDS && pace.virtual_time() {
-                return (Outcome::Livelock { at: sim.now(), waiting: unfinished(placed) }, notes);
+            if busy_rounds > MAX_BUSY_ROUNDS && fabric.virtual_time() {
+                return (Outcome::Livelock { at: fabric.now(), waiting: unfinished(placed) }, notes);
             }
             continue;
         }
         busy_rounds = 0;
         // Every stream is idle: let time move to the next thing that happens.
-        match pace.idle(wake, limit) {
+        match fabric.idle(wake, limit) {
             Idle::Moved => {}
-            Idle::Stalled => return (Outcome::Stalled { at: sim.now(), waiting: unfinished(placed) }, notes),
-            Idle::TimeLimit => return (Outcome::TimeLimit { at: sim.now(), waiting: unfinished(placed) }, notes),
+            Idle::Stalled => return (Outcome::Stalled { at: fabric.now(), waiting: unfinished(placed) }, notes),
+            Idle::TimeLimit => return (Outcome::TimeLimit { at: fabric.now(), waiting: unfinished(placed) }, notes),
             Idle::Failed(why) => {
                 notes.push(why);
-                return (Outcome::Stalled { at: sim.now(), waiting: unfinished(placed) }, notes);
+                return (Outcome::Stalled { at: fabric.now(), waiting: unfinished(placed) }, notes);
             }
         }
     }
@@ -378,11 +448,16 @@ fn drive(
 
 /// Hands every pending CM event to the stream it belongs to: a node's CM
 /// event queue is shared by all streams with an end on that node.
-fn dispatch_cm(transports: &mut [SimTransport], placed: &mut [Placed], notes: &mut Vec<String>) -> bool {
+fn dispatch_cm<T: Transport>(
+    scenario: &Scenario,
+    transports: &mut [T],
+    placed: &mut [Placed<T>],
+    notes: &mut Vec<String>,
+) -> bool {
     let mut any = false;
     for (node, t) in transports.iter_mut().enumerate() {
         // The nodes of an nvme stream poll their own CM events.
-        let own = |p: &Placed| matches!(p.stream, Workload::Nvme(_)) && (p.requester == node || p.responder == node);
+        let own = |p: &Placed<T>| matches!(p.stream, Workload::Nvme(_)) && (p.requester == node || p.responder == node);
         if placed.iter().any(own) {
             continue;
         }
@@ -393,7 +468,7 @@ fn dispatch_cm(transports: &mut [SimTransport], placed: &mut [Placed], notes: &m
                     || (p.responder == node && p.stream.offer_cm(Role::Responder, &ev))
             });
             if !claimed {
-                notes.push(format!("{}: CM event no stream claimed: {ev:?}", t.node_name()));
+                notes.push(format!("{}: CM event no stream claimed: {ev:?}", scenario.nodes[node].name));
             }
         }
     }

@@ -1,19 +1,20 @@
 //! An `op = "rcsession"` stream: the session workload of
-//! [`rctb_sim::models::rcsession`] driven by the scenario runner, its
+//! [`rctb_models::rcsession`] driven by the scenario runner, its
 //! counters mapped onto [`StreamStats`] (completed and received = transfers
 //! that moved intact; mismatches = bytes of another transfer seen; local
 //! errors = broken invariants after the run settles).
 
 use rctb_core::time::Instant;
-use rctb_sim::models::rcsession::{SessionWorkload, WorkloadConfig};
-use rctb_sim::{NodeId, Sim};
+use rctb_models::rcsession::{Fabric, SessionWorkload, WorkloadConfig};
+use rctb_sim::{NodeId, Sim, SimTransport};
 
 use crate::traffic::{Progress, StreamStats};
 
 /// The session workload as a scenario stream.
 #[derive(Debug)]
 pub struct SessionStream {
-    w: SessionWorkload,
+    w: SessionWorkload<SimTransport>,
+    sim: Sim,
     stats: StreamStats,
     start: Instant,
     settled: bool,
@@ -21,8 +22,8 @@ pub struct SessionStream {
 
 impl SessionStream {
     pub fn new(sim: &Sim, cfg: WorkloadConfig, server: NodeId, client: NodeId, start: Instant) -> Result<Self, String> {
-        let w = SessionWorkload::on_nodes(sim, cfg, server, &[client])?;
-        Ok(SessionStream { w, stats: StreamStats::default(), start, settled: false })
+        let w = SessionWorkload::new(sim.seed(), cfg, sim.transport(server), |_| sim.transport(client))?;
+        Ok(SessionStream { w, sim: sim.clone(), stats: StreamStats::default(), start, settled: false })
     }
 
     fn sync(&mut self) {
@@ -44,11 +45,11 @@ impl SessionStream {
     pub fn step(&mut self) -> Progress {
         if self.settled || self.w.finished() {
             if self.stats.finished_at.is_none() {
-                self.stats.finished_at = Some(self.w.sim.now());
+                self.stats.finished_at = Some(self.w.now());
             }
             return Progress::Done;
         }
-        let now = self.w.sim.now();
+        let now = self.w.now();
         if now < self.start {
             return Progress::Idle { wake_at: Some(self.start) };
         }
@@ -82,7 +83,7 @@ impl SessionStream {
             return;
         }
         self.settled = true;
-        self.w.settle();
+        self.w.settle(&mut SimFabric(&self.sim));
         self.sync();
         let broken = self.w.check();
         self.stats.local_errors.extend(broken.into_iter().filter(|b| b != "not every client finished"));
@@ -100,5 +101,20 @@ impl SessionStream {
             "rcsession: {} GET + {} PUT ok, {} cancelled, {} crashed, {} BUSY, {} WIRE, {} refused (limits)",
             s.gets_ok, s.puts_ok, s.cancelled, s.crashed, s.busy, s.wire, s.refused
         )
+    }
+}
+
+/// The simulator as the workload's fabric, for its settling loop.
+struct SimFabric<'s>(&'s Sim);
+
+impl Fabric for SimFabric<'_> {
+    fn now(&self) -> Instant {
+        self.0.now()
+    }
+    fn next_event_at(&self) -> Option<Instant> {
+        self.0.next_event_at()
+    }
+    fn run_until(&mut self, t: Instant) {
+        self.0.run_until(t)
     }
 }

@@ -2,9 +2,9 @@
 //! endpoints (rctb-udp), one per node, instead of over the simulated fabric.
 //!
 //! The streams, their checks and the report are the simulator runner's
-//! ([`runner::run_world`]); the nodes are the endpoints of one
-//! [`UdpReactor`], whose world is in external mode, so every frame crosses
-//! a real socket, and time is real. Each node binds the scenario's address,
+//! ([`runner::run_on`]); the fabric is one [`UdpReactor`] ([`UdpFabric`])
+//! and the nodes are its endpoints, so every frame crosses a real socket,
+//! and time is real. Each node binds the scenario's address,
 //! or the one `--node NAME=ADDR[:PORT][@NETNS]` gives, inside network
 //! namespace NETNS when given: one process reaches endpoints in two
 //! namespaces joined by a veth pair, where `tc netem` can lose, delay or
@@ -21,11 +21,11 @@ use std::path::PathBuf;
 
 use rctb_core::time::Instant;
 use rctb_core::wire::roce::ROCEV2_UDP_PORT;
-use rctb_sim::LinkConfig;
-use rctb_udp::{UdpConfig, UdpError, UdpReactor};
+use rctb_sim::{FabricStats, LinkConfig, LiveResources, NodeId, Sim};
+use rctb_udp::{UdpConfig, UdpError, UdpReactor, UdpTransport};
 use thiserror::Error;
 
-use crate::runner::{self, Idle, Pace, RunOutput};
+use crate::runner::{self, Fabric, Idle, RunOutput};
 use crate::scenario::Scenario;
 use crate::traffic::ConnectMode;
 
@@ -79,22 +79,74 @@ pub enum UdpRunError {
     Sim(#[from] rctb_sim::SimError),
 }
 
-/// Real time: block on the sockets until a frame, a timer or a stream's
-/// wake time.
-struct RealTime<'a>(&'a UdpReactor);
+/// The endpoints of one reactor as the runner's fabric. Real time: it
+/// blocks on the sockets until a frame, a timer or a stream's wake time.
+/// The streams get [`UdpTransport::undriven`] handles; the runner's loop
+/// runs the reactor ([`Fabric::poll`], [`Fabric::idle`]).
+#[derive(Debug)]
+pub struct UdpFabric {
+    pub reactor: UdpReactor,
+    /// One endpoint per scenario node, in order.
+    pub endpoints: Vec<UdpTransport>,
+}
 
-impl Pace for RealTime<'_> {
+impl Fabric for UdpFabric {
+    type Transport = UdpTransport;
+
+    fn transport(&self, index: usize) -> UdpTransport {
+        self.endpoints[index].undriven()
+    }
+
+    fn models(&self) -> Option<(&Sim, &[NodeId])> {
+        None
+    }
+
+    fn now(&self) -> Instant {
+        self.reactor.now()
+    }
+
+    fn stats(&self) -> FabricStats {
+        let e = self.reactor.engine_stats();
+        FabricStats {
+            frames_sent: e.frames_sent,
+            bytes_sent: e.bytes_sent,
+            delivered: e.delivered,
+            acks: e.acks,
+            rnr_naks: e.rnr_naks,
+            seq_naks: e.seq_naks,
+            other_naks: e.other_naks,
+            read_responses: e.read_responses,
+            retransmitted: e.retransmitted,
+            timeouts: e.timeouts,
+            dropped_no_qp: e.dropped_no_qp,
+            ..FabricStats::default()
+        }
+    }
+
+    fn live_resources(&self) -> LiveResources {
+        let r = self.reactor.resources();
+        LiveResources { pds: r.pds, mrs: r.mrs, cqs: r.cqs, qps: r.qps }
+    }
+
+    fn enable_pcap(&self) {
+        self.reactor.enable_pcap();
+    }
+
+    fn take_pcap(&self) -> Option<Vec<u8>> {
+        self.reactor.take_pcap()
+    }
+
     fn poll(&mut self) -> Result<(), String> {
-        self.0.turn().map_err(|e| format!("udp: {e}"))
+        self.reactor.turn().map_err(|e| format!("udp: {e}"))
     }
 
     fn idle(&mut self, wake: Option<Instant>, limit: Instant) -> Idle {
-        if self.0.now() >= limit {
+        if self.reactor.now() >= limit {
             return Idle::TimeLimit;
         }
         // With nothing to wait for, a frame may still come from the network.
         let until = wake.map_or(limit, |w| w.min(limit));
-        match self.0.block(until).and_then(|()| self.0.turn()) {
+        match self.reactor.block(until).and_then(|()| self.reactor.turn()) {
             Ok(()) => Idle::Moved,
             Err(e) => Idle::Failed(format!("udp: {e}")),
         }
@@ -177,11 +229,9 @@ pub fn run(scenario: &Scenario, seed: u64, capture: bool, places: &[NodePlace]) 
                 .to_string(),
         );
     }
-    let world = reactor.world();
-    let nodes = scenario.nodes.iter().map(|n| world.node(&n.name)).collect::<Result<Vec<_>, _>>()?;
-    let out = runner::run_world(&scenario, seed, capture, &world, &nodes, notes, &mut RealTime(&reactor))?;
-    let mut out = out;
-    for (t, n) in endpoints.iter().zip(&scenario.nodes) {
+    let mut fabric = UdpFabric { reactor, endpoints };
+    let mut out = runner::run_on(&scenario, seed, capture, &mut fabric, notes)?;
+    for (t, n) in fabric.endpoints.iter().zip(&scenario.nodes) {
         let s = t.stats();
         out.report.notes.push(format!(
             "udp: node {}: sent {} frames ({} refused by the socket), received {} ({} ACKs, {} RNR NAKs, {} PSN \

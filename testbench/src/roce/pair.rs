@@ -16,9 +16,7 @@ use rctb_core::Transport;
 use rctb_core::roce::{Frame, HostParams, RoceServer, ServerConfig, TransportConfig};
 use rctb_core::time::{Duration, Instant};
 use rctb_core::transport::{Gid, WcStatus};
-use rctb_sim::models::fpga::{
-    FpgaEngine, FpgaParams, StreamConfig as EngineStream, setup_connection, teardown_connection,
-};
+use rctb_models::fpga::{FpgaEngine, FpgaParams, StreamConfig as EngineStream, setup_connection, teardown_connection};
 
 use super::check::FrameCheck;
 use super::handoff::{FpgaMsg, HostMsg, Message};
@@ -304,7 +302,7 @@ impl<T: Transport> RocePair<T> {
         }
     }
 
-    fn record_engine(&mut self, st: &rctb_sim::models::fpga::StreamStats) {
+    fn record_engine(&mut self, st: &rctb_models::fpga::StreamStats) {
         self.stats.posted = st.posted;
         let mut errors: BTreeMap<WcStatus, u64> = BTreeMap::new();
         for s in &st.errors {

@@ -343,6 +343,10 @@ impl<T: Transport> Controller<T> {
     #[cold]
     #[inline(never)]
     fn service_not_ready(&mut self) -> Result<(), NvmeError> {
+        if let Phase::ShuttingDown { cid } = self.phase {
+            self.service_shutdown(cid);
+            return Ok(());
+        }
         self.poll_queues()?;
         match self.phase {
             Phase::Ready | Phase::ShuttingDown { .. } => Ok(()),
@@ -433,11 +437,15 @@ impl<T: Transport> Controller<T> {
         self.down.as_ref().or_else(|| std::iter::once(&self.admin).chain(self.io.iter()).find_map(|q| q.failure()))
     }
 
-    /// Shuts down (CC.SHN when the admin queue still works, waiting for its
-    /// answer up to the command timeout) and releases every queue, buffer
-    /// and the PD. Idempotent.
-    pub fn close(&mut self) {
-        if matches!(self.phase, Phase::Closed) {
+    /// Starts the shutdown without blocking: closes the I/O queues and,
+    /// when the admin queue still works, sends CC.SHN (state
+    /// `ShuttingDown`); [`Controller::service`] then ends it when the
+    /// answer comes, the admin queue fails or the command's deadline
+    /// passes. With no working admin queue it ends at once. At the end the
+    /// state is `Closed` and every queue, buffer and the PD are released.
+    /// Idempotent.
+    pub fn start_close(&mut self) {
+        if matches!(self.phase, Phase::Closed | Phase::ShuttingDown { .. }) {
             return;
         }
         for q in &mut self.io {
@@ -448,19 +456,46 @@ impl<T: Transport> Controller<T> {
             let cmd = NvmeCommand::PropertySet { size: PropSize::Four, offset: REG_CC, value: cc as u64 };
             if let Ok(cid) = self.admin.submit(&mut self.t, &cmd, None) {
                 self.phase = Phase::ShuttingDown { cid };
-                // The answer (or the queue's failure) ends the wait; either is fine.
-                while self.poll_queues().is_ok() && self.admin.take(cid).is_none() {
-                    let (cqs, until) = self.wait_set();
-                    if self.t.wait(&cqs, until).is_err() {
-                        break;
-                    }
-                }
+                return;
             }
         }
+        self.finish_close();
+    }
+
+    /// The shutdown's `service` step: ends it once CC.SHN is answered (or
+    /// the admin queue failed, or the command timed out). Either is fine:
+    /// the controller is going away.
+    fn service_shutdown(&mut self, cid: u16) {
+        let over = self.poll_queues().is_err()
+            || self.admin.take(cid).is_some()
+            || self.admin.failure().is_some()
+            || self.admin.is_closed();
+        if over {
+            self.finish_close();
+        }
+    }
+
+    /// Releases the admin queue, the scratch buffer and the PD.
+    fn finish_close(&mut self) {
         self.phase = Phase::Closed;
         self.admin.close(&mut self.t);
         let _ = self.t.dereg_mr(self.scratch.id);
         let _ = self.t.dealloc_pd(self.pd);
+    }
+
+    /// Shuts down and releases everything, blocking: [`Controller::start_close`],
+    /// then [`Controller::service`] until `Closed` (at most the command
+    /// timeout). Idempotent.
+    pub fn close(&mut self) {
+        self.start_close();
+        while matches!(self.phase, Phase::ShuttingDown { .. }) {
+            let (cqs, until) = self.wait_set();
+            if self.t.wait(&cqs, until).is_err() {
+                self.finish_close();
+                break;
+            }
+            let _ = self.service();
+        }
     }
 
     /// Closes and hands the transport back.

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use rctb_core::roce::{GidIndex, RoceError, ServerConfig, TransportConfig};
 use rctb_core::time::{Duration, Instant};
 use rctb_core::transport::{InvalidValue, Mtu, RnrTimer, TransportError};
-use rctb_sim::models::fpga::{EngineError, Payload, SetupError, StreamConfig as EngineStream};
+use rctb_models::fpga::{EngineError, Payload, SetupError, StreamConfig as EngineStream};
 use rctb_sim::{NodeConfig, Sim};
 use thiserror::Error;
 

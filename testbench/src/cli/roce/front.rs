@@ -11,7 +11,7 @@ use rctb_core::Transport;
 use rctb_core::roce::{GidIndex, RoceServer};
 use rctb_core::time::{Duration, Instant};
 use rctb_core::transport::Mtu;
-use rctb_sim::models::fpga::{FpgaEngine, setup_connection, teardown_connection};
+use rctb_models::fpga::{FpgaEngine, setup_connection, teardown_connection};
 
 use super::args::*;
 use crate::roce::check::FrameCheck;
@@ -244,14 +244,14 @@ pub fn fpga_emu<T: Transport>(
 /// the time from the first post to the last completion.
 fn stream_frames<T: Transport>(
     engine: &mut FpgaEngine<T>,
-    stream: rctb_sim::models::fpga::StreamConfig,
+    stream: rctb_models::fpga::StreamConfig,
     a: &FpgaEmuArgs,
     console: &Console,
 ) -> Result<Duration, CliError> {
     let count = stream.count;
     engine.start_stream(stream)?;
     let start = engine.transport().now();
-    let cq = engine.cq().ok_or(rctb_sim::models::fpga::EngineError::NotConnected)?;
+    let cq = engine.cq().ok_or(rctb_models::fpga::EngineError::NotConnected)?;
     let mut last_print = start;
     let mut spins = 0u32;
     loop {

@@ -1,6 +1,6 @@
 //! An `op = "nvme"` stream: the NVMe-oF initiator (`rctb_core::nvmeof`) on
 //! one node runs `count` reads, writes and flushes against the target model
-//! (`rctb_sim::models::nvme`, an actor) on another, with the target's
+//! (`rctb_models::nvme`, an actor) on another, with the target's
 //! faults applied at their virtual times.
 //!
 //! Commands go through the controller's non-blocking tickets and
@@ -25,7 +25,7 @@ use rctb_core::nvmeof::protocol::{NVME_RDMA_PORT, Nqn};
 use rctb_core::nvmeof::{Buffer, Controller, ControllerConfig, Namespace, NvmeError, Ticket};
 use rctb_core::time::Instant;
 use rctb_core::transport::MrInfo;
-use rctb_sim::models::nvme::{NamespaceConfig, NvmeTarget, SubsystemConfig, TargetConfig};
+use rctb_models::nvme::{NamespaceConfig, NvmeTarget, SubsystemConfig, TargetConfig};
 use rctb_sim::{ActorId, NodeId, Sim, SimTransport};
 
 use crate::pattern::StreamPattern;
@@ -160,7 +160,8 @@ impl NvmeStream {
         let mut target = NvmeTarget::new(tc, ip).map_err(|e| e.to_string())?;
         target.faults_mut().response_delay = spec.response_delay;
         let target = Rc::new(RefCell::new(target));
-        let actor = sim.add_actor(target_node, Box::new(target.clone()));
+        let shared = target.clone();
+        let actor = sim.add_actor(target_node, Box::new(move |t: &mut SimTransport| shared.borrow_mut().run(t)));
         let model = Model::new(spec.lba_size as usize, spec.blocks);
         Ok(NvmeStream {
             pattern: StreamPattern::new(seed, &cfg.name),

@@ -70,8 +70,8 @@ pub struct StreamSpec {
     pub roce: Option<RoceSpec>,
     /// `op = "rcsession"`: `queue_depth` session clients on `from` run
     /// `count` GET/PUT transfers of `size` against an RC session server on
-    /// `to` (the `rctb_sim::models::rcsession` workload).
-    pub session: Option<rctb_sim::models::rcsession::WorkloadConfig>,
+    /// `to` (the `rctb_models::rcsession` workload).
+    pub session: Option<rctb_models::rcsession::WorkloadConfig>,
     /// `op = "nvme"`: the NVMe-oF initiator on `from` runs `count` I/O
     /// commands against the target model on `to` (`crate::nvme_stream`).
     pub nvme: Option<NvmeSpec>,

@@ -1,6 +1,6 @@
 //! The `op = "nvme"` stream: its `[streams.nvme]` table and its rules.
 //! `from` runs the NVMe-oF initiator (`rctb_core::nvmeof`), `to` the target
-//! model (`rctb_sim::models::nvme`) with one namespace; `count` is the
+//! model (`rctb_models::nvme`) with one namespace; `count` is the
 //! number of I/O commands (reads, writes and flushes, drawn from the seed),
 //! `size` the bytes of each read or write, `queue_depth` the commands in
 //! flight. `expect.errors` names NVMe error kinds (see [`ERROR_KINDS`]).

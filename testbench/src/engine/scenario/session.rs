@@ -5,7 +5,7 @@
 
 use rctb_core::rcsession::{Limits, ServerConfig};
 use rctb_core::time::Duration;
-use rctb_sim::models::rcsession::WorkloadConfig;
+use rctb_models::rcsession::WorkloadConfig;
 
 use super::Invalid;
 use super::file::StreamFile;

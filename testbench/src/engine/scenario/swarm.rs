@@ -85,6 +85,10 @@ pub fn describe(faults: &[ScheduledFault]) -> Vec<String> {
                 ),
                 FaultAction::Partition { a, b } => format!("{a}-{b} partition"),
                 FaultAction::Heal { a, b } => format!("{a}-{b} heal"),
+                FaultAction::Hold { a, b } => format!("{a}-{b} hold"),
+                FaultAction::Release { a, b } => format!("{a}-{b} release"),
+                FaultAction::Crash { node } => format!("{node} crash"),
+                FaultAction::Bounce { node } => format!("{node} bounce"),
             };
             format!("swarm {}: {what}", f.at)
         })

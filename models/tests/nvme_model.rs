@@ -17,7 +17,7 @@ use rctb_core::Transport;
 use rctb_core::nvmeof::protocol::*;
 use rctb_core::nvmeof::{Buffer, Controller, ControllerConfig, NvmeError};
 use rctb_core::time::Duration;
-use rctb_sim::models::nvme::{NamespaceConfig, NvmeTarget, SubsystemConfig, TargetConfig};
+use rctb_models::nvme::{NamespaceConfig, NvmeTarget, SubsystemConfig, TargetConfig};
 use rctb_sim::{NodeConfig, Sim, SimTransport};
 
 const NQN: &str = "nqn.2026-01.io.rctb:model";
@@ -90,7 +90,8 @@ fn run_case(seed: u64, mdts: u8, depth: u16, queues: u16, ops: &[Op]) -> Result<
             .collect(),
     }];
     let target = Rc::new(RefCell::new(NvmeTarget::new(tcfg, "10.0.0.2".parse().unwrap()).unwrap()));
-    sim.add_actor(tn, Box::new(target.clone()));
+    let actor = target.clone();
+    sim.add_actor(tn, Box::new(move |t: &mut SimTransport| actor.borrow_mut().run(t)));
     let host = sim.transport(h);
     let addr = SocketAddrV4::new("10.0.0.2".parse().unwrap(), NVME_RDMA_PORT);
     let mut c = connect(&host, addr, depth, queues);
@@ -171,7 +172,7 @@ fn run_case(seed: u64, mdts: u8, depth: u16, queues: u16, ops: &[Op]) -> Result<
             c.close();
             c = connect(&host, addr, depth, queues);
             mr = c.alloc(96 * 4096).unwrap();
-            *target.borrow_mut().faults_mut() = rctb_sim::models::nvme::TargetFaults { drop_responses: 0, ..faults };
+            *target.borrow_mut().faults_mut() = rctb_models::nvme::TargetFaults { drop_responses: 0, ..faults };
         }
     }
     // At the end, with no faults, the whole of each namespace matches.

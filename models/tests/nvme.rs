@@ -1,5 +1,5 @@
 //! The NVMe-oF initiator (rctb_core::nvmeof) against the simulator's target
-//! model (rctb_sim::models::nvme), end to end over the simulated RC fabric.
+//! model (rctb_models::nvme), end to end over the simulated RC fabric.
 
 use std::cell::RefCell;
 use std::net::SocketAddrV4;
@@ -9,7 +9,7 @@ use rctb_core::Transport;
 use rctb_core::nvmeof::protocol::*;
 use rctb_core::nvmeof::{Buffer, Controller, ControllerConfig, NvmeError, discover};
 use rctb_core::time::Duration;
-use rctb_sim::models::nvme::{NvmeTarget, TargetConfig};
+use rctb_models::nvme::{NvmeTarget, TargetConfig};
 use rctb_sim::{NodeConfig, Sim, SimTransport};
 
 const NQN: &str = "nqn.2026-01.io.rctb:sim-target";
@@ -26,7 +26,8 @@ fn setup(seed: u64, cfg: TargetConfig) -> Setup {
     let h = sim.add_node(NodeConfig::new("host", "10.0.0.1".parse().unwrap())).unwrap();
     let tn = sim.add_node(NodeConfig::new("target", "10.0.0.2".parse().unwrap())).unwrap();
     let target = Rc::new(RefCell::new(NvmeTarget::new(cfg, "10.0.0.2".parse().unwrap()).unwrap()));
-    sim.add_actor(tn, Box::new(target.clone()));
+    let actor = target.clone();
+    sim.add_actor(tn, Box::new(move |t: &mut SimTransport| actor.borrow_mut().run(t)));
     let addr = SocketAddrV4::new("10.0.0.2".parse().unwrap(), NVME_RDMA_PORT);
     Setup { host: sim.transport(h), sim, target, addr }
 }

@@ -4,8 +4,8 @@
 use rctb_core::time::Duration;
 use rctb_core::transport::*;
 
-use super::CaseFn;
-use super::harness::{Endpoints, Link, QpPair, cm_event, completions, expect_wc, pattern, pause};
+use crate::CaseFn;
+use crate::harness::{Endpoints, Link, QpPair, cm_event, completions, expect_wc, pattern, pause};
 
 const ALL_ACCESS: Access = Access::LOCAL_WRITE.union(Access::REMOTE_WRITE).union(Access::REMOTE_READ);
 const MIB: u32 = 1 << 20;
@@ -258,7 +258,7 @@ fn rnr_then_success<T: Transport>(x: &mut Endpoints<'_, T>) -> Result<(), String
     Ok(())
 }
 
-fn completions_now<T: Transport>(t: &mut T, s: &super::Side) -> Result<Vec<Completion>, String> {
+fn completions_now<T: Transport>(t: &mut T, s: &crate::Side) -> Result<Vec<Completion>, String> {
     let mut out = Vec::new();
     t.poll_cq(s.cq, 16, &mut out).map_err(|e| format!("poll_cq: {e}"))?;
     Ok(out)

@@ -1,12 +1,12 @@
 //! The RoCEv2 receive server (`rctb_core::roce`) against the FPGA engine model
-//! (`rctb_sim::models::fpga`) on two simulator nodes: delivery, data,
+//! (`rctb_models::fpga`) on two simulator nodes: delivery, data,
 //! counters, back-pressure, stop with frames held, reconnect and a stale PSN.
 
 use proptest::prelude::*;
 use rctb_core::roce::*;
 use rctb_core::time::Duration;
 use rctb_core::transport::*;
-use rctb_sim::models::fpga::*;
+use rctb_models::fpga::*;
 use rctb_sim::{NodeConfig, Sim, SimTransport};
 
 const HOST_IP: &str = "10.0.0.1";

@@ -3,11 +3,21 @@
 //! reaped, so the benchmark measures whole sessions.
 
 use rctb_core::wire::hipobj::Op;
-use rctb_sim::models::rcsession::SessionPair;
+use rctb_models::rcsession::SessionPair;
+use rctb_sim::{NodeConfig, NodeId, Sim, SimTransport};
+
+/// The pair on a fresh fabric: server 10.0.0.1 (node 0), client 10.0.0.2.
+fn pair(seed: u64, capacity: u64) -> (Sim, SessionPair<SimTransport>) {
+    let sim = Sim::new(seed);
+    let s = sim.add_node(NodeConfig::new("server", "10.0.0.1".parse().unwrap())).unwrap();
+    let c = sim.add_node(NodeConfig::new("client", "10.0.0.2".parse().unwrap())).unwrap();
+    let pair = SessionPair::new(seed, capacity, sim.transport(s), sim.transport(c)).expect("a fresh fabric");
+    (sim, pair)
+}
 
 #[test]
 fn back_to_back_sessions_complete_intact_and_are_reaped() {
-    let mut pair = SessionPair::new(9, 70_000).expect("a fresh fabric");
+    let (sim, mut pair) = pair(9, 70_000);
     for (k, size) in [1usize, 4096, 4097, 69_999, 70_000, 300].into_iter().enumerate() {
         let object: Vec<u8> = (0..size).map(|i| (i * 13 + k) as u8).collect();
         for op in [Op::Get, Op::Put] {
@@ -18,12 +28,12 @@ fn back_to_back_sessions_complete_intact_and_are_reaped() {
     let u = pair.server.usage();
     assert_eq!((u.sessions, u.staging_bytes, u.qps, u.leaked_mrs, u.leaked_qps), (0, 0, 0, 0, 0));
     // the server node holds only what a server with no session holds: nothing
-    assert_eq!(pair.sim.node_objects(rctb_sim::NodeId(0)), 0);
+    assert_eq!(sim.node_objects(NodeId(0)), 0);
 }
 
 #[test]
 fn an_object_larger_than_the_client_region_is_refused_before_prepare() {
-    let mut pair = SessionPair::new(1, 1024).expect("a fresh fabric");
+    let (_sim, mut pair) = pair(1, 1024);
     let e = pair.transfer(Op::Get, &[7u8; 1025]).unwrap_err();
     assert!(e.contains("begin") && e.contains("1025"), "{e}");
     assert_eq!(pair.server.usage().sessions, 0);

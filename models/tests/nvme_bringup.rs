@@ -9,7 +9,7 @@ use rctb_core::Transport;
 use rctb_core::nvmeof::protocol::*;
 use rctb_core::nvmeof::{Buffer, Controller, ControllerConfig, ControllerState, Discovery, NvmeError};
 use rctb_core::time::{Duration, Instant};
-use rctb_sim::models::nvme::{NvmeTarget, TargetConfig};
+use rctb_models::nvme::{NvmeTarget, TargetConfig};
 use rctb_sim::{NodeConfig, Sim, SimTransport};
 
 const NQN: &str = "nqn.2026-01.io.rctb:bring-up";
@@ -157,6 +157,32 @@ fn bring_up_reaches_every_state_in_order() {
     assert_eq!(c.take_finished(), vec![(t, Ok(()))]);
     c.close();
     assert_eq!(c.state(), Closed);
+}
+
+#[test]
+fn a_polled_close_sends_cc_shn_and_releases_everything() {
+    let mut r = rig("a_polled_close_sends_cc_shn_and_releases_everything", 37, 1, TargetConfig::new(NQN));
+    let mut c = r.start(0, r.config());
+    let (_, end) = r.drive(&mut c, ready);
+    end.unwrap_or_else(|e| panic!("{e}: {}", r.replay()));
+    assert_eq!(r.target.queue_count(), 2, "admin and one I/O queue: {}", r.replay());
+    let commands = r.target.stats().commands;
+    let t0 = r.sim.now();
+    c.start_close();
+    assert_eq!(c.state(), ControllerState::ShuttingDown, "CC.SHN outstanding: {}", r.replay());
+    c.start_close(); // idempotent: no second CC.SHN
+    let (seen, end) = r.drive(&mut c, |c, _| c.state() == ControllerState::Closed);
+    assert_eq!(end, Ok(()), "{}", r.replay());
+    assert_eq!(seen, [ControllerState::ShuttingDown, ControllerState::Closed], "{}", r.replay());
+    // The target answered the Property Set (one command: the shutdown),
+    // well before the 1 s command timeout would have ended the wait.
+    assert_eq!(r.target.stats().commands, commands + 1, "{}", r.replay());
+    assert!(r.sim.now() - t0 < Duration::from_millis(100), "closed after {:?}: {}", r.sim.now() - t0, r.replay());
+    // Closed is final: service says Disconnected, close does nothing more.
+    assert!(matches!(c.service(), Err(NvmeError::Disconnected { .. })), "{}", r.replay());
+    c.close();
+    r.settle(Duration::from_millis(50));
+    assert_eq!(r.target.queue_count(), 0, "the target saw every queue go: {}", r.replay());
 }
 
 #[test]

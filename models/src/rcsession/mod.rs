@@ -4,10 +4,22 @@
 //! cancelling, some slow (late receives: RNR, then BUSY and a retry), some
 //! crashing mid-transfer. Everything is drawn from one seed.
 //!
-//! After [`SessionWorkload::run`] and a heal, [`SessionWorkload::check`]
-//! states the invariants: every session terminal (reaped), staging bytes,
-//! QPs and MRs back to zero, no client ever saw bytes other than its own
-//! object, limits never exceeded.
+//! Generic over [`Transport`]: the server and every client each get a
+//! transport (nodes of one simulated fabric, or endpoints of a real
+//! backend); several clients may share one.
+//!
+//! Call order: [`SessionWorkload::new`], then either the owner's own loop of
+//! [`SessionWorkload::step`] (never blocks: the server progresses, then every
+//! client acts on what has arrived) with [`SessionWorkload::next_wake`] to
+//! know when to step again (the scenario runner does this), or
+//! [`SessionWorkload::run`], a loop over a [`Fabric`] that moves time. After
+//! a heal, [`SessionWorkload::settle`] lets every deadline pass and
+//! [`SessionWorkload::check`] states the invariants: every session terminal
+//! (reaped), staging bytes, QPs and MRs back to zero, no client ever saw
+//! bytes other than its own object, limits never exceeded. Errors of the
+//! clients and the server are counted in [`WorkloadStats`] (`errors` are
+//! bugs), never raised; `new` fails only when a transport refuses to build
+//! the server or a client.
 
 use std::collections::BTreeMap;
 
@@ -18,7 +30,24 @@ use rctb_core::rcsession::inproc::{complete_get, complete_put, prepare_get, prep
 use rctb_core::rcsession::*;
 use rctb_core::time::{Duration, Instant};
 
-use crate::{NodeConfig, NodeId, Sim, SimRng, SimTransport};
+use crate::SeededRng;
+
+mod pair;
+
+pub use pair::SessionPair;
+
+/// What moves time for [`SessionWorkload::run`] and
+/// [`SessionWorkload::settle`], the loops that drive a whole fabric: the
+/// simulator (its next event, then its events up to an instant) or a real
+/// backend's clock (no known next event; waiting until the instant).
+pub trait Fabric {
+    fn now(&self) -> Instant;
+    /// When the fabric next has something due without outside input (the
+    /// simulator's next event); `None` when nothing is, or it cannot tell.
+    fn next_event_at(&self) -> Option<Instant>;
+    /// Lets the fabric run until `t` (never beyond it).
+    fn run_until(&mut self, t: Instant);
+}
 
 /// What a workload runs.
 #[derive(Clone, Debug, PartialEq)]
@@ -110,8 +139,8 @@ enum Phase {
 }
 
 #[derive(Debug)]
-struct Actor {
-    client: RcClient<SimTransport>,
+struct Actor<T: Transport> {
+    client: RcClient<T>,
     principal: PrincipalId,
     left: u64,
     index: u64,
@@ -123,15 +152,13 @@ struct Actor {
     behaviour: Behaviour,
 }
 
-/// The workload: server node `server`, client nodes `client0..`.
+/// The workload: one session server, many clients.
 #[derive(Debug)]
-pub struct SessionWorkload {
-    pub sim: Sim,
-    pub server_node: NodeId,
-    pub client_nodes: Vec<NodeId>,
-    server: SessionManager<SimTransport, ChaCha8Rng>,
-    actors: Vec<Actor>,
-    rng: SimRng,
+pub struct SessionWorkload<T: Transport> {
+    seed: u64,
+    server: SessionManager<T, ChaCha8Rng>,
+    actors: Vec<Actor<T>>,
+    rng: SeededRng,
     cfg: WorkloadConfig,
     pub stats: WorkloadStats,
     /// READYs of crashed clients: their results are still taken (and counted).
@@ -140,7 +167,7 @@ pub struct SessionWorkload {
 
 /// The object of transfer `index` of client `client`: distinct per transfer.
 pub fn object(seed: u64, client: usize, index: u64, len: usize) -> Vec<u8> {
-    let mut r = SimRng::child(seed, &format!("rcsession/object/{client}/{index}"));
+    let mut r = SeededRng::child(seed, &format!("rcsession/object/{client}/{index}"));
     let mut v = vec![0u8; len];
     for chunk in v.chunks_mut(8) {
         let x = r.next_u64().to_le_bytes();
@@ -149,42 +176,20 @@ pub fn object(seed: u64, client: usize, index: u64, len: usize) -> Vec<u8> {
     v
 }
 
-impl SessionWorkload {
-    /// Builds the fabric's session nodes on `sim`: a server at `server_ip`
-    /// and `clients` nodes at 10.77.x.y.
-    pub fn new(sim: &Sim, cfg: WorkloadConfig, server_ip: std::net::Ipv4Addr) -> Result<Self, String> {
-        let server = sim.add_node(NodeConfig::new("rc-server", server_ip)).map_err(|e| e.to_string())?;
-        let mut clients = Vec::new();
-        for i in 0..cfg.clients {
-            let ip = std::net::Ipv4Addr::new(10, 77, (i / 250) as u8, (i % 250) as u8 + 1);
-            clients.push(sim.add_node(NodeConfig::new(format!("rc-client{i}"), ip)).map_err(|e| e.to_string())?);
-        }
-        Self::on_nodes(sim, cfg, server, &clients)
-    }
-
-    /// The workload on existing nodes: the server on `server_node`, the
-    /// clients spread round-robin over `client_nodes` (several clients may
-    /// share a node: each has its own QP, CQ and region).
-    pub fn on_nodes(
-        sim: &Sim,
-        cfg: WorkloadConfig,
-        server_node: NodeId,
-        client_nodes: &[NodeId],
-    ) -> Result<Self, String> {
-        let seed = sim.seed();
-        if client_nodes.is_empty() {
-            return Err("a session workload needs a client node".into());
-        }
-        let server =
-            SessionManager::new(sim.transport(server_node), ChaCha8Rng::seed_from_u64(seed ^ 0x5e55), cfg.server)
-                .map_err(|e| e.to_string())?;
+impl<T: Transport> SessionWorkload<T> {
+    /// The workload drawn from `seed`: the server on `server`, client `i`
+    /// (of `cfg.clients`, at least one) on `client(i)`'s transport (several
+    /// clients may share a node: each has its own QP, CQ and region). On
+    /// the simulator the scenario runner gives the clients' node round-robin.
+    pub fn new(seed: u64, cfg: WorkloadConfig, server: T, mut client: impl FnMut(usize) -> T) -> Result<Self, String> {
+        let server = SessionManager::new(server, ChaCha8Rng::seed_from_u64(seed ^ 0x5e55), cfg.server)
+            .map_err(|e| e.to_string())?;
         let mut actors = Vec::new();
         let clients = cfg.clients.max(1);
         for i in 0..clients {
-            let node = client_nodes[i % client_nodes.len()];
             let ccfg =
                 ClientConfig { capacity: cfg.max_size.max(1), timeout: 12, retry_cnt: 4, ..ClientConfig::default() };
-            let client = RcClient::new(sim.transport(node), ccfg).map_err(|e| e.to_string())?;
+            let client = RcClient::new(client(i), ccfg).map_err(|e| e.to_string())?;
             let p = i % cfg.principals.max(1);
             let share = cfg.transfers / clients as u64 + u64::from((i as u64) < cfg.transfers % clients as u64);
             actors.push(Actor {
@@ -201,23 +206,26 @@ impl SessionWorkload {
             });
         }
         Ok(SessionWorkload {
-            sim: sim.clone(),
-            server_node,
-            client_nodes: client_nodes.to_vec(),
+            seed,
             server,
             actors,
-            rng: SimRng::child(seed, "rcsession/workload"),
+            rng: SeededRng::child(seed, "rcsession/workload"),
             cfg,
             stats: WorkloadStats::default(),
             orphans: Vec::new(),
         })
     }
 
+    /// The present on the workload's clock (the server's transport).
+    pub fn now(&self) -> Instant {
+        self.server.transport().now()
+    }
+
     /// The next instant a client acts on its own (a start, a backoff, a
     /// late receive; possibly already past), or one tick after the
     /// server's next deadline.
     pub fn next_wake(&self) -> Option<Instant> {
-        let pending = |a: &Actor| match a.phase {
+        let pending = |a: &Actor<T>| match a.phase {
             Phase::Idle | Phase::Backoff => true,
             Phase::Ready(_) => {
                 a.behaviour == Behaviour::Slow && a.xfer.as_ref().is_some_and(|x| !a.client.recv_posted(x))
@@ -242,7 +250,7 @@ impl SessionWorkload {
     }
 
     /// The server, for reports and checks.
-    pub fn server(&self) -> &SessionManager<SimTransport, ChaCha8Rng> {
+    pub fn server(&self) -> &SessionManager<T, ChaCha8Rng> {
         &self.server
     }
 
@@ -255,11 +263,12 @@ impl SessionWorkload {
         *self.stats.errors.entry(what).or_default() += 1;
     }
 
-    /// Runs until every client finished or `deadline` (virtual time).
-    pub fn run(&mut self, deadline: Instant) {
+    /// Runs until every client finished or `deadline` (on the fabric's
+    /// clock), stepping at each instant something is due.
+    pub fn run(&mut self, fabric: &mut impl Fabric, deadline: Instant) {
         loop {
             self.step();
-            let now = self.sim.now();
+            let now = fabric.now();
             if self.finished() || now >= deadline {
                 return;
             }
@@ -274,9 +283,9 @@ impl SessionWorkload {
             let (_, server_next) = self.server.wait_set();
             let server_next =
                 (server_next != Instant::FAR_FUTURE).then(|| server_next.max(now) + Duration::from_nanos(1));
-            let next = [self.sim.next_event_at(), wake, server_next].into_iter().flatten().min();
+            let next = [fabric.next_event_at(), wake, server_next].into_iter().flatten().min();
             match next {
-                Some(t) => self.sim.run_until(t.max(now).min(deadline)),
+                Some(t) => fabric.run_until(t.max(now).min(deadline)),
                 None => return,
             }
         }
@@ -311,7 +320,7 @@ impl SessionWorkload {
     }
 
     fn act(&mut self, i: usize) {
-        let now = self.sim.now();
+        let now = self.now();
         match self.actors[i].phase {
             Phase::Finished => {}
             Phase::Idle if now >= self.actors[i].wake => self.start(i),
@@ -342,11 +351,11 @@ impl SessionWorkload {
         a.xfer = None;
         a.ready = None;
         a.phase = if a.left == 0 { Phase::Finished } else { Phase::Idle };
-        a.wake = self.sim.now() + wait;
+        a.wake = self.server.transport().now() + wait;
     }
 
     fn start(&mut self, i: usize) {
-        let seed = self.sim.seed();
+        let seed = self.seed;
         let cfg = self.cfg.clone();
         let r = &mut self.rng;
         let op = if r.chance(cfg.put) { Op::Put } else { Op::Get };
@@ -418,7 +427,7 @@ impl SessionWorkload {
         let req = self.actors[i].ready.clone().expect("a READY request");
         match self.server.ready(&req) {
             Ok(ReadyStart::Pending(t)) => {
-                let now = self.sim.now();
+                let now = self.now();
                 let slow_delay = self.cfg.slow_delay;
                 let a = &mut self.actors[i];
                 let x = a.xfer.as_mut().expect("a transfer");
@@ -450,7 +459,7 @@ impl SessionWorkload {
             Err(RcError::Limit(_)) => {
                 self.stats.refused += 1;
                 let a = &mut self.actors[i];
-                a.wake = self.sim.now() + Duration::from_micros(200);
+                a.wake = self.server.transport().now() + Duration::from_micros(200);
                 a.phase = Phase::Backoff;
             }
             Err(e) => {
@@ -564,19 +573,19 @@ impl SessionWorkload {
             x.map(|x| x.op),
             a.behaviour,
             a.object.len(),
-            self.sim.now(),
+            self.now(),
             x.map(|x| x.busy_retries)
         )
     }
 
     /// Lets every deadline pass and the reaper run (after the fabric healed).
-    pub fn settle(&mut self) {
+    pub fn settle(&mut self, fabric: &mut impl Fabric) {
         let horizon = self.cfg.server.t_prep.max(self.cfg.server.t_exec) * 2 + Duration::from_millis(1);
-        let until = self.sim.now() + horizon;
-        while self.sim.now() < until {
+        let until = fabric.now() + horizon;
+        while fabric.now() < until {
             self.server.progress();
-            let next = self.sim.next_event_at().unwrap_or(until).min(until);
-            self.sim.run_until(next.max(self.sim.now() + Duration::from_micros(100)).min(until));
+            let next = fabric.next_event_at().unwrap_or(until).min(until);
+            fabric.run_until(next.max(fabric.now() + Duration::from_micros(100)).min(until));
         }
         self.server.progress();
         self.server.reap();
@@ -612,120 +621,5 @@ impl SessionWorkload {
             bad.push("not every client finished".into());
         }
         bad
-    }
-
-    /// Live verbs objects of the server node (PDs, CQs, QPs, MRs).
-    pub fn server_objects(&self) -> usize {
-        self.sim.node_objects(self.server_node)
-    }
-}
-
-/// One session server and one client on two nodes (server 10.0.0.1,
-/// client 10.0.0.2), running one session at a time from PREPARE to reaped:
-/// what the sessions-per-second benchmark (`benches/rcsession.rs`) and the
-/// instruction count per session (`examples/session_cost.rs`) measure.
-#[derive(Debug)]
-pub struct SessionPair {
-    pub sim: Sim,
-    pub server: SessionManager<SimTransport, ChaCha8Rng>,
-    pub client: RcClient<SimTransport>,
-    principal: PrincipalId,
-    sessions: u64,
-    got: Vec<u8>,
-}
-
-impl SessionPair {
-    /// A pair whose client region holds objects up to `capacity` bytes.
-    pub fn new(seed: u64, capacity: u64) -> Result<Self, String> {
-        let sim = Sim::new(seed);
-        let node = |name: &str, ip: [u8; 4]| {
-            sim.add_node(NodeConfig::new(name, std::net::Ipv4Addr::from(ip))).map_err(|e| e.to_string())
-        };
-        let (s, c) = (node("server", [10, 0, 0, 1])?, node("client", [10, 0, 0, 2])?);
-        let server = SessionManager::new(sim.transport(s), ChaCha8Rng::seed_from_u64(seed), ServerConfig::default())
-            .map_err(|e| e.to_string())?;
-        let client = RcClient::new(sim.transport(c), ClientConfig { capacity, ..ClientConfig::default() })
-            .map_err(|e| e.to_string())?;
-        Ok(SessionPair {
-            sim,
-            server,
-            client,
-            principal: PrincipalId::from_credentials("bench", "secret"),
-            sessions: 0,
-            got: vec![0; capacity as usize],
-        })
-    }
-
-    /// Sessions run so far.
-    pub fn sessions(&self) -> u64 {
-        self.sessions
-    }
-
-    /// One session: PREPARE (a GET stages `object`), the client connects,
-    /// READY, the data phase, the client's completion, the final step (GET)
-    /// or the commit (PUT, whose received bytes are compared with
-    /// `object`), and the reaper. Errors describe the failing step.
-    pub fn transfer(&mut self, op: Op, object: &[u8]) -> Result<(), String> {
-        let n = self.sessions;
-        self.sessions += 1;
-        let size = object.len() as u64;
-        let (mut x, req) = self
-            .client
-            .begin(self.principal, op, "/bench/object", size, (n as u32).wrapping_mul(7919) + 1, n as u32 | 1)
-            .map_err(|e| format!("begin: {e}"))?;
-        if op == Op::Put {
-            self.client.write_payload(object).map_err(|e| format!("write_payload: {e}"))?;
-        }
-        let reply = match op {
-            Op::Get => prepare_get(&mut self.server, &req, object, "etag"),
-            Op::Put => prepare_put(&mut self.server, &req),
-        }
-        .map_err(|e| format!("PREPARE: {e}"))?;
-        let ready = self.client.connect(&mut x, &reply, true).map_err(|e| format!("connect: {e}"))?;
-        let ticket = match self.server.ready(&ready).map_err(|e| format!("READY: {e}"))? {
-            ReadyStart::Pending(t) => t,
-            ReadyStart::Done => return Err("READY moved no data".into()),
-        };
-        match op {
-            Op::Put => self.client.start_put(&mut x).map_err(|e| format!("start_put: {e}"))?,
-            Op::Get => self.client.ready_sent(&mut x),
-        }
-        let outcome = loop {
-            self.server.progress();
-            if let Some(r) = self.server.take_ready(ticket) {
-                break r.map_err(|e| format!("READY result: {e}"))?.outcome;
-            }
-            let (cqs, next) = self.server.wait_set();
-            self.server.transport_mut().wait(&cqs, next).map_err(|e| format!("wait: {e}"))?;
-        };
-        if outcome != ReadyOutcome::Ok {
-            return Err(format!("READY answered {outcome:?}"));
-        }
-        match op {
-            Op::Get => {
-                while self.client.poll(&mut x).map_err(|e| format!("client: {e}"))?.is_none() {
-                    let cq = self.client.cq();
-                    let until = self.sim.now() + Duration::from_millis(1);
-                    self.client.transport_mut().wait(&[cq], until).map_err(|e| format!("wait: {e}"))?;
-                }
-                complete_get(&mut self.server, &reply.session).map_err(|e| format!("finish_final: {e}"))?;
-                let got = &mut self.got[..object.len()];
-                self.client.read_payload(got).map_err(|e| format!("read_payload: {e}"))?;
-                if got != object {
-                    return Err(format!("session {n}: the GET's bytes differ from the object"));
-                }
-            }
-            Op::Put => {
-                let data = complete_put(&mut self.server, &reply.session).map_err(|e| format!("commit: {e}"))?;
-                if data != object {
-                    return Err(format!("session {n}: the PUT's bytes differ from the object"));
-                }
-            }
-        }
-        self.server.reap();
-        if self.server.usage().sessions != 0 {
-            return Err(format!("session {n} was not reaped: {:?}", self.server.sessions()));
-        }
-        Ok(())
     }
 }

@@ -1,0 +1,348 @@
+//! What the target does with a command once its data is in: Fabrics
+//! Connect, properties, Identify, features, Keep Alive, the discovery log,
+//! and Read / Write / Flush on the in-memory namespaces.
+
+use super::*;
+
+impl NvmeTarget {
+    /// Executes the command of `slot` (its inbound data in `data`).
+    pub(super) fn execute<T: Transport>(
+        &mut self,
+        t: &mut T,
+        key: u64,
+        slot: usize,
+        data: &[u8],
+    ) -> Result<(), TargetError> {
+        let (qid, cntlid, cmd) = {
+            let q = &self.queues[&key];
+            (q.qid, q.cntlid, q.slots[slot].cmd.expect("set before execute"))
+        };
+        let ok = Status::SUCCESS;
+        let invalid_field = Status::new(SCT_GENERIC, SC_INVALID_FIELD, true);
+        if let NvmeCommand::Connect { qid: cqid, sqsize, kato_ms, .. } = cmd {
+            return self.connect(t, key, slot, cqid, sqsize, kato_ms, data);
+        }
+        let Some(cntlid) = cntlid else {
+            // Nothing but Connect before Connect: command sequence error.
+            return self.respond(t, key, slot, Status::new(SCT_GENERIC, 0x0C, true), 0);
+        };
+        let now = t.now();
+        let Some(ctrl) = self.controllers.get_mut(&cntlid) else {
+            return self.respond(t, key, slot, Status::new(SCT_GENERIC, SC_INTERNAL, true), 0);
+        };
+        // Any command counts as traffic for the keep-alive timer (TBKAS
+        // aside, nvmet resets it on every command).
+        ctrl.last_keep_alive = now;
+        let ready = ctrl.ready_at.is_some_and(|r| now >= r) && ctrl.cc & CC_ENABLE != 0;
+        match cmd {
+            NvmeCommand::PropertyGet { size, offset } => {
+                let value = match (offset, size) {
+                    (REG_CAP, PropSize::Eight) => Cap::build(self.cfg.mqes, self.cfg.cap_to, 1 | 1 << 6, 0, 0).0,
+                    (REG_VS, PropSize::Four) => 0x0001_0300,
+                    (REG_CC, PropSize::Four) => ctrl.cc as u64,
+                    (REG_CSTS, PropSize::Four) => {
+                        let shst = if ctrl.cc & CC_SHN_NORMAL != 0 { CSTS_SHST_COMPLETE } else { 0 };
+                        (ready as u32 | shst) as u64
+                    }
+                    _ => return self.respond(t, key, slot, invalid_field, 0),
+                };
+                self.respond(t, key, slot, ok, value)
+            }
+            NvmeCommand::PropertySet { size: PropSize::Four, offset: REG_CC, value } => {
+                let value = value as u32;
+                if value & CC_ENABLE != 0 && ctrl.cc & CC_ENABLE == 0 {
+                    ctrl.ready_at = Some(now + self.cfg.ready_delay);
+                } else if value & CC_ENABLE == 0 {
+                    ctrl.ready_at = None;
+                }
+                ctrl.cc = value;
+                self.respond(t, key, slot, ok, 0)
+            }
+            NvmeCommand::PropertySet { .. } => self.respond(t, key, slot, invalid_field, 0),
+            _ if !ready => self.respond(t, key, slot, Status::new(SCT_GENERIC, 0x0C, true), 0),
+            NvmeCommand::Identify { cns, nsid, sgl, .. } => {
+                let subsystem = ctrl.subsystem;
+                let bytes = match (cns, subsystem) {
+                    (CNS_CONTROLLER, _) => Some(self.identify_controller(cntlid, subsystem).to_vec()),
+                    (CNS_NAMESPACE, Some(s)) => self.subsystems[s]
+                        .namespaces
+                        .iter()
+                        .find(|n| n.cfg.nsid == nsid)
+                        .map(|n| identify_namespace(&n.cfg).to_vec()),
+                    (CNS_ACTIVE_NAMESPACES, Some(s)) => {
+                        let mut list = vec![0u8; IDENTIFY_LEN];
+                        let mut ids: Vec<u32> =
+                            self.subsystems[s].namespaces.iter().map(|n| n.cfg.nsid).filter(|&id| id > nsid).collect();
+                        ids.sort_unstable();
+                        for (i, id) in ids.iter().take(1024).enumerate() {
+                            list[4 * i..4 * i + 4].copy_from_slice(&id.to_le_bytes());
+                        }
+                        Some(list)
+                    }
+                    _ => return self.respond(t, key, slot, invalid_field, 0),
+                };
+                match bytes {
+                    Some(b) => self.respond_with_data(t, key, slot, sgl, &b, 0),
+                    None => self.respond(t, key, slot, Status::new(SCT_GENERIC, SC_INVALID_NAMESPACE, true), 0),
+                }
+            }
+            NvmeCommand::SetFeatures { fid: FEAT_NUMBER_OF_QUEUES, value, .. } => {
+                let want = (value as u16).max((value >> 16) as u16).saturating_add(1);
+                let got = want.min(self.cfg.max_io_queues);
+                ctrl.io_queues = got;
+                let n = (got - 1) as u64;
+                self.respond(t, key, slot, ok, n | n << 16)
+            }
+            NvmeCommand::SetFeatures { fid: FEAT_KEEP_ALIVE_TIMER, value, .. } => {
+                ctrl.kato = Duration::from_millis(value as u64);
+                self.respond(t, key, slot, ok, 0)
+            }
+            NvmeCommand::GetFeatures { fid: FEAT_KEEP_ALIVE_TIMER, .. } => {
+                let v = ctrl.kato.as_millis() as u64;
+                self.respond(t, key, slot, ok, v)
+            }
+            NvmeCommand::SetFeatures { .. } | NvmeCommand::GetFeatures { .. } => {
+                self.respond(t, key, slot, invalid_field, 0)
+            }
+            NvmeCommand::KeepAlive => {
+                self.stats.keep_alives += 1;
+                self.respond(t, key, slot, ok, 0)
+            }
+            NvmeCommand::AsyncEvent => {
+                // Held, as nvmet holds AERs until an event happens.
+                Ok(())
+            }
+            NvmeCommand::GetLogPage { lid: LID_DISCOVERY, len, offset, sgl, .. } if ctrl.subsystem.is_none() => {
+                let page = self.discovery_log();
+                let start = (offset as usize).min(page.len());
+                let mut out = page[start..].to_vec();
+                out.resize(len as usize, 0);
+                self.respond_with_data(t, key, slot, sgl, &out, 0)
+            }
+            NvmeCommand::GetLogPage { .. } => self.respond(t, key, slot, invalid_field, 0),
+            NvmeCommand::Read { nsid, slba, blocks, sgl } | NvmeCommand::Write { nsid, slba, blocks, sgl } => {
+                let write = matches!(cmd, NvmeCommand::Write { .. });
+                let Some(s) = ctrl.subsystem else {
+                    return self.respond(t, key, slot, Status::new(SCT_GENERIC, SC_INVALID_OPCODE, true), 0);
+                };
+                let _ = qid;
+                let max = self.cfg.max_transfer();
+                let Some(ns) = self.subsystems[s].namespaces.iter_mut().find(|n| n.cfg.nsid == nsid) else {
+                    return self.respond(t, key, slot, Status::new(SCT_GENERIC, SC_INVALID_NAMESPACE, true), 0);
+                };
+                let lba = ns.cfg.lba_size as u64;
+                if slba.checked_add(blocks as u64).is_none_or(|end| end > ns.cfg.blocks) {
+                    return self.respond(t, key, slot, Status::new(SCT_GENERIC, SC_LBA_OUT_OF_RANGE, true), 0);
+                }
+                let len = blocks as u64 * lba;
+                if len > max {
+                    return self.respond(t, key, slot, invalid_field, 0);
+                }
+                if sgl.len() as u64 != len {
+                    return self.respond(t, key, slot, Status::new(SCT_GENERIC, SC_SGL_INVALID_DATA_LENGTH, true), 0);
+                }
+                let at = (slba * lba) as usize;
+                if write {
+                    for b in 0..blocks as u64 {
+                        let off = at + (b * lba) as usize;
+                        ns.undo.entry(slba + b).or_insert_with(|| ns.data[off..off + lba as usize].to_vec());
+                    }
+                    ns.data[at..at + len as usize].copy_from_slice(&data[..len as usize]);
+                    self.stats.writes += 1;
+                    self.stats.bytes_written += len;
+                    self.respond(t, key, slot, ok, 0)
+                } else {
+                    let bytes = ns.data[at..at + len as usize].to_vec();
+                    self.stats.reads += 1;
+                    self.stats.bytes_read += len;
+                    self.respond_with_data(t, key, slot, sgl, &bytes, 0)
+                }
+            }
+            NvmeCommand::Flush { nsid } => {
+                let Some(s) = ctrl.subsystem else {
+                    return self.respond(t, key, slot, Status::new(SCT_GENERIC, SC_INVALID_OPCODE, true), 0);
+                };
+                let all = nsid == u32::MAX;
+                let mut found = false;
+                for ns in self.subsystems[s].namespaces.iter_mut().filter(|n| all || n.cfg.nsid == nsid) {
+                    ns.undo.clear();
+                    found = true;
+                }
+                if !found {
+                    return self.respond(t, key, slot, Status::new(SCT_GENERIC, SC_INVALID_NAMESPACE, true), 0);
+                }
+                self.stats.flushes += 1;
+                self.respond(t, key, slot, ok, 0)
+            }
+            NvmeCommand::Connect { .. } | NvmeCommand::Disconnect => self.respond(t, key, slot, ok, 0),
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn connect<T: Transport>(
+        &mut self,
+        t: &mut T,
+        key: u64,
+        slot: usize,
+        qid: u16,
+        sqsize: u16,
+        kato_ms: u32,
+        data: &[u8],
+    ) -> Result<(), TargetError> {
+        let invalid = |offset: u16| {
+            (
+                Status::new(SCT_COMMAND_SPECIFIC, SC_CONNECT_INVALID_PARAMETERS, true),
+                InvalidParameter::data_dw0(offset) as u64,
+            )
+        };
+        let q = &self.queues[&key];
+        if q.cntlid.is_some() {
+            return self.respond(t, key, slot, Status::new(SCT_GENERIC, 0x0C, true), 0);
+        }
+        if qid != q.qid {
+            return self.respond(
+                t,
+                key,
+                slot,
+                Status::new(SCT_COMMAND_SPECIFIC, SC_CONNECT_INVALID_PARAMETERS, true),
+                42,
+            );
+        }
+        if sqsize == 0 || sqsize >= q.depth {
+            return self.respond(
+                t,
+                key,
+                slot,
+                Status::new(SCT_COMMAND_SPECIFIC, SC_CONNECT_INVALID_PARAMETERS, true),
+                44,
+            );
+        }
+        let d = match ConnectData::decode(data) {
+            Ok(d) => d,
+            Err(ProtocolError::Field { field: "subnqn", .. }) => {
+                let (s, r) = invalid(256);
+                return self.respond(t, key, slot, s, r);
+            }
+            Err(_) => {
+                let (s, r) = invalid(512);
+                return self.respond(t, key, slot, s, r);
+            }
+        };
+        let subsystem = if d.subnqn.as_str() == DISCOVERY_NQN && self.cfg.discovery {
+            None
+        } else {
+            match self.subsystems.iter().position(|s| s.nqn == d.subnqn.as_str()) {
+                Some(i) => Some(i),
+                None => {
+                    let (s, r) = invalid(256);
+                    return self.respond(t, key, slot, s, r);
+                }
+            }
+        };
+        let now = t.now();
+        let cntlid = if qid == 0 {
+            if d.cntlid != CNTLID_DYNAMIC {
+                let (s, r) = invalid(16);
+                return self.respond(t, key, slot, s, r);
+            }
+            let c = self.next_cntlid;
+            self.next_cntlid = self.next_cntlid % 0xFFEF + 1;
+            self.controllers.insert(
+                c,
+                Controller {
+                    subsystem,
+                    cc: 0,
+                    ready_at: None,
+                    kato: Duration::from_millis(kato_ms as u64),
+                    last_keep_alive: now,
+                    io_queues: 0,
+                },
+            );
+            c
+        } else {
+            let Some(c) = self.controllers.get(&d.cntlid) else {
+                let (s, r) = invalid(16);
+                return self.respond(t, key, slot, s, r);
+            };
+            if c.subsystem != subsystem {
+                let (s, r) = invalid(256);
+                return self.respond(t, key, slot, s, r);
+            }
+            if qid > c.io_queues {
+                return self.respond(
+                    t,
+                    key,
+                    slot,
+                    Status::new(SCT_COMMAND_SPECIFIC, SC_CONNECT_INVALID_PARAMETERS, true),
+                    42,
+                );
+            }
+            d.cntlid
+        };
+        self.queues.get_mut(&key).expect("present").cntlid = Some(cntlid);
+        let auth = if self.cfg.require_auth { 1u64 << 17 } else { 0 };
+        self.respond(t, key, slot, Status::SUCCESS, cntlid as u64 | auth)
+    }
+
+    pub(super) fn identify_controller(&self, cntlid: u16, subsystem: Option<usize>) -> Box<[u8; IDENTIFY_LEN]> {
+        let discovery = subsystem.is_none();
+        ControllerInfo {
+            vid: 0,
+            serial: format!("rctbsim{:04x}", cntlid),
+            model: "rctb simulated target".into(),
+            firmware: "rctb-0.1".into(),
+            mdts: if discovery { 0 } else { self.cfg.mdts },
+            cntlid,
+            version: 0x0001_0300,
+            cntrltype: if discovery { CNTRLTYPE_DISCOVERY } else { CNTRLTYPE_IO },
+            kas: self.cfg.kas,
+            maxcmd: self.cfg.maxcmd,
+            nn: subsystem.map_or(0, |s| self.subsystems[s].namespaces.iter().map(|n| n.cfg.nsid).max().unwrap_or(0)),
+            sgls: SGLS_SUPPORTED | SGLS_KEYED | SGLS_OFFSET,
+            subnqn: subsystem.map_or(DISCOVERY_NQN.to_string(), |s| self.subsystems[s].nqn.clone()),
+            ioccsz: if discovery { 0 } else { self.cfg.ioccsz },
+            iorcsz: if discovery { 0 } else { 1 },
+            icdoff: 0,
+            fcatt: 0,
+            msdbd: 1,
+        }
+        .encode()
+    }
+
+    pub(super) fn discovery_log(&self) -> Vec<u8> {
+        let entry = |subtype, nqn: &str| DiscoveryEntry {
+            trtype: TRTYPE_RDMA,
+            adrfam: ADRFAM_IPV4,
+            subtype,
+            treq: 0,
+            portid: 1,
+            cntlid: CNTLID_DYNAMIC,
+            asqsz: ADMIN_QUEUE_DEPTH,
+            eflags: 0,
+            trsvcid: self.cfg.port.to_string(),
+            subnqn: nqn.into(),
+            traddr: self.ip.to_string(),
+            rdma_qptype: 1,
+            rdma_prtype: 1,
+            rdma_cms: 1,
+            rdma_pkey: 0,
+        };
+        let mut entries = vec![entry(SUBTYPE_CURRENT_DISCOVERY, DISCOVERY_NQN)];
+        entries.extend(self.subsystems.iter().map(|s| entry(SUBTYPE_NVME, &s.nqn)));
+        DiscoveryLog { header: DiscoveryLogHeader { genctr: 1, numrec: entries.len() as u64, recfmt: 0 }, entries }
+            .encode()
+    }
+}
+
+fn identify_namespace(n: &NamespaceConfig) -> Box<[u8; IDENTIFY_LEN]> {
+    NamespaceInfo {
+        nsid: n.nsid,
+        nsze: n.blocks,
+        ncap: n.blocks,
+        nuse: n.blocks,
+        nsfeat: 0,
+        flbas: 0,
+        formats: vec![LbaFormat { ms: 0, lbads: n.lba_size.trailing_zeros() as u8, rp: 0 }],
+    }
+    .encode()
+}

@@ -1,0 +1,148 @@
+//! The target's configuration, the faults a test sets, what it counts, and
+//! its local errors.
+
+use rctb_core::nvmeof::protocol::*;
+use rctb_core::time::Duration;
+use rctb_core::transport::InvalidValue;
+use thiserror::Error;
+
+use rctb_core::transport::TransportError;
+
+/// One namespace of a subsystem.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NamespaceConfig {
+    pub nsid: u32,
+    /// 512 or 4096 (any power of two 512..=65536 works).
+    pub lba_size: u32,
+    pub blocks: u64,
+}
+
+/// One NVM subsystem.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SubsystemConfig {
+    pub nqn: String,
+    pub namespaces: Vec<NamespaceConfig>,
+}
+
+/// The target's configuration.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TargetConfig {
+    pub port: u16,
+    pub subsystems: Vec<SubsystemConfig>,
+    /// Serve the discovery subsystem too.
+    pub discovery: bool,
+    /// MDTS as a power of two of 4 KiB pages (1..=12; the model stages data).
+    pub mdts: u8,
+    /// CAP.MQES: largest I/O queue, 0's based.
+    pub mqes: u16,
+    pub maxcmd: u16,
+    /// I/O command capsule size in 16-byte units (4 = no in-capsule data).
+    pub ioccsz: u32,
+    /// CAP.TO in 500 ms units.
+    pub cap_to: u8,
+    /// Time from CC.EN = 1 to CSTS.RDY = 1.
+    pub ready_delay: Duration,
+    /// I/O queues a controller may create.
+    pub max_io_queues: u16,
+    /// Keep-alive granularity reported (KAS, 100 ms units).
+    pub kas: u16,
+    /// Answer Connect with "authentication required" (AUTHREQ in DW0), as
+    /// a target with DH-HMAC-CHAP configured does.
+    pub require_auth: bool,
+}
+
+impl TargetConfig {
+    /// One subsystem `nqn` with a 512-byte and a 4096-byte namespace.
+    pub fn new(nqn: &str) -> Self {
+        TargetConfig {
+            port: NVME_RDMA_PORT,
+            subsystems: vec![SubsystemConfig {
+                nqn: nqn.into(),
+                namespaces: vec![
+                    NamespaceConfig { nsid: 1, lba_size: 512, blocks: 8192 },
+                    NamespaceConfig { nsid: 2, lba_size: 4096, blocks: 1024 },
+                ],
+            }],
+            discovery: true,
+            mdts: 5,
+            mqes: 127,
+            maxcmd: 128,
+            ioccsz: 4 + 4096 / 16,
+            cap_to: 15,
+            ready_delay: Duration::from_millis(20),
+            max_io_queues: 4,
+            kas: 10,
+            require_auth: false,
+        }
+    }
+
+    pub(super) fn validate(&self) -> Result<(), InvalidValue> {
+        if !(1..=12).contains(&self.mdts) {
+            return Err(InvalidValue::new(
+                "mdts",
+                self.mdts.into(),
+                "the model needs 1..=12 (it stages whole transfers)",
+            ));
+        }
+        if self.mqes == 0 {
+            return Err(InvalidValue::new("mqes", 0, "at least 1 (a queue of 2)"));
+        }
+        if self.ioccsz < 4 {
+            return Err(InvalidValue::new("ioccsz", self.ioccsz.into(), "at least 4 (the 64-byte command)"));
+        }
+        for s in &self.subsystems {
+            for ns in &s.namespaces {
+                if !ns.lba_size.is_power_of_two() || !(512..=65536).contains(&ns.lba_size) {
+                    return Err(InvalidValue::new("lba_size", ns.lba_size.into(), "a power of two, 512..=65536"));
+                }
+                if ns.nsid == 0 || ns.blocks == 0 {
+                    return Err(InvalidValue::new("nsid/blocks", ns.nsid.into(), "nsid and blocks must be non-zero"));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    #[inline]
+    pub(super) fn max_transfer(&self) -> u64 {
+        max_transfer(4096, self.mdts)
+    }
+}
+
+/// Faults the test controls.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TargetFaults {
+    /// Every response waits this long after the command finished.
+    pub response_delay: Duration,
+    /// The next this many responses are not sent (commands still execute).
+    pub drop_responses: u32,
+    /// The next this many responses name a command id nobody sent.
+    pub wrong_cid_responses: u32,
+}
+
+/// What the target counted.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TargetStats {
+    pub commands: u64,
+    pub errors: u64,
+    pub reads: u64,
+    pub writes: u64,
+    pub flushes: u64,
+    pub bytes_read: u64,
+    pub bytes_written: u64,
+    pub in_capsule_writes: u64,
+    pub dropped_responses: u64,
+    pub keep_alives: u64,
+    pub crashes: u64,
+    pub rejected_connects: u64,
+    pub connections: u64,
+}
+
+/// Local failures of the model (transport misuse, not host errors).
+#[derive(Clone, Debug, PartialEq, Eq, Error)]
+pub enum TargetError {
+    #[error("target config: {0}")]
+    Config(#[from] InvalidValue),
+    #[error(transparent)]
+    Transport(#[from] TransportError),
+}

@@ -1,0 +1,342 @@
+//! A model of an NVMe-oF/RDMA target (the Linux nvmet-rdma target as the
+//! host sees it), with in-memory namespaces, generic over
+//! [`rctb_core::Transport`].
+//!
+//! Contract: [`NvmeTarget::new`] checks the configuration (a typed
+//! [`TargetError::Config`] naming the field); then the owner calls
+//! [`NvmeTarget::run`] with the target node's transport whenever something
+//! may have happened there (CM events, completions) and at the latest at
+//! the instant `run` returned. `run` never blocks and never waits: it
+//! handles what is pending and says when it next needs to run. On the
+//! simulator the owner is an actor (`sim.add_actor`), so the target answers
+//! while an initiator on the same thread blocks in `wait`; a test loop or a
+//! real backend calls `run` itself. Errors of the host's commands are
+//! answered on the wire with nvmet's status codes; a local failure (the
+//! transport refusing a verb) is kept in [`NvmeTarget::last_error`] and the
+//! model keeps running. [`NvmeTarget::crash`], [`NvmeTarget::restart`] and
+//! [`NvmeTarget::shutdown`] are the lifecycle faults; `shutdown` releases
+//! every verbs object the target made.
+//!
+//! What it does: listens with RDMA CM on its port and validates the NVMe/RDMA
+//! private data; serves an admin queue (Fabrics Connect, Property Get/Set of
+//! CAP/VS/CC/CSTS with CSTS.RDY a configurable time after CC.EN, Identify
+//! controller/namespace/active namespace list, Set/Get Features Number of
+//! Queues and Keep Alive Timer, Keep Alive, Get Log Page of the discovery log)
+//! and I/O queues (Read, Write, Flush moving data with RDMA READ/WRITE on the
+//! host's keyed SGLs, or in-capsule data for writes). Errors answer with the
+//! status nvmet uses: LBA out of range, invalid field, invalid opcode,
+//! invalid namespace, SGL data length, connect invalid parameters with the
+//! offending offset. A discovery subsystem lists every configured subsystem.
+//!
+//! Faults (for tests): a delay before every response, dropping the next
+//! responses (the command still executes), and crash / restart (every
+//! connection torn down, controllers forgotten, unflushed writes lost).
+//!
+//! What it does not model: reservations, multiple controllers per host
+//! ordering rules, authentication, asynchronous events (AERs are held and
+//! never completed, as nvmet does until something happens), SGL lists.
+
+use std::collections::BTreeMap;
+use std::net::Ipv4Addr;
+
+use rctb_core::nvmeof::protocol::Completion;
+use rctb_core::nvmeof::protocol::*;
+use rctb_core::time::{Duration, Instant};
+use rctb_core::transport::*;
+
+mod commands;
+mod config;
+mod queues;
+
+pub use config::{NamespaceConfig, SubsystemConfig, TargetConfig, TargetError, TargetFaults, TargetStats};
+
+struct Namespace {
+    cfg: NamespaceConfig,
+    data: Vec<u8>,
+    /// Blocks written since the last flush, with their previous contents:
+    /// a crash puts them back (a volatile write cache).
+    undo: BTreeMap<u64, Vec<u8>>,
+}
+
+struct Subsystem {
+    nqn: String,
+    namespaces: Vec<Namespace>,
+}
+
+struct Controller {
+    /// Index into `subsystems`, or `None` for the discovery controller.
+    subsystem: Option<usize>,
+    cc: u32,
+    ready_at: Option<Instant>,
+    kato: Duration,
+    last_keep_alive: Instant,
+    io_queues: u16,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum SlotState {
+    Free,
+    /// Waiting for the RDMA READ of the command's data.
+    Reading,
+    /// Waiting for `at` to send the response.
+    Delayed,
+    /// The response SEND is posted.
+    Responding,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Slot {
+    state: SlotState,
+    cid: u16,
+    cmd: Option<NvmeCommand>,
+    response: Completion,
+    at: Instant,
+}
+
+struct Queue {
+    conn: ConnId,
+    qp: QpId,
+    cq: CqId,
+    qid: u16,
+    depth: u16,
+    cntlid: Option<u16>,
+    capsule_len: u64,
+    /// Receive buffers (depth x capsule), response buffers (depth x 16),
+    /// staging (depth x max transfer).
+    recv_mr: MrInfo,
+    rsp_mr: MrInfo,
+    data_mr: MrInfo,
+    slots: Vec<Slot>,
+    sq_head: u16,
+    established: bool,
+}
+
+// wr_id = kind << 56 | queue key << 16 | slot.
+const WR_RECV: u64 = 1;
+const WR_READ: u64 = 2;
+const WR_WRITE: u64 = 3;
+const WR_SEND: u64 = 4;
+
+#[inline]
+fn wr_id(kind: u64, key: u64, slot: usize) -> u64 {
+    kind << 56 | key << 16 | slot as u64
+}
+
+/// The NVMe-oF target model. On the simulator, share it and register a
+/// closure over it as an actor of its node
+/// (`sim.add_actor(node, Box::new(move |t: &mut SimTransport| target.borrow_mut().run(t)))`);
+/// elsewhere call [`NvmeTarget::run`] from the owner's loop.
+pub struct NvmeTarget {
+    cfg: TargetConfig,
+    ip: Ipv4Addr,
+    subsystems: Vec<Subsystem>,
+    pd: Option<PdId>,
+    listener: Option<ListenId>,
+    /// Connections accepted, by a key used in wr_ids.
+    queues: BTreeMap<u64, Queue>,
+    by_conn: BTreeMap<ConnId, u64>,
+    next_key: u64,
+    controllers: BTreeMap<u16, Controller>,
+    next_cntlid: u16,
+    faults: TargetFaults,
+    stats: TargetStats,
+    up: bool,
+    scratch: Vec<rctb_core::transport::Completion>,
+    /// The first local failure (the model keeps running).
+    pub last_error: Option<TargetError>,
+}
+
+impl std::fmt::Debug for NvmeTarget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NvmeTarget")
+            .field("ip", &self.ip)
+            .field("queues", &self.queues.len())
+            .field("controllers", &self.controllers.len())
+            .field("stats", &self.stats)
+            .finish_non_exhaustive()
+    }
+}
+
+impl NvmeTarget {
+    /// A target at `ip` (its node's address, which the discovery log gives).
+    pub fn new(cfg: TargetConfig, ip: Ipv4Addr) -> Result<Self, TargetError> {
+        cfg.validate()?;
+        let subsystems = cfg
+            .subsystems
+            .iter()
+            .map(|s| Subsystem {
+                nqn: s.nqn.clone(),
+                namespaces: s
+                    .namespaces
+                    .iter()
+                    .map(|n| Namespace {
+                        cfg: n.clone(),
+                        data: vec![0; (n.blocks * n.lba_size as u64) as usize],
+                        undo: BTreeMap::new(),
+                    })
+                    .collect(),
+            })
+            .collect();
+        Ok(NvmeTarget {
+            cfg,
+            ip,
+            subsystems,
+            pd: None,
+            listener: None,
+            queues: BTreeMap::new(),
+            by_conn: BTreeMap::new(),
+            next_key: 1,
+            controllers: BTreeMap::new(),
+            next_cntlid: 1,
+            faults: TargetFaults::default(),
+            stats: TargetStats::default(),
+            up: true,
+            scratch: Vec::new(),
+            last_error: None,
+        })
+    }
+
+    pub fn config(&self) -> &TargetConfig {
+        &self.cfg
+    }
+    pub fn stats(&self) -> TargetStats {
+        self.stats
+    }
+    pub fn faults(&self) -> TargetFaults {
+        self.faults
+    }
+    pub fn faults_mut(&mut self) -> &mut TargetFaults {
+        &mut self.faults
+    }
+
+    /// The bytes of namespace `nsid` of subsystem `nqn`.
+    pub fn namespace_data(&self, nqn: &str, nsid: u32) -> Option<&[u8]> {
+        let s = self.subsystems.iter().find(|s| s.nqn == nqn)?;
+        s.namespaces.iter().find(|n| n.cfg.nsid == nsid).map(|n| &n.data[..])
+    }
+
+    /// Mutable bytes of a namespace (to preload known content).
+    pub fn namespace_data_mut(&mut self, nqn: &str, nsid: u32) -> Option<&mut [u8]> {
+        let s = self.subsystems.iter_mut().find(|s| s.nqn == nqn)?;
+        s.namespaces.iter_mut().find(|n| n.cfg.nsid == nsid).map(|n| &mut n.data[..])
+    }
+
+    /// Live queues (admin and I/O).
+    pub fn queue_count(&self) -> usize {
+        self.queues.len()
+    }
+
+    /// Crashes: every connection is torn down, controllers forgotten,
+    /// writes not flushed are lost, and nothing listens until [`restart`].
+    ///
+    /// [`restart`]: NvmeTarget::restart
+    pub fn crash<T: Transport>(&mut self, t: &mut T) {
+        self.stats.crashes += 1;
+        self.up = false;
+        for key in self.queues.keys().copied().collect::<Vec<_>>() {
+            self.destroy_queue(t, key);
+        }
+        if let Some(l) = self.listener.take() {
+            let _ = t.cm_close_listener(l);
+        }
+        self.controllers.clear();
+        for s in &mut self.subsystems {
+            for ns in &mut s.namespaces {
+                let lba = ns.cfg.lba_size as usize;
+                for (block, old) in std::mem::take(&mut ns.undo) {
+                    let at = block as usize * lba;
+                    ns.data[at..at + lba].copy_from_slice(&old);
+                }
+            }
+        }
+    }
+
+    /// Stops for good: every connection torn down, the listener closed and
+    /// the PD released (nothing of the target stays allocated). Data stays
+    /// readable through [`NvmeTarget::namespace_data`].
+    pub fn shutdown<T: Transport>(&mut self, t: &mut T) {
+        self.up = false;
+        for key in self.queues.keys().copied().collect::<Vec<_>>() {
+            self.destroy_queue(t, key);
+        }
+        if let Some(l) = self.listener.take() {
+            let _ = t.cm_close_listener(l);
+        }
+        self.controllers.clear();
+        if let Some(pd) = self.pd.take() {
+            let _ = t.dealloc_pd(pd);
+        }
+    }
+
+    /// Comes back after a crash and listens again at once (as an actor it
+    /// would otherwise only listen on its next run).
+    pub fn restart<T: Transport>(&mut self, t: &mut T) {
+        self.up = true;
+        let _ = self.run(t);
+    }
+
+    /// Whether the target is up (not crashed).
+    pub fn is_up(&self) -> bool {
+        self.up
+    }
+
+    /// Handles everything pending: CM events, completions, delayed
+    /// responses, keep-alive expiry. Returns when it next needs to run.
+    pub fn run<T: Transport>(&mut self, t: &mut T) -> Option<Instant> {
+        if let Err(e) = self.run_inner(t) {
+            self.last_error.get_or_insert(e);
+        }
+        self.next_wake(t.now())
+    }
+
+    fn run_inner<T: Transport>(&mut self, t: &mut T) -> Result<(), TargetError> {
+        if !self.up {
+            // Drain events of a crashed target: nobody answers.
+            while let Some(ev) = t.cm_poll() {
+                if let CmEvent::ConnectRequest { conn, .. } = ev {
+                    let _ = t.cm_reject(conn, &[]);
+                    let _ = t.cm_destroy(conn);
+                }
+            }
+            return Ok(());
+        }
+        if self.pd.is_none() {
+            self.pd = Some(t.alloc_pd()?);
+        }
+        if self.listener.is_none() {
+            self.listener = Some(t.cm_listen(self.cfg.port)?);
+        }
+        while let Some(ev) = t.cm_poll() {
+            self.on_cm(t, ev)?;
+        }
+        let keys: Vec<u64> = self.queues.keys().copied().collect();
+        for key in keys {
+            self.poll_queue(t, key)?;
+        }
+        self.send_due(t)?;
+        self.expire_keep_alive(t);
+        Ok(())
+    }
+
+    fn next_wake(&self, now: Instant) -> Option<Instant> {
+        let mut next: Option<Instant> = None;
+        let mut consider = |at: Instant| {
+            if at > now {
+                next = Some(next.map_or(at, |n| n.min(at)));
+            }
+        };
+        for q in self.queues.values() {
+            for s in &q.slots {
+                if s.state == SlotState::Delayed {
+                    consider(s.at);
+                }
+            }
+        }
+        for c in self.controllers.values() {
+            if c.kato > Duration::ZERO {
+                consider(c.last_keep_alive + c.kato);
+            }
+        }
+        next
+    }
+}

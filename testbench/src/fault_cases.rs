@@ -1,0 +1,228 @@
+//! The targeted RC fault cases, written once for every backend that can
+//! put a fault on chosen packets: the RC machinery of both sides must
+//! recover exactly (PSN-gap NAK and go-back-N, duplicate requests, a lost
+//! ACK and the requester's timeout).
+//!
+//! A backend says where it puts the fault through a [`FaultPath`]: the UDP
+//! endpoint's path hook ([`crate::udp_faults`]: against kernel rxe, or
+//! between two UDP endpoints), the simulator's packet rules
+//! ([`crate::sim_faults`], in `cargo test` with a seed).
+//!
+//! Call order: [`run`] takes every case whose name contains the filter; for
+//! each, it builds the [`Endpoints`] (setup), runs the case (which calls
+//! [`FaultPath::install`] once, posts, waits with bounded deadlines and
+//! reads [`FaultPath::recovery`] before and after), then
+//! [`FaultPath::clear`] and releases every resource. A case's `Err` is
+//! why it failed; a path that cannot put the fault anywhere fails the case
+//! with its reason.
+
+use rctb_core::time::Duration;
+use rctb_core::transport::*;
+
+use rctb_conformance::{CaseResult, Endpoints, Link, completions, expect_wc, pattern, pause};
+
+/// A fault on chosen packets between `a` (the requester) and `b`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PacketFault {
+    /// Request packet number `n` (from 0) from `a` to `b` is lost, once.
+    DropRequest(u32),
+    /// Every request packet from `a` to `b` arrives twice.
+    DuplicateRequests,
+    /// The first ACK from `b` to `a` is lost.
+    DropFirstAck,
+}
+
+/// Recovery counters a backend can see; `None` where it cannot (the side
+/// that is not its own).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Recovery {
+    /// PSN sequence NAKs the requester received.
+    pub naks_received: Option<u64>,
+    /// PSN sequence NAKs the responder sent.
+    pub naks_sent: Option<u64>,
+    /// Request packets the requester sent again.
+    pub retransmitted: Option<u64>,
+    /// The requester's local ACK timeouts.
+    pub timeouts: Option<u64>,
+}
+
+/// Where a backend puts a case's [`PacketFault`].
+pub trait FaultPath<T: Transport> {
+    /// Puts `fault` on the path between `x.a` and `x.b`; `Err` says why it
+    /// cannot.
+    fn install(&mut self, x: &Endpoints<'_, T>, fault: PacketFault) -> Result<(), String>;
+    /// Packets the installed fault acted on so far.
+    fn acted(&self) -> u64;
+    /// Takes the fault away (after every case, also a failed one).
+    fn clear(&mut self, x: &Endpoints<'_, T>);
+    /// The counters now.
+    fn recovery(&self, x: &Endpoints<'_, T>) -> Recovery;
+}
+
+/// A case's body.
+pub type Case<T, P> = fn(&mut Endpoints<'_, T>, &mut P) -> Result<(), String>;
+
+/// Every case, in the order they run.
+pub fn cases<T: Transport, P: FaultPath<T>>() -> Vec<(&'static str, Case<T, P>)> {
+    vec![
+        ("faults/psn_gap_go_back_n", psn_gap as Case<T, P>),
+        ("faults/duplicate_requests", duplicates as Case<T, P>),
+        ("faults/lost_ack_timeout", lost_ack as Case<T, P>),
+    ]
+}
+
+/// Runs every case whose name contains `filter`, calling `report` as each
+/// finishes.
+pub fn run<T: Transport, P: FaultPath<T>>(
+    a: &mut T,
+    b: &mut T,
+    path: &mut P,
+    filter: &str,
+    report: &mut dyn FnMut(&CaseResult),
+) -> Vec<CaseResult> {
+    let mut results = Vec::new();
+    for (name, case) in cases::<T, P>() {
+        if !name.contains(filter) {
+            continue;
+        }
+        let failure = match Endpoints::new(&mut *a, &mut *b) {
+            Ok(mut ends) => {
+                let outcome = case(&mut ends, path);
+                path.clear(&ends);
+                match (outcome, ends.release()) {
+                    (Ok(()), Ok(())) => None,
+                    (Err(why), _) => Some(why),
+                    (Ok(()), Err(why)) => Some(format!("cleanup: {why}")),
+                }
+            }
+            Err(why) => Some(format!("setup: {why}")),
+        };
+        let result = CaseResult { name: name.to_string(), failure };
+        report(&result);
+        results.push(result);
+    }
+    results
+}
+
+fn e(what: &str, err: TransportError) -> String {
+    format!("{what}: {err}")
+}
+
+/// Whether a counter the path can see moved (`None`: it cannot see it).
+fn moved(before: Option<u64>, after: Option<u64>) -> Option<bool> {
+    Some(after? != before?)
+}
+
+/// A WRITE of 3 MTU + 5 bytes loses its second packet once: the responder
+/// NAKs the PSN gap, the requester goes back to it, the data arrives intact.
+fn psn_gap<T: Transport, P: FaultPath<T>>(x: &mut Endpoints<'_, T>, path: &mut P) -> Result<(), String> {
+    let len = 3 * x.path_mtu().bytes() + 5;
+    let src = x.mr(true, len as u64, Access::LOCAL_WRITE)?;
+    let dst = x.mr(false, len as u64, Access::LOCAL_WRITE | Access::REMOTE_WRITE)?;
+    let pair = x.connect(Link::default())?;
+    let data = pattern(71, len as usize);
+    x.a.mr_write(src.id, 0, &data).map_err(|er| e("mr_write", er))?;
+    let before = path.recovery(x);
+    path.install(x, PacketFault::DropRequest(1))?;
+    let sge = [Sge::new(src.id, 0, len)];
+    x.a.post_send(pair.a.id, &SendWr::new(1, SendOp::Write { remote: dst.remote(0) }, &sge))
+        .map_err(|er| e("post_send", er))?;
+    let wcs = completions(x.a, &x.sa, 1)?;
+    expect_wc(wcs.first(), "write", WcStatus::Success, Some(WcOpcode::RdmaWrite), None, None)?;
+    let mut got = vec![0; len as usize];
+    x.b.mr_read(dst.id, 0, &mut got).map_err(|er| e("mr_read", er))?;
+    if got != data {
+        return Err("the written data differs".into());
+    }
+    if path.acted() == 0 {
+        return Err("no request packet went by to lose".into());
+    }
+    // Where the path sees a side, that side made the recovery.
+    let after = path.recovery(x);
+    if moved(before.naks_received, after.naks_received) == Some(false) {
+        return Err(format!("the requester saw no PSN sequence NAK ({after:?})"));
+    }
+    if moved(before.retransmitted, after.retransmitted) == Some(false) {
+        return Err("the requester retransmitted nothing".into());
+    }
+    if moved(before.naks_sent, after.naks_sent) == Some(false) {
+        return Err("the responder sent no PSN sequence NAK".into());
+    }
+    Ok(())
+}
+
+/// Every request packet of a 3 MTU + 5 byte SEND arrives twice: one receive
+/// completes, with the right data, and nothing else completes.
+fn duplicates<T: Transport, P: FaultPath<T>>(x: &mut Endpoints<'_, T>, path: &mut P) -> Result<(), String> {
+    let len = 3 * x.path_mtu().bytes() + 5;
+    let src = x.mr(true, len as u64, Access::LOCAL_WRITE)?;
+    let dst = x.mr(false, 2 * len as u64, Access::LOCAL_WRITE)?;
+    let pair = x.connect(Link::default())?;
+    let data = pattern(72, len as usize);
+    x.a.mr_write(src.id, 0, &data).map_err(|er| e("mr_write", er))?;
+    // Two receives posted: a duplicate taken for a new message would use the second.
+    for (i, off) in [(1u64, 0u64), (2, len as u64)] {
+        let sge = [Sge::new(dst.id, off, len)];
+        x.b.post_recv(pair.b.id, &RecvWr::new(i, &sge)).map_err(|er| e("post_recv", er))?;
+    }
+    path.install(x, PacketFault::DuplicateRequests)?;
+    let sge = [Sge::new(src.id, 0, len)];
+    x.a.post_send(pair.a.id, &SendWr::new(1, SendOp::Send, &sge)).map_err(|er| e("post_send", er))?;
+    let wa = completions(x.a, &x.sa, 1)?;
+    expect_wc(wa.first(), "send", WcStatus::Success, Some(WcOpcode::Send), None, None)?;
+    let wb = completions(x.b, &x.sb, 1)?;
+    expect_wc(wb.first(), "recv", WcStatus::Success, Some(WcOpcode::Recv), Some(len), None)?;
+    if wb.first().map(|c| c.wr_id) != Some(1) {
+        return Err(format!("the first receive did not take the message: {wb:?}"));
+    }
+    let mut got = vec![0; len as usize];
+    x.b.mr_read(dst.id, 0, &mut got).map_err(|er| e("mr_read", er))?;
+    if got != data {
+        return Err("the received data differs".into());
+    }
+    // Duplicates settle: nothing more completes on either side.
+    pause(x.a, Duration::from_millis(30))?;
+    pause(x.b, Duration::from_millis(30))?;
+    let mut extra = Vec::new();
+    x.a.poll_cq(x.sa.cq, 8, &mut extra).map_err(|er| e("poll_cq", er))?;
+    x.b.poll_cq(x.sb.cq, 8, &mut extra).map_err(|er| e("poll_cq", er))?;
+    if !extra.is_empty() {
+        return Err(format!("duplicates completed again: {extra:?}"));
+    }
+    if path.acted() == 0 {
+        return Err("no request packet went by to duplicate".into());
+    }
+    Ok(())
+}
+
+/// The ACK of a one-packet WRITE is lost once: the requester's local ACK
+/// timer fires, it sends the WRITE again, the responder re-ACKs the
+/// duplicate, the WRITE completes once.
+fn lost_ack<T: Transport, P: FaultPath<T>>(x: &mut Endpoints<'_, T>, path: &mut P) -> Result<(), String> {
+    let len = 64u32;
+    let src = x.mr(true, len as u64, Access::LOCAL_WRITE)?;
+    let dst = x.mr(false, len as u64, Access::LOCAL_WRITE | Access::REMOTE_WRITE)?;
+    // Timeout code 12: 4.096 us * 2^12, about 17 ms.
+    let pair = x.connect(Link { timeout: 12, ..Link::default() })?;
+    let data = pattern(73, len as usize);
+    x.a.mr_write(src.id, 0, &data).map_err(|er| e("mr_write", er))?;
+    let before = path.recovery(x);
+    path.install(x, PacketFault::DropFirstAck)?;
+    let sge = [Sge::new(src.id, 0, len)];
+    x.a.post_send(pair.a.id, &SendWr::new(1, SendOp::Write { remote: dst.remote(0) }, &sge))
+        .map_err(|er| e("post_send", er))?;
+    let wcs = completions(x.a, &x.sa, 1)?;
+    expect_wc(wcs.first(), "write", WcStatus::Success, Some(WcOpcode::RdmaWrite), None, None)?;
+    if path.acted() == 0 {
+        return Err("no ACK went by to lose".into());
+    }
+    let mut got = vec![0; len as usize];
+    x.b.mr_read(dst.id, 0, &mut got).map_err(|er| e("mr_read", er))?;
+    if got != data {
+        return Err("the written data differs".into());
+    }
+    if moved(before.timeouts, path.recovery(x).timeouts) == Some(false) {
+        return Err("the requester's ACK timer never fired".into());
+    }
+    Ok(())
+}
