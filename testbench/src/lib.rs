@@ -1,46 +1,60 @@
 //! rctb: the testbench. It reads scenario files, runs them on the
-//! deterministic simulator, checks their expectations, and sweeps seeds.
+//! deterministic simulator (or real UDP endpoints), checks their
+//! expectations, sweeps seeds, and carries the `rctb` binary's front ends.
 //!
+//! Module map, by room:
+//!
+//! The scenario engine (`src/engine/`, each module re-exported here):
 //! - [`scenario`]: the TOML format, parsing and validation.
 //! - [`traffic`]: the verbs-level traffic generator, generic over
 //!   [`rctb_core::Transport`] with a non-blocking step.
+//! - [`nvme_stream`]: `op = "nvme"` streams (the NVMe-oF initiator).
+//! - [`session_stream`]: `op = "rcsession"` streams (the session workload).
+//! - [`pattern`]: seeded message content (sizes, bytes, immediates).
 //! - [`runner`]: builds a simulated fabric and drives every stream on any
-//!   [`runner::Fabric`]; [`udp_run`]: the same streams between real UDP
-//!   endpoints (its `UdpFabric`).
-//! - [`expect`], [`report`]: checks and the text/JSON report.
+//!   [`runner::Fabric`].
+//! - [`udp_run`]: the same streams between real UDP endpoints (its
+//!   `UdpFabric`).
+//! - [`expect`]: the `[expect]` checks of a finished run.
+//! - [`counters`]: the fabric counters as named values.
+//! - [`report`]: the text/JSON report.
 //! - [`sweep`]: many seeds in parallel, with replay commands.
-//! - `rctb conformance` runs the RC conformance suite of crate
-//!   [`rctb_conformance`] (written once for every backend); [`udp_faults`]
-//!   adds the cases that need a UDP endpoint's path hook.
-//! - [`fault_cases`]: targeted RC fault cases (PSN gap, duplicates, lost
-//!   ACK), written once; [`sim_faults`] runs them on the simulator's packet
-//!   rules, [`udp_faults`] on a UDP endpoint's path hook.
-//! - [`wiretrace`]: captures reduced to per-connection header sequences.
-//! - [`decode`]: a pcap's frames decoded one by one (`rctb decode`).
-//! - [`roce`]: `rctb roce-rx` / `rctb fpga-emu`, the hand-off between them,
-//!   and the server + FPGA model pair scenario streams run.
 //!
-//! The binary (`src/main.rs`) is a thin CLI over these.
+//! The capture tools (`src/capture/`, each module re-exported here):
+//! - [`decode`]: a pcap's frames decoded one by one (`rctb decode`).
+//! - [`wiretrace`]: captures reduced to per-connection header sequences.
+//!
+//! Workloads and suites the engine and the front ends share:
+//! - [`roce`]: the RoCEv2 receive server's checks, the `roce-rx` /
+//!   `fpga-emu` hand-off, and the server + FPGA model pair.
+//! - [`session_selftest`]: the RC session selftest (server and client in
+//!   one process, on any transport).
+//! - [`fault_cases`]: targeted RC fault cases (PSN gap, duplicates, lost
+//!   ACK), written once.
+//! - [`sim_faults`]: runs them on the simulator's packet rules.
+//! - [`udp_faults`]: runs them on a UDP endpoint's path hook (`rctb
+//!   conformance --backend udp` adds them to the suite of crate
+//!   [`rctb_conformance`]).
+//!
+//! The front ends (`src/cli/`, doc-hidden, not an API): one module per
+//! subcommand group of the `rctb` binary, and `cli::backend`, the one
+//! backend opener (`sim | udp | verbs`). `fuzzing` (doc-hidden) holds what
+//! the fuzz targets call.
 
-pub mod backends;
-pub mod counters;
-pub mod decode;
-pub mod expect;
+mod capture;
+mod engine;
+
+pub use capture::{decode, wiretrace};
+pub use engine::{
+    counters, expect, nvme_stream, pattern, report, runner, scenario, session_stream, sweep, traffic, udp_run,
+};
+
+#[doc(hidden)]
+pub mod cli;
 pub mod fault_cases;
 #[doc(hidden)]
 pub mod fuzzing;
-pub mod nvme;
-pub mod nvme_stream;
-pub mod pattern;
-pub mod report;
 pub mod roce;
-pub mod runner;
-pub mod scenario;
 pub mod session_selftest;
-pub mod session_stream;
 pub mod sim_faults;
-pub mod sweep;
-pub mod traffic;
 pub mod udp_faults;
-pub mod udp_run;
-pub mod wiretrace;

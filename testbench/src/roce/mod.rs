@@ -1,4 +1,5 @@
-//! The RoCEv2 receive server's front ends and test drivers:
+//! The RoCEv2 receive server's test side, shared by the scenario engine and
+//! the `roce-rx` / `fpga-emu` front ends (`crate::cli::roce`):
 //!
 //! - [`handoff`]: the text hand-off between `rctb roce-rx` (host) and
 //!   `rctb fpga-emu` (FPGA engine), in place of register writes.
@@ -6,78 +7,7 @@
 //!   payloads) and counts per channel.
 //! - [`pair`]: server and engine model driven together without blocking
 //!   (scenario streams with `op = "roce"`, `--backend sim`).
-//! - [`cli`]: the commands' arguments, validation and the simulator backend;
-//!   [`front`]: the front ends on a real transport, generic; `verbs`
-//!   (feature `verbs`): on an RDMA device; [`udp`]: on a UDP endpoint.
 
 pub mod check;
-pub mod cli;
-pub mod front;
 pub mod handoff;
 pub mod pair;
-pub mod udp;
-#[cfg(feature = "verbs")]
-pub mod verbs;
-
-use std::process::ExitCode;
-
-use cli::{CliError, FpgaEmuArgs, RoceBackend, RoceRxArgs};
-
-fn exit(r: Result<bool, CliError>, cmd: &str) -> ExitCode {
-    match r {
-        Ok(true) => ExitCode::SUCCESS,
-        Ok(false) => ExitCode::from(1),
-        Err(e) => {
-            eprintln!("rctb {cmd}: {e}");
-            ExitCode::from(2)
-        }
-    }
-}
-
-fn print_sim(r: Result<(Vec<String>, bool), CliError>) -> Result<bool, CliError> {
-    let (lines, ok) = r?;
-    for l in lines {
-        println!("{l}");
-    }
-    Ok(ok)
-}
-
-#[cfg(feature = "verbs")]
-fn rx_verbs(a: &RoceRxArgs) -> Result<bool, CliError> {
-    verbs::roce_rx(a)
-}
-#[cfg(feature = "verbs")]
-fn emu_verbs(a: &FpgaEmuArgs) -> Result<bool, CliError> {
-    verbs::fpga_emu(a)
-}
-#[cfg(not(feature = "verbs"))]
-const NO_VERBS: &str = crate::backends::NO_VERBS;
-#[cfg(not(feature = "verbs"))]
-fn rx_verbs(_: &RoceRxArgs) -> Result<bool, CliError> {
-    Err(CliError::Usage(NO_VERBS.into()))
-}
-#[cfg(not(feature = "verbs"))]
-fn emu_verbs(_: &FpgaEmuArgs) -> Result<bool, CliError> {
-    Err(CliError::Usage(NO_VERBS.into()))
-}
-
-/// `rctb roce-rx`: exit 0 when every frame arrived intact (and as many as
-/// expected), 1 when not, 2 when it could not run.
-pub fn roce_rx(a: &RoceRxArgs) -> ExitCode {
-    let r = match a.backend {
-        RoceBackend::Sim => print_sim(cli::roce_rx_sim(a)),
-        RoceBackend::Verbs => rx_verbs(a),
-        RoceBackend::Udp => udp::roce_rx(a),
-    };
-    exit(r, "roce-rx")
-}
-
-/// `rctb fpga-emu`: exit 0 when every frame was sent and acknowledged.
-pub fn fpga_emu(a: &FpgaEmuArgs) -> ExitCode {
-    let r = match a.backend {
-        RoceBackend::Sim => print_sim(cli::fpga_emu_sim(a)),
-        RoceBackend::Verbs => emu_verbs(a),
-        RoceBackend::Udp => udp::fpga_emu(a),
-    };
-    exit(r, "fpga-emu")
-}

@@ -1,4 +1,5 @@
-//! `rctb rc-session selftest`: the RC session server
+//! The RC session selftest (`rctb rc-session selftest`; its front end is
+//! `crate::cli::rc_session`): the RC session server
 //! ([`rctb_core::rcsession`]) and its client in one process, on two
 //! endpoints of one backend: two simulated nodes (`--backend sim`), or two
 //! RDMA devices (`--backend verbs --device rxe1 --peer rxe0`: the client on
@@ -17,20 +18,22 @@
 //! The same code runs on every backend; `cargo test` runs it on the
 //! simulator, `ci/vm/checks.d/rcsession.sh` on rxe.
 
-use std::fmt::Write as _;
-
 use rand_chacha::ChaCha8Rng;
 use rand_core::SeedableRng;
 use rctb_core::Transport;
 use rctb_core::rcsession::inproc::{complete_get, complete_put, prepare_get, prepare_put};
 use rctb_core::rcsession::{
     ClientConfig, ClientTransfer, PrincipalId, RcClient, RcError, ReadyOutcome, ReadyRequest, ReadyStart, ReadyTicket,
-    ServerConfig, SessionManager, Usage,
+    ServerConfig, SessionManager,
 };
 use rctb_core::time::{Duration, Instant};
 use rctb_core::wire::hipobj::Op;
 
 use crate::pattern::StreamPattern;
+
+mod report;
+
+pub use report::{PhaseTimes, SelftestReport};
 
 /// Which operations a run does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -84,145 +87,6 @@ impl Default for SelftestConfig {
             server: ServerConfig::default(),
             client_gid_index: 1,
         }
-    }
-}
-
-/// The counters of a run.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct SelftestReport {
-    pub gets: u64,
-    pub puts: u64,
-    /// Object bytes moved by completed transfers.
-    pub bytes: u64,
-    pub smallest: Option<u64>,
-    pub largest: u64,
-    /// Bytes of the largest GET and PUT completed.
-    pub largest_get: u64,
-    pub largest_put: u64,
-    pub smallest_get: Option<u64>,
-    pub smallest_put: Option<u64>,
-    /// READYs answered BUSY (each retried).
-    pub busy: u64,
-    /// Transfers whose data differed from the object.
-    pub mismatches: u64,
-    /// Failures (each a transfer that did not complete), described.
-    pub errors: Vec<String>,
-    /// Transport time from the first PREPARE to the last completion.
-    pub elapsed: Duration,
-    /// The server's usage after the run (everything reaped).
-    pub usage_after: Usage,
-    /// Live sessions after the run (must be 0).
-    pub sessions_after: usize,
-    /// Where the time went (summed over sessions; with `depth` > 1 the
-    /// data phases overlap the rest).
-    pub time: PhaseTimes,
-}
-
-/// Transport time spent in each step of the sessions, summed.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct PhaseTimes {
-    /// Making the objects (the PRBS).
-    pub pattern: Duration,
-    /// Server PREPARE: PD, CQ, QP, staging region; a GET's object copied in.
-    pub prepare: Duration,
-    /// Client: a fresh QP, connecting it (RESET, INIT, RTR, RTS), a GET's
-    /// receive; a PUT's object copied into its region.
-    pub client: Duration,
-    /// Server READY: its QP to RTR and RTS, the WRITE or receive posted.
-    pub ready: Duration,
-    /// From READY to the server's result and the client's completion.
-    pub data: Duration,
-    /// Final step or PUT commit, the data checked, the session reaped.
-    pub finish: Duration,
-}
-
-impl SelftestReport {
-    pub fn transfers(&self) -> u64 {
-        self.gets + self.puts
-    }
-
-    /// Whether everything completed intact and nothing is held.
-    pub fn passed(&self, cfg: &SelftestConfig) -> bool {
-        self.failures(cfg).is_empty()
-    }
-
-    /// Each broken expectation, as a line.
-    pub fn failures(&self, cfg: &SelftestConfig) -> Vec<String> {
-        let mut f = Vec::new();
-        if self.transfers() != cfg.transfers {
-            f.push(format!("{} of {} transfers completed", self.transfers(), cfg.transfers));
-        }
-        if self.mismatches > 0 {
-            f.push(format!("{} transfers with data that differs from the object", self.mismatches));
-        }
-        if !self.errors.is_empty() {
-            f.push(format!("{} errors, the first: {}", self.errors.len(), self.errors[0]));
-        }
-        let u = &self.usage_after;
-        if self.sessions_after > 0 || u.sessions > 0 || u.staging_bytes > 0 || u.qps > 0 || !u.per_user.is_empty() {
-            f.push(format!("held after the run: {} sessions, usage {u:?}", self.sessions_after));
-        }
-        if u.leaked_mrs + u.leaked_qps > 0 {
-            f.push(format!("leaked {} MRs and {} QPs", u.leaked_mrs, u.leaked_qps));
-        }
-        f
-    }
-
-    /// Sessions per second of transport time.
-    pub fn sessions_per_sec(&self) -> f64 {
-        self.transfers() as f64 / self.elapsed.as_secs_f64().max(1e-9)
-    }
-
-    /// Object bytes per second of transport time, in MiB (perftest's "MB").
-    pub fn mib_per_sec(&self) -> f64 {
-        self.bytes as f64 / 1_048_576.0 / self.elapsed.as_secs_f64().max(1e-9)
-    }
-
-    /// The counter lines `rctb rc-session selftest` prints.
-    pub fn text(&self) -> String {
-        let mut s = String::new();
-        let _ = writeln!(
-            s,
-            "transfers: {} ({} GET, {} PUT), {} bytes in {:.3} ms, {:.1} sessions/s, {:.2} MB/s",
-            self.transfers(),
-            self.gets,
-            self.puts,
-            self.bytes,
-            self.elapsed.as_secs_f64() * 1e3,
-            self.sessions_per_sec(),
-            self.mib_per_sec()
-        );
-        let _ = writeln!(
-            s,
-            "sizes: GET {}..{} bytes, PUT {}..{} bytes",
-            self.smallest_get.unwrap_or(0),
-            self.largest_get,
-            self.smallest_put.unwrap_or(0),
-            self.largest_put
-        );
-        let _ = writeln!(s, "busy: {}  mismatches: {}  errors: {}", self.busy, self.mismatches, self.errors.len());
-        let t = &self.time;
-        let ms = |d: Duration| d.as_secs_f64() * 1e3;
-        let _ = writeln!(
-            s,
-            "time (ms, summed): pattern {:.1}, prepare {:.1}, client {:.1}, ready {:.1}, data {:.1}, finish {:.1}",
-            ms(t.pattern),
-            ms(t.prepare),
-            ms(t.client),
-            ms(t.ready),
-            ms(t.data),
-            ms(t.finish)
-        );
-        for e in self.errors.iter().take(10) {
-            let _ = writeln!(s, "  error: {e}");
-        }
-        let u = &self.usage_after;
-        let _ = writeln!(
-            s,
-            "after: {} sessions, {} staging bytes, {} QPs, {} leaked MRs, {} leaked QPs",
-            self.sessions_after, u.staging_bytes, u.qps, u.leaked_mrs, u.leaked_qps
-        );
-        s
     }
 }
 
@@ -672,88 +536,6 @@ impl Run<'_> {
     }
 }
 
-// ---- the command line ----
-
-/// Backends of `rctb rc-session selftest`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum SelftestBackend {
-    /// Two simulated nodes (server 10.10.0.1, client 10.10.0.2, MTU 1024).
-    Sim,
-    /// Two RDMA devices: the client on --device, the server on --peer.
-    Verbs,
-}
-
-/// `rctb rc-session`.
-#[derive(Debug, clap::Args)]
-pub struct RcSessionArgs {
-    #[command(subcommand)]
-    pub command: RcSessionCommand,
-}
-
-#[derive(Debug, clap::Subcommand)]
-pub enum RcSessionCommand {
-    /// Session server and client in one process: GET and PUT transfers over RC,
-    /// every byte checked, every session reaped.
-    Selftest(SelftestArgs),
-}
-
-/// `rctb rc-session selftest`.
-#[derive(Clone, Debug, clap::Args)]
-pub struct SelftestArgs {
-    #[arg(long, value_enum, default_value_t = SelftestBackend::Sim)]
-    pub backend: SelftestBackend,
-    /// The client's device (verbs), e.g. rxe1.
-    #[arg(long)]
-    pub device: Option<String>,
-    /// The server's device (verbs), e.g. rxe0.
-    #[arg(long)]
-    pub peer: Option<String>,
-    /// GID index of both devices (the IPv4-mapped RoCE v2 entry; rxe: 1).
-    #[arg(long, default_value_t = 1)]
-    pub gid_index: u32,
-    #[arg(long, default_value_t = 1000)]
-    pub transfers: u64,
-    /// Smallest object (bytes; suffixes K, KiB, M, MiB).
-    #[arg(long, default_value = "1", value_parser = parse_size)]
-    pub min_size: u64,
-    /// Largest object.
-    #[arg(long, default_value = "8MiB", value_parser = parse_size)]
-    pub max_size: u64,
-    /// The largest drawn size (log-uniform in min..=draw-max after the edges
-    /// min and max; default max-size): fewer big objects on a slow link.
-    #[arg(long, value_parser = parse_size)]
-    pub draw_max: Option<u64>,
-    /// Every object this size (instead of log-uniform sizes in min..=max).
-    #[arg(long, value_parser = parse_size)]
-    pub size: Option<u64>,
-    #[arg(long, value_enum, default_value_t = OpMix::Mixed)]
-    pub ops: OpMix,
-    #[arg(long, default_value_t = 1)]
-    pub seed: u64,
-    /// Sessions in flight at once (one client QP each).
-    #[arg(long, default_value_t = 1)]
-    pub depth: usize,
-    /// Do not check the data (a benchmark).
-    #[arg(long)]
-    pub no_verify: bool,
-    /// Spin on the completion queues instead of sleeping (verbs).
-    #[arg(long)]
-    pub busy_poll: bool,
-    /// Runs (each a fresh server and clients); with --bench one BENCH line each.
-    #[arg(long, default_value_t = 1)]
-    pub reps: u32,
-    /// Print `BENCH <WORKLOAD> <TOOL> <MB/s> MB/s` after each run (MB = 2^20,
-    /// as perftest), e.g. write_bw-1MiB.
-    #[arg(long, value_name = "WORKLOAD")]
-    pub bench: Option<String>,
-    /// The tool column of the BENCH lines.
-    #[arg(long, default_value = "rctb-session")]
-    pub bench_tool: String,
-    /// Give up after this long (transport time: virtual on sim).
-    #[arg(long, default_value = "600s", value_parser = crate::scenario::parse_duration)]
-    pub time_limit: Duration,
-}
-
 /// `123`, `4K`/`4KiB`, `8M`/`8MiB`, `1G`/`1GiB` (binary units), a `B` suffix allowed.
 pub fn parse_size(text: &str) -> Result<u64, String> {
     let t = text.trim();
@@ -768,26 +550,6 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
         u => return Err(format!("{text:?}: unknown unit {u:?} (B, KiB, MiB, GiB)")),
     };
     n.checked_mul(1 << shift).ok_or_else(|| format!("{text:?}: too large"))
-}
-
-impl SelftestArgs {
-    pub fn config(&self) -> SelftestConfig {
-        SelftestConfig {
-            transfers: self.transfers,
-            min_size: self.min_size,
-            max_size: self.max_size,
-            fixed_size: self.size,
-            draw_max: self.draw_max,
-            ops: self.ops,
-            seed: self.seed,
-            depth: self.depth,
-            verify: !self.no_verify,
-            busy_poll: self.busy_poll,
-            time_limit: self.time_limit,
-            server: ServerConfig { gid_index: self.gid_index, ..ServerConfig::default() },
-            client_gid_index: self.gid_index,
-        }
-    }
 }
 
 /// Runs one selftest on the simulator: server node `sim0` (10.10.0.1),
@@ -806,90 +568,4 @@ pub fn run_sim(cfg: &SelftestConfig) -> Result<SelftestReport, String> {
     // Simulated time moves only inside `wait`: never spin.
     let cfg = SelftestConfig { busy_poll: false, ..cfg.clone() };
     run(sim.transport(server), || Ok(sim.transport(client)), &cfg)
-}
-
-#[cfg(feature = "verbs")]
-fn run_verbs(device: &str, peer: &str, cfg: &SelftestConfig) -> Result<SelftestReport, String> {
-    let open = |name: &str| rctb_hw::VerbsTransport::open(name).map_err(|e| format!("opening {name}: {e}"));
-    run(open(peer)?, || open(device), cfg)
-}
-
-#[cfg(not(feature = "verbs"))]
-fn run_verbs(_: &str, _: &str, _: &SelftestConfig) -> Result<SelftestReport, String> {
-    Err(crate::backends::NO_VERBS.into())
-}
-
-/// `rctb rc-session ...`: exit 0 when every run passed, 1 when one failed, 2
-/// when it could not run.
-pub fn main(args: &RcSessionArgs) -> std::process::ExitCode {
-    use std::process::ExitCode;
-    let RcSessionCommand::Selftest(a) = &args.command;
-    let cfg = a.config();
-    let (device, peer) = match a.backend {
-        SelftestBackend::Sim => ("sim1".to_string(), "sim0".to_string()),
-        SelftestBackend::Verbs => match (&a.device, &a.peer) {
-            (Some(d), Some(p)) => (d.clone(), p.clone()),
-            _ => {
-                eprintln!("rctb rc-session selftest: --backend verbs needs --device (client) and --peer (server)");
-                return ExitCode::from(2);
-            }
-        },
-    };
-    let sizes = match cfg.fixed_size {
-        Some(s) => format!("{s} bytes"),
-        None => match cfg.draw_max.filter(|d| *d < cfg.max_size) {
-            Some(d) => format!("{} and {} bytes, then {}..={d} log-uniform", cfg.min_size, cfg.max_size, cfg.min_size),
-            None => format!("{}..={} bytes, log-uniform", cfg.min_size, cfg.max_size),
-        },
-    };
-    println!(
-        "rc-session selftest: server on {peer}, client on {device}, {} transfers ({:?}), {sizes}, depth {}, seed {}",
-        cfg.transfers, cfg.ops, cfg.depth, cfg.seed
-    );
-    let mut all_passed = true;
-    for rep in 0..a.reps.max(1) {
-        let cfg = SelftestConfig { seed: cfg.seed.wrapping_add(u64::from(rep)), ..cfg.clone() };
-        let report = match a.backend {
-            SelftestBackend::Sim => run_sim(&cfg),
-            SelftestBackend::Verbs => run_verbs(&device, &peer, &cfg),
-        };
-        let report = match report {
-            Ok(r) => r,
-            Err(e) => {
-                eprintln!("rctb rc-session selftest: {e}");
-                return ExitCode::from(2);
-            }
-        };
-        print!("{}", report.text());
-        if let Some(w) = &a.bench {
-            println!("BENCH {w} {} {:.1} MB/s", a.bench_tool, report.mib_per_sec());
-        }
-        let failures = report.failures(&cfg);
-        for f in &failures {
-            println!("failed: {f}");
-        }
-        println!(
-            "RESULT {} transfers={} gets={} puts={} bytes={} mismatches={} errors={} busy={} held={} leaked={}",
-            if failures.is_empty() { "PASS" } else { "FAIL" },
-            report.transfers(),
-            report.gets,
-            report.puts,
-            report.bytes,
-            report.mismatches,
-            report.errors.len(),
-            report.busy,
-            report.usage_after.sessions + report.sessions_after as u32,
-            report.usage_after.leaked_mrs + report.usage_after.leaked_qps
-        );
-        if !failures.is_empty() {
-            all_passed = false;
-            if a.backend == SelftestBackend::Sim {
-                eprintln!(
-                    "rctb: replay: rctb rc-session selftest --backend sim --transfers {} --seed {}",
-                    cfg.transfers, cfg.seed
-                );
-            }
-        }
-    }
-    if all_passed { ExitCode::SUCCESS } else { ExitCode::from(1) }
 }

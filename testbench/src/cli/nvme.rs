@@ -23,6 +23,8 @@ use rctb_core::time::Duration;
 use rctb_models::nvme::{NvmeTarget, TargetConfig};
 use rctb_sim::{NodeConfig, Sim, SimTransport};
 
+use crate::cli::backend;
+
 /// The subsystem NQN of the simulated target.
 pub const SIM_NQN: &str = "nqn.2026-01.io.rctb:sim-target";
 /// The simulated target's address (the host is 10.0.0.1).
@@ -202,18 +204,13 @@ fn run_sim(a: &NvmeArgs) -> Result<String, Failure> {
     Ok(out)
 }
 
-#[cfg(feature = "verbs")]
 fn run_verbs(a: &NvmeArgs) -> Result<String, Failure> {
+    let verbs = backend::verbs().map_err(|e| Failure::Usage(e.to_string()))?;
     let device =
         a.common.device.as_deref().ok_or_else(|| Failure::Usage("--backend verbs needs --device, e.g. rxe1".into()))?;
-    let t = rctb_hw::VerbsTransport::open(device).map_err(|e| Failure::Io(format!("opening {device}: {e}")))?;
+    let t = verbs.open(device).map_err(|e| Failure::Io(e.to_string()))?;
     let addr = a.common.traddr.ok_or_else(|| Failure::Usage("--backend verbs needs -a/--traddr".into()))?;
     run(t, a, addr, "")
-}
-
-#[cfg(not(feature = "verbs"))]
-fn run_verbs(_: &NvmeArgs) -> Result<String, Failure> {
-    Err(Failure::Usage(crate::backends::NO_VERBS.into()))
 }
 
 fn host_id(c: &Common) -> Result<[u8; 16], Failure> {

@@ -5,32 +5,30 @@
 //! sides run on a machine with no RDMA at all. The front ends are
 //! `super::front`; the connection is the same hand-off.
 
-use std::net::{Ipv4Addr, SocketAddrV4};
+use std::net::SocketAddrV4;
 
 use rctb_core::Transport;
 use rctb_core::roce::GidIndex;
 use rctb_core::transport::{Gid, InvalidValue, Mtu};
-use rctb_core::wire::roce::ROCEV2_UDP_PORT;
-use rctb_udp::{UdpConfig, UdpReactor, UdpTransport};
+use rctb_udp::{UdpReactor, UdpTransport};
 
-use super::cli::*;
+use super::args::*;
 use super::front;
+use crate::cli::backend;
 
 /// `ADDR` or `ADDR:PORT`.
 fn endpoint(device: Option<&str>, what: &str) -> Result<SocketAddrV4, CliError> {
     let d = device.ok_or_else(|| {
         CliError::Usage(format!("--backend udp needs --device: the {what} UDP endpoint's IPv4 address[:port]"))
     })?;
-    d.parse::<SocketAddrV4>()
-        .or_else(|_| d.parse::<Ipv4Addr>().map(|ip| SocketAddrV4::new(ip, ROCEV2_UDP_PORT)))
-        .map_err(|_| CliError::Usage(format!("--device {d:?}: with --backend udp, an IPv4 address or ADDR:PORT")))
+    backend::Endpoint::udp(d)
+        .ok_or_else(|| CliError::Usage(format!("--device {d:?}: with --backend udp, an IPv4 address or ADDR:PORT")))
 }
 
 fn bind(name: &str, at: SocketAddrV4, pmtu: u32) -> Result<UdpTransport, CliError> {
     let mtu = Mtu::from_bytes(pmtu)
         .map_err(|_| InvalidValue::new("pmtu", pmtu as u64, "must be 256, 512, 1024, 2048 or 4096"))?;
-    let cfg = UdpConfig { mtu, port: at.port(), peer_port: at.port(), ..UdpConfig::new(name, *at.ip()) };
-    UdpTransport::bind(cfg).map_err(|e| CliError::Usage(e.to_string()))
+    UdpTransport::bind(backend::udp_config(name, at, mtu)).map_err(|e| CliError::Usage(e.to_string()))
 }
 
 /// The endpoint's IPv4-mapped GID index (what `auto` means here), or the one given.

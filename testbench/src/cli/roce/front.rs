@@ -13,9 +13,9 @@ use rctb_core::time::{Duration, Instant};
 use rctb_core::transport::Mtu;
 use rctb_models::fpga::{FpgaEngine, setup_connection, teardown_connection};
 
-use super::check::FrameCheck;
-use super::cli::*;
-use super::handoff::{Channel, FpgaMsg, HandoffError, HandoffIn, HandoffOut, HostMsg, Message};
+use super::args::*;
+use crate::roce::check::FrameCheck;
+use crate::roce::handoff::{Channel, FpgaMsg, HandoffError, HandoffIn, HandoffOut, HostMsg, Message};
 
 /// Human output: stdout, unless the hand-off uses it.
 struct Console {
@@ -217,7 +217,7 @@ pub fn fpga_emu<T: Transport>(
     let errors = st.errors.len() as u64;
     let frames = st.completed - errors;
     let bytes = stream_bytes(&stream.sizes, frames);
-    let sent = to_host.send(&Message::Done(super::handoff::DoneMsg { frames, bytes, errors }));
+    let sent = to_host.send(&Message::Done(crate::roce::handoff::DoneMsg { frames, bytes, errors }));
     let teardown = teardown_connection(&mut engine, &p);
     match sent {
         // A host that stopped at its own frame count may have closed a pipe

@@ -16,27 +16,13 @@ use rctb_conformance::{self as conformance, CaseResult};
 use rctb_core::Transport;
 use rctb_core::time::Duration;
 use rctb_core::transport::{Access, Completion, CqId, Mtu, Readiness, RecvWr, SendOp, SendWr, Sge, WcOpcode, WcStatus};
-use rctb_udp::mixed::Either;
-use rctb_udp::{UdpConfig, UdpReactor, UdpTransport};
+use rctb_udp::mixed::{Driven, Either};
+use rctb_udp::{UdpReactor, UdpTransport};
 
-enum Spec {
-    Udp(SocketAddrV4),
-    Device(String),
-}
-
-fn spec(s: &str) -> Spec {
-    if let Ok(a) = s.parse::<SocketAddrV4>() {
-        return Spec::Udp(a);
-    }
-    match s.parse::<Ipv4Addr>() {
-        Ok(ip) => Spec::Udp(SocketAddrV4::new(ip, rctb_core::wire::roce::ROCEV2_UDP_PORT)),
-        Err(_) => Spec::Device(s.to_string()),
-    }
-}
+use crate::cli::backend::{self, Endpoint};
 
 fn bind(reactor: &UdpReactor, name: &str, at: SocketAddrV4, mtu: Mtu) -> Result<UdpTransport, ExitCode> {
-    let cfg = UdpConfig { mtu, port: at.port(), peer_port: at.port(), ..UdpConfig::new(name, *at.ip()) };
-    reactor.endpoint(cfg).map_err(|e| {
+    reactor.endpoint(backend::udp_config(name, at, mtu)).map_err(|e| {
         eprintln!("rctb: {e}");
         ExitCode::from(2)
     })
@@ -66,7 +52,7 @@ impl Job for Conformance<'_> {
         }
         let select = |name: &str| name.contains(filter) && !name.starts_with("cm/");
         let mut results = conformance::run_selected(a, b, &select, &mut |r: &CaseResult| println!("{}", r.line()));
-        results.extend(rctb::udp_faults::run(a, b, filter, &mut |r: &CaseResult| println!("{}", r.line())));
+        results.extend(crate::udp_faults::run(a, b, filter, &mut |r: &CaseResult| println!("{}", r.line())));
         let failed = results.iter().filter(|r| !r.passed()).count();
         println!("conformance: {} passed, {} failed, {} skipped", results.len() - failed, failed, skipped);
         if results.is_empty() {
@@ -89,10 +75,10 @@ fn with_pair(device: Option<&str>, peer: Option<&str>, mtu: u32, job: &impl Job)
             return ExitCode::from(2);
         }
     };
-    let (a, b) = (spec(device.unwrap_or("127.0.0.2")), spec(peer.unwrap_or("127.0.0.1")));
+    let (a, b) = (Endpoint::parse(device.unwrap_or("127.0.0.2")), Endpoint::parse(peer.unwrap_or("127.0.0.1")));
     let reactor = UdpReactor::new(None);
     match (a, b) {
-        (Spec::Udp(x), Spec::Udp(y)) => {
+        (Endpoint::Udp(x), Endpoint::Udp(y)) => {
             let (a, b) = match (bind(&reactor, "udp1", x, mtu), bind(&reactor, "udp0", y, mtu)) {
                 (Ok(a), Ok(b)) => (a, b),
                 (Err(code), _) | (_, Err(code)) => return code,
@@ -105,16 +91,17 @@ fn with_pair(device: Option<&str>, peer: Option<&str>, mtu: u32, job: &impl Job)
             job.baseline(*x.ip(), *y.ip(), mtu);
             code
         }
-        (Spec::Device(_), Spec::Device(_)) => {
+        (Endpoint::Device(_), Endpoint::Device(_)) => {
             eprintln!("rctb: --backend udp needs a UDP endpoint (an IPv4 address) on at least one side");
             ExitCode::from(2)
         }
-        (Spec::Udp(x), Spec::Device(d)) => mixed(&reactor, x, &d, mtu, true, job),
-        (Spec::Device(d), Spec::Udp(x)) => mixed(&reactor, x, &d, mtu, false, job),
+        (Endpoint::Udp(x), Endpoint::Device(d)) => mixed(&reactor, x, &d, mtu, true, job),
+        (Endpoint::Device(d), Endpoint::Udp(x)) => mixed(&reactor, x, &d, mtu, false, job),
     }
 }
 
-#[cfg(feature = "verbs")]
+/// One UDP endpoint at `at` and RDMA device `device` (through
+/// [`backend::verbs`], first: a build without it says so before binding).
 fn mixed(
     reactor: &UdpReactor,
     at: SocketAddrV4,
@@ -123,34 +110,31 @@ fn mixed(
     udp_requests: bool,
     job: &impl Job,
 ) -> ExitCode {
-    use rctb_udp::mixed::Driven;
+    let verbs = match backend::verbs() {
+        Ok(v) => v,
+        Err(e) => {
+            eprintln!("rctb: {device:?} is not an IPv4 address, and opening it as an RDMA device needs verbs: {e}");
+            return ExitCode::from(2);
+        }
+    };
     let udp = match bind(reactor, "udp", at, mtu) {
         Ok(t) => t,
         Err(code) => return code,
     };
-    let verbs = match rctb_hw::VerbsTransport::open(device) {
+    let verbs = match verbs.open(device) {
         Ok(t) => t,
         Err(e) => {
-            eprintln!("rctb: opening {device}: {e}");
+            eprintln!("rctb: {e}");
             return ExitCode::from(2);
         }
     };
-    let mut u: Either<UdpTransport, Driven<rctb_hw::VerbsTransport>> = Either::A(udp);
+    let mut u: Either<UdpTransport, Driven<backend::Device>> = Either::A(udp);
     let mut v = Either::B(Driven::new(verbs, reactor.clone()));
     let code = if udp_requests { job.run(&mut u, &mut v) } else { job.run(&mut v, &mut u) };
     if let Either::A(t) = &u {
         eprintln!("rctb: udp {at}: {:?}", t.stats());
     }
     code
-}
-
-#[cfg(not(feature = "verbs"))]
-fn mixed(_: &UdpReactor, _: SocketAddrV4, device: &str, _: Mtu, _: bool, _: &impl Job) -> ExitCode {
-    eprintln!(
-        "rctb: {device:?} is not an IPv4 address, and opening it as an RDMA device needs verbs: {}",
-        rctb::backends::NO_VERBS
-    );
-    ExitCode::from(2)
 }
 
 /// `rctb udp-bench`: figures of the udp backend.
@@ -191,6 +175,8 @@ pub struct BenchArgs {
     /// another rctb process (the `rctb-udp-2proc` BENCH lines).
     #[arg(long)]
     pub two_processes: bool,
+    // The doc line is the flag's help text too: keep its brackets as written.
+    #[allow(rustdoc::broken_intra_doc_links)]
     /// (internal) Be the WRITE target of `--two-processes` on ADDR[:PORT].
     #[arg(long, hide = true, value_name = "ADDR")]
     pub serve_target: Option<String>,
@@ -199,10 +185,10 @@ pub struct BenchArgs {
 pub fn bench(args: &BenchArgs) -> ExitCode {
     let mtu = || Mtu::from_bytes(args.mtu).map_err(|e| format!("--mtu: {e}"));
     if let Some(at) = &args.serve_target {
-        let r = match (spec(at), mtu()) {
-            (Spec::Udp(at), Ok(mtu)) => split::serve_target(at, mtu, args.size),
+        let r = match (Endpoint::parse(at), mtu()) {
+            (Endpoint::Udp(at), Ok(mtu)) => split::serve_target(at, mtu, args.size),
             (_, Err(e)) => Err(e),
-            (Spec::Device(_), _) => Err(format!("--serve-target {at:?}: an IPv4 address[:port]")),
+            (Endpoint::Device(_), _) => Err(format!("--serve-target {at:?}: an IPv4 address[:port]")),
         };
         return match r {
             Ok(()) => ExitCode::SUCCESS,
@@ -216,10 +202,12 @@ pub fn bench(args: &BenchArgs) -> ExitCode {
     if !args.two_processes || code != ExitCode::SUCCESS {
         return code;
     }
-    let (a, b) =
-        (spec(args.device.as_deref().unwrap_or("127.0.0.2")), spec(args.peer.as_deref().unwrap_or("127.0.0.1")));
+    let (a, b) = (
+        Endpoint::parse(args.device.as_deref().unwrap_or("127.0.0.2")),
+        Endpoint::parse(args.peer.as_deref().unwrap_or("127.0.0.1")),
+    );
     let r = match (a, b, mtu()) {
-        (Spec::Udp(a), Spec::Udp(b), Ok(mtu)) => split::bench(args, a, b, mtu),
+        (Endpoint::Udp(a), Endpoint::Udp(b), Ok(mtu)) => split::bench(args, a, b, mtu),
         (_, _, Err(e)) => Err(e),
         _ => Err("--two-processes needs two UDP endpoints (IPv4 addresses)".into()),
     };
@@ -433,7 +421,9 @@ mod split {
         Access, AddressVector, CqId, Gid, InitAttr, MrInfo, Mtu, Psn, QpCaps, QpInfo, QpInit, QpTransition, RemoteAddr,
         RnrTimer, RtrAttr, RtsAttr, SendOp, SendWr, Sge,
     };
-    use rctb_udp::{UdpConfig, UdpTransport};
+    use rctb_udp::UdpTransport;
+
+    use crate::cli::backend;
 
     use super::{BenchArgs, label, next_completions};
 
@@ -446,7 +436,7 @@ mod split {
     }
 
     fn end(at: SocketAddrV4, mtu: Mtu, len: u64, access: Access) -> Result<End, String> {
-        let cfg = UdpConfig { mtu, port: at.port(), peer_port: at.port(), ..UdpConfig::new("bench", *at.ip()) };
+        let cfg = backend::udp_config("bench", at, mtu);
         let mut t = UdpTransport::bind(cfg).map_err(|e| e.to_string())?;
         let v = |what: &'static str| move |e: rctb_core::transport::TransportError| format!("{what}: {e}");
         let pd = t.alloc_pd().map_err(v("alloc_pd"))?;

@@ -485,43 +485,52 @@ fn load(endpoint: &str, clients: usize, prepares: usize, size: u64, bucket: &str
     if report.error_count() == 0 { Ok(()) } else { Err(Failure::Run(format!("{} errors", report.error_count()))) }
 }
 
-#[cfg(feature = "verbs")]
+/// The verbs backend: the session server's and the client's RC on an RDMA
+/// device each, opened through [`backend::verbs`] (first, so a build without
+/// it says so before anything else).
 mod verbs {
     use super::*;
     use rctb_core::rcsession::SessionManager;
     use rctb_gateway::client::RdmaThread;
     use rctb_gateway::engine::Pacing;
     use rctb_gateway::serve::serve_with;
-    use rctb_hw::VerbsTransport;
+
+    use crate::cli::backend::{self, Verbs};
+
+    fn verbs() -> Result<Verbs, Failure> {
+        backend::verbs().map_err(|e| Failure::Usage(e.to_string()))
+    }
 
     fn device(dev: &DeviceArgs) -> Result<String, Failure> {
         dev.device.clone().ok_or_else(|| Failure::Usage("--backend verbs needs --device, e.g. rxe0".into()))
     }
 
     pub(super) fn serve(mut opts: ServeOptions, dev: &DeviceArgs) -> Result<std::io::Result<()>, Failure> {
+        let verbs = verbs()?;
         let name = device(dev)?;
         let port = dev.port;
         let gid = gid_arg(&dev.gid_index)?;
-        // Open once here to check the device and find the GID; the engine
-        // thread opens its own transport.
-        let t = VerbsTransport::open(&name).map_err(|e| Failure::Run(format!("opening {name}: {e}")))?;
-        let gid_index = match gid {
-            Some(i) => i,
-            None => {
-                let ip = t
-                    .device_ipv4()
-                    .ok_or_else(|| Failure::Usage(format!("{name} has no IPv4 address: give --gid-index")))?;
-                t.detect_gid_index(port, ip).map_err(|e| Failure::Usage(e.to_string()))?
+        // Open once here to check the device and find the GID, and close it
+        // again: the engine thread opens its own transport.
+        let gid_index = {
+            let t = verbs.open(&name).map_err(|e| Failure::Run(e.to_string()))?;
+            match gid {
+                Some(i) => i,
+                None => {
+                    let ip = t
+                        .device_ipv4()
+                        .ok_or_else(|| Failure::Usage(format!("{name} has no IPv4 address: give --gid-index")))?;
+                    t.detect_gid_index(port, ip).map_err(|e| Failure::Usage(e.to_string()))?
+                }
             }
         };
-        drop(t);
         opts.server = ServerConfig { port, gid_index, ..opts.server };
         let cfg = opts.server;
         eprintln!("rctb object serve: {name} port {port} GID index {gid_index}");
         Ok(serve_with(
             opts,
             move |rng| {
-                let t = VerbsTransport::open(&name)?;
+                let t = verbs.open(&name).map_err(|e| e.error)?;
                 SessionManager::new(t, rng, cfg)
             },
             Pacing::REAL,
@@ -533,6 +542,7 @@ mod verbs {
         server_ip: Option<Ipv4Addr>,
         mut cfg: ClientConfig,
     ) -> Result<Arc<dyn RdmaRunner>, Failure> {
+        let verbs = verbs()?;
         let name = device(dev)?;
         cfg.port = dev.port;
         cfg.gid_index = match gid_arg(&dev.gid_index)? {
@@ -541,28 +551,13 @@ mod verbs {
                 let ip = server_ip.ok_or_else(|| {
                     Failure::Usage("--gid-index auto needs the endpoint's IPv4 address: give --gid-index".into())
                 })?;
-                let t = VerbsTransport::open(&name).map_err(|e| Failure::Run(format!("opening {name}: {e}")))?;
+                let t = verbs.open(&name).map_err(|e| Failure::Run(e.to_string()))?;
                 t.detect_gid_index(dev.port, ip).map_err(|e| Failure::Usage(e.to_string()))?
             }
         };
         let runner =
-            RdmaThread::rc_client(move || VerbsTransport::open(&name).map_err(|e| ObjectError::Rdma(e.into())), cfg)?;
+            RdmaThread::rc_client(move || verbs.open(&name).map_err(|e| ObjectError::Rdma(e.error.into())), cfg)?;
         Ok(Arc::new(runner))
-    }
-}
-
-#[cfg(not(feature = "verbs"))]
-mod verbs {
-    use super::*;
-
-    use rctb::backends::NO_VERBS;
-
-    pub(super) fn serve(_: ServeOptions, _: &DeviceArgs) -> Result<std::io::Result<()>, Failure> {
-        Err(Failure::Usage(NO_VERBS.into()))
-    }
-
-    pub(super) fn client(_: &DeviceArgs, _: Option<Ipv4Addr>, _: ClientConfig) -> Result<Arc<dyn RdmaRunner>, Failure> {
-        Err(Failure::Usage(NO_VERBS.into()))
     }
 }
 
@@ -580,6 +575,8 @@ mod udp {
     use rctb_gateway::serve::serve_with;
     use rctb_udp::{UdpConfig, UdpTransport};
 
+    use crate::cli::backend;
+
     /// `--device ADDR[:PORT]`.
     fn endpoint(dev: &DeviceArgs) -> Result<SocketAddrV4, Failure> {
         let d = dev.device.as_deref().ok_or_else(|| {
@@ -587,9 +584,8 @@ mod udp {
                 "--backend udp needs --device: the UDP endpoint's IPv4 address[:port], e.g. 127.0.0.1".into(),
             )
         })?;
-        d.parse::<SocketAddrV4>()
-            .or_else(|_| d.parse::<Ipv4Addr>().map(|ip| SocketAddrV4::new(ip, rctb_core::wire::roce::ROCEV2_UDP_PORT)))
-            .map_err(|_| Failure::Usage(format!("--device {d:?}: with --backend udp, an IPv4 address or ADDR:PORT")))
+        backend::Endpoint::udp(d)
+            .ok_or_else(|| Failure::Usage(format!("--device {d:?}: with --backend udp, an IPv4 address or ADDR:PORT")))
     }
 
     /// The endpoint's GID index: its IPv4-mapped GID (1), or the one given.
@@ -599,7 +595,7 @@ mod udp {
 
     fn config(name: &str, at: SocketAddrV4) -> UdpConfig {
         // MTU 1024 fits any 1500-byte link (and is what rxe uses there).
-        UdpConfig { mtu: Mtu::Mtu1024, port: at.port(), peer_port: at.port(), ..UdpConfig::new(name, *at.ip()) }
+        backend::udp_config(name, at, Mtu::Mtu1024)
     }
 
     fn open(name: &'static str, at: SocketAddrV4) -> impl FnOnce() -> Result<UdpTransport, TransportError> {
