@@ -2,7 +2,7 @@
 //! pairs, its RDMA CM state — with the protocol's inputs and outputs.
 //!
 //! The verbs themselves (`reg_mr`, `create_qp`, `post_send`, ...) are in
-//! `verbs.rs`, the CM state machine in `cm.rs`; this file holds the state,
+//! `verbs.rs`, the CM state machine in `cm/`; this file holds the state,
 //! the packet and timer inputs, and the transmit and timer outputs.
 
 use std::cmp::Reverse;
@@ -13,6 +13,7 @@ use std::net::Ipv4Addr;
 use rctb_core::time::Instant;
 use rctb_core::transport::{CmEvent, Completion, ConnId, CqId, ListenId, Mtu, PdId, Psn, QpId};
 
+use crate::cm::mad::{self, MadDrop};
 use crate::cm::{CmTransmit, Conn};
 use crate::idmap::IdMap;
 use crate::memory::Memory;
@@ -62,6 +63,8 @@ pub struct Transmit {
 pub enum PacketDrop {
     /// No queue pair has the packet's destination QPN.
     NoSuchQp,
+    /// A packet for the GSI (QP1) whose MAD does not decode as CM.
+    BadMad(rctb_core::wire::cm::CmError),
 }
 
 /// Engine events worth counting (summed over the endpoint's QPs, also
@@ -72,6 +75,19 @@ pub struct EndpointCounters {
     pub retransmitted: u64,
     /// Local ACK timeouts that fired with packets outstanding.
     pub timeouts: u64,
+    /// CM messages sent again: unanswered within their response timeout,
+    /// or as the answer to a duplicate.
+    pub cm_retransmitted: u64,
+    /// CM messages that repeated one already taken (answered from the state).
+    pub cm_duplicates: u64,
+    /// CM messages for no connection, or one past the state they answer.
+    pub cm_ignored: u64,
+    /// REQs refused before a connection was made (no listener, bad REQ).
+    pub cm_rejected: u64,
+    /// CM exchanges given up after their last retry.
+    pub cm_timeouts: u64,
+    /// QP1 packets that were no CM MAD this engine reads.
+    pub cm_dropped: u64,
 }
 
 /// Live verbs objects of one endpoint.
@@ -163,6 +179,8 @@ pub struct Endpoint {
     pub(crate) conns: BTreeMap<ConnId, Conn>,
     pub(crate) cm_events: VecDeque<CmEvent>,
     pub(crate) cm_out: VecDeque<CmTransmit>,
+    /// The PSN of the next QP1 packet ([`poll_cm_packet`](Self::poll_cm_packet)).
+    gsi_psn: Psn,
     pub(crate) counters: EndpointCounters,
 }
 
@@ -192,6 +210,7 @@ impl Endpoint {
             conns: BTreeMap::new(),
             cm_events: VecDeque::new(),
             cm_out: VecDeque::new(),
+            gsi_psn: Psn::wrapping(0),
             counters: EndpointCounters::default(),
         }
     }
@@ -313,12 +332,29 @@ impl Endpoint {
     /// The packet's payload buffer stays the caller's.
     #[inline]
     pub fn handle_packet(&mut self, now: Instant, pkt: &Packet) -> Result<(), PacketDrop> {
-        let Some(&qp) = self.qpn_to_qp.get(&pkt.bth.dest_qp) else { return Err(PacketDrop::NoSuchQp) };
+        let Some(&qp) = self.qpn_to_qp.get(&pkt.bth.dest_qp) else { return self.handle_gsi(now, pkt) };
         if let Some(q) = self.qps.get_mut(qp.0) {
             q.handle_packet(now, pkt, &mut self.mem, &mut self.comps);
         }
         self.route();
         self.after_qp_change(now, qp);
+        Ok(())
+    }
+
+    /// A packet for no QP: a CM MAD when it is for QP1.
+    #[cold]
+    fn handle_gsi(&mut self, now: Instant, pkt: &Packet) -> Result<(), PacketDrop> {
+        if !mad::is_gsi(pkt) {
+            return Err(PacketDrop::NoSuchQp);
+        }
+        match mad::from_mad(&pkt.payload) {
+            Ok(msg) => self.handle_cm(now, pkt.src_ip, msg),
+            Err(MadDrop::Reject { to, reason }) => self.reject_req(pkt.src_ip, to, reason),
+            Err(MadDrop::Malformed(e)) => {
+                self.counters.cm_dropped += 1;
+                return Err(PacketDrop::BadMad(e));
+            }
+        }
         Ok(())
     }
 
@@ -362,6 +398,13 @@ impl Endpoint {
         self.timers.peek().map(|&Reverse((at, _, _))| at)
     }
 
+    /// Whether a CM message waits ([`poll_cm_transmit`](Self::poll_cm_transmit),
+    /// [`poll_cm_packet`](Self::poll_cm_packet)).
+    #[inline]
+    pub fn wants_cm_transmit(&self) -> bool {
+        !self.cm_out.is_empty()
+    }
+
     /// Whether [`poll_transmit`](Self::poll_transmit) may have a packet.
     #[inline]
     pub fn wants_transmit(&self) -> bool {
@@ -394,10 +437,33 @@ impl Endpoint {
         }
     }
 
-    /// The next CM message to carry to its destination.
+    /// The next CM message to carry to its destination, as a value (for an
+    /// owner that delivers it to the other endpoint's
+    /// [`handle_cm`](Self::handle_cm)).
     #[inline]
     pub fn poll_cm_transmit(&mut self) -> Option<CmTransmit> {
         self.cm_out.pop_front()
+    }
+
+    /// The next CM message to carry, as RDMA CM puts it on RoCEv2: a UD
+    /// packet to QP1 holding the MAD, built in `buf` (it moves into the
+    /// packet; on `None` it is dropped). The other side's
+    /// [`handle_packet`](Self::handle_packet) takes it, as does the
+    /// kernel's GSI.
+    pub fn poll_cm_packet(&mut self, buf: Vec<u8>) -> Option<Packet> {
+        loop {
+            let t = self.cm_out.pop_front()?;
+            match mad::to_mad(&t.msg, self.cfg.ip, t.dst, mad::ca_guid(self.cfg.mac)) {
+                Ok(bytes) => {
+                    let psn = self.gsi_psn;
+                    self.gsi_psn = psn.add(1);
+                    return Some(mad::gsi_packet(self.cfg.ip, t.dst, psn, &bytes, buf));
+                }
+                // The verbs bound every field, so this is not expected;
+                // counted rather than sent malformed.
+                Err(_) => self.counters.cm_dropped += 1,
+            }
+        }
     }
 
     /// The next CM event for the application (`cm_poll` of the transport).

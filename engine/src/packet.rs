@@ -6,7 +6,7 @@
 
 use std::net::Ipv4Addr;
 
-use rctb_core::wire::roce::{AETH_LEN, Aeth, BTH_LEN, Bth, ICRC_LEN, IMMDT_LEN, RETH_LEN, Reth};
+use rctb_core::wire::roce::{AETH_LEN, Aeth, BTH_LEN, Bth, DETH_LEN, Deth, ICRC_LEN, IMMDT_LEN, RETH_LEN, Reth};
 
 /// Ethernet (14) + IPv4 (20) + UDP (8).
 pub const OUTER_HEADERS_LEN: usize = 14 + 20 + 8;
@@ -19,6 +19,8 @@ pub struct Packet {
     pub bth: Bth,
     pub reth: Option<Reth>,
     pub aeth: Option<Aeth>,
+    /// Only on the UD packets that carry CM MADs to and from QP1.
+    pub deth: Option<Deth>,
     pub imm: Option<u32>,
     pub payload: Vec<u8>,
     /// Damaged on the link: the receiver's ICRC check fails and drops it.
@@ -32,6 +34,7 @@ impl Packet {
         let pad = (4 - self.payload.len() % 4) % 4;
         OUTER_HEADERS_LEN
             + BTH_LEN
+            + self.deth.map_or(0, |_| DETH_LEN)
             + self.reth.map_or(0, |_| RETH_LEN)
             + self.aeth.map_or(0, |_| AETH_LEN)
             + self.imm.map_or(0, |_| IMMDT_LEN)

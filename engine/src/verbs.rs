@@ -15,7 +15,7 @@ use std::net::Ipv4Addr;
 use rctb_core::time::Instant;
 use rctb_core::transport::*;
 
-use crate::cm::{CM_TIMEOUT, CmMessage, Conn, ConnState, Connect};
+use crate::cm::{CM_MAX_RETRIES, CM_RESPONSE_TIMEOUT, CmMessage, Conn, ConnState, Connect, mad};
 use crate::endpoint::{Cq, Endpoint};
 use crate::memory::{Memory, Region};
 use crate::rc::{PostError, RcQp, RoutedCompletion};
@@ -351,26 +351,16 @@ impl Endpoint {
         let conn = ConnId(self.alloc_id());
         let local_psn = self.random_psn();
         let mtu = self.cfg.mtu;
-        self.conns.insert(
-            conn,
-            Conn {
-                qp: Some(info.id),
-                peer: None,
-                state: ConnState::ReqSent,
-                remote_qpn: 0,
-                remote_psn: Psn::default(),
-                local_psn,
-                remote_ip: *params.remote.ip(),
-                mtu,
-                responder_resources: params.responder_resources,
-                retry_count: params.retry_count,
-                rnr_retry_count: params.rnr_retry_count,
-                deadline: Some(now + CM_TIMEOUT),
-            },
-        );
-        self.arm_cm(now + CM_TIMEOUT, conn);
+        let mut c = Conn::new(ConnState::ReqSent, *params.remote.ip(), local_psn, mtu);
+        c.qp = Some(info.id);
+        c.responder_resources = params.responder_resources;
+        c.retry_count = params.retry_count;
+        c.rnr_retry_count = params.rnr_retry_count;
+        self.conns.insert(conn, c);
         let msg = CmMessage::Req {
             src_conn: conn,
+            // An ephemeral port, as rdma_cm binds an unbound id to one.
+            src_port: 0xC000 | (conn.0 as u16 & 0x3FFF),
             port: params.remote.port(),
             qpn: info.qpn,
             psn: local_psn,
@@ -380,12 +370,14 @@ impl Endpoint {
             initiator_depth: params.initiator_depth,
             retry_count: params.retry_count,
             rnr_retry_count: params.rnr_retry_count,
+            response_timeout: CM_RESPONSE_TIMEOUT,
+            max_retries: CM_MAX_RETRIES,
         };
-        self.send_cm(*params.remote.ip(), msg);
+        self.send_reliably(now, conn, msg, CM_MAX_RETRIES);
         Ok((conn, info.id))
     }
 
-    pub fn cm_accept(&mut self, conn: ConnId, params: &AcceptParams) -> Result<QpId> {
+    pub fn cm_accept(&mut self, now: Instant, conn: ConnId, params: &AcceptParams) -> Result<QpId> {
         if params.private_data.len() > MAX_REP_PRIVATE_DATA {
             return Err(TransportError::invalid(
                 Verb::CmAccept,
@@ -426,7 +418,8 @@ impl Endpoint {
         let c = self.conns.get_mut(&conn).expect("checked above");
         c.qp = Some(info.id);
         c.state = ConnState::RepSent;
-        if let Some((peer_ip, peer_conn)) = peer {
+        let retries = c.retries_left;
+        if let Some((_, peer_conn)) = peer {
             let msg = CmMessage::Rep {
                 dst_conn: peer_conn,
                 src_conn: conn,
@@ -436,8 +429,9 @@ impl Endpoint {
                 private_data: params.private_data.clone(),
                 responder_resources: params.responder_resources,
                 initiator_depth,
+                rnr_retry_count: params.rnr_retry_count,
             };
-            self.send_cm(peer_ip, msg);
+            self.send_reliably(now, conn, msg, retries);
         }
         Ok(info.id)
     }
@@ -461,7 +455,14 @@ impl Endpoint {
         }
         c.state = ConnState::Closed;
         if let Some((peer_ip, peer_conn)) = c.peer {
-            let msg = CmMessage::Rej { dst_conn: peer_conn, private_data: private_data.to_vec(), no_listener: false };
+            let msg = CmMessage::Rej {
+                dst_conn: peer_conn,
+                src_conn: conn,
+                reason: mad::reason::CONSUMER_DEFINED,
+                private_data: private_data.to_vec(),
+            };
+            // Kept: a REQ that comes again gets the same answer.
+            c.sent = Some(msg.clone());
             self.send_cm(peer_ip, msg);
         }
         Ok(())

@@ -153,7 +153,7 @@ fn cm_connects_through_messages_the_owner_carries() {
     b.ep.handle_cm(now, ia, req.msg);
     let Some(CmEvent::ConnectRequest { conn: bconn, .. }) = b.ep.poll_cm_event() else { panic!("no request") };
     let init = b.qp_init();
-    b.ep.cm_accept(bconn, &AcceptParams::new(init, Vec::new())).unwrap();
+    b.ep.cm_accept(now, bconn, &AcceptParams::new(init, Vec::new())).unwrap();
     let rep = b.ep.poll_cm_transmit().unwrap();
     a.ep.handle_cm(now, ib, rep.msg);
     assert!(matches!(a.ep.poll_cm_event(), Some(CmEvent::Established { conn: c, .. }) if c == conn));
@@ -166,18 +166,31 @@ fn cm_connects_through_messages_the_owner_carries() {
 }
 
 #[test]
-fn an_unanswered_req_times_out() {
+fn an_unanswered_req_is_sent_again_then_times_out() {
     let mut a = side("a", Ipv4Addr::new(10, 0, 0, 1), 1);
     let params = ConnectParams::new("10.0.0.9:4420".parse().unwrap(), a.qp_init(), Vec::new());
     let (conn, _) = a.ep.cm_connect(Instant::ZERO, &params).unwrap();
-    assert!(a.ep.poll_cm_transmit().is_some());
+    let first = a.ep.poll_cm_transmit().expect("the REQ");
+    let step = rctb_engine::cm_time(rctb_engine::CM_RESPONSE_TIMEOUT);
+    for n in 1..=rctb_engine::CM_MAX_RETRIES as u64 {
+        let t = a.ep.poll_timeout().unwrap();
+        assert_eq!(t, Instant::ZERO + step * n as u32);
+        a.ep.handle_timeout(Instant::from_nanos(t.as_nanos() - 1));
+        assert!(a.ep.poll_cm_transmit().is_none(), "retry {n} went out early");
+        a.ep.handle_timeout(t);
+        assert_eq!(a.ep.poll_cm_transmit().as_ref(), Some(&first), "retry {n} is the same REQ");
+        assert_eq!(a.ep.poll_cm_event(), None);
+    }
     let t = a.ep.poll_timeout().unwrap();
     assert_eq!(t, Instant::ZERO + rctb_engine::CM_TIMEOUT);
-    a.ep.handle_timeout(Instant::from_nanos(t.as_nanos() - 1));
-    assert_eq!(a.ep.poll_cm_event(), None);
     a.ep.handle_timeout(t);
     let ev = a.ep.poll_cm_event();
     assert_eq!(ev, Some(CmEvent::Unreachable { conn, reason: UnreachableReason::Timeout }));
+    // The peer hears that we gave up (a REJ "timeout" naming our side).
+    let rej = a.ep.poll_cm_transmit().expect("a REJ");
+    assert!(matches!(rej.msg, CmMessage::Rej { reason: 4, src_conn, .. } if src_conn == conn), "{rej:?}");
+    assert_eq!(a.ep.counters().cm_retransmitted, rctb_engine::CM_MAX_RETRIES as u64);
+    assert_eq!(a.ep.counters().cm_timeouts, 1);
 }
 
 impl Side {

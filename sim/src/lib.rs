@@ -78,7 +78,7 @@ use thiserror::Error;
 pub use actor::{Actor, ActorId};
 pub use config::{FaultAction, LinkConfig, LinkFaults, NodeConfig, ScheduledFault};
 pub use faults::{PacketAction, PacketMatch, PacketPredicate, PacketRule, RuleId, RuleStats};
-pub use rctb_engine::{Packet, rc};
+pub use rctb_engine::{Packet, cm, rc};
 pub use rng::SimRng;
 pub use stats::FabricStats;
 pub use transport::SimTransport;

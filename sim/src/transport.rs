@@ -162,7 +162,7 @@ impl Transport for SimTransport {
     }
 
     fn cm_accept(&mut self, conn: ConnId, params: &AcceptParams) -> Result<QpId> {
-        self.drive(|ep, _| ep.cm_accept(conn, params))
+        self.drive(|ep, now| ep.cm_accept(now, conn, params))
     }
 
     fn cm_reject(&mut self, conn: ConnId, private_data: &[u8]) -> Result<()> {

@@ -34,8 +34,16 @@
 //!   and the rule); a socket error that is not transient fails the call
 //!   that ran the reactor with `TransportError::Os`. A lost, refused or
 //!   damaged frame is no error: it is counted ([`UdpStats`]) and RC
-//!   recovers as from any loss. RDMA CM is not carried: `cm_listen` and
-//!   `cm_connect` return `Unsupported`.
+//!   recovers as from any loss.
+//! - **RDMA CM**: `cm_listen`, `cm_connect`, `cm_accept`, `cm_reject` and
+//!   `cm_disconnect` speak the IB CM on QP1 as RDMA CM does on RoCEv2 (UD
+//!   SENDs with the GSI's Q_Key carrying REQ, MRA, REP, RTU, REJ, DREQ and
+//!   DREP MADs, an IP service id and the CMA header), so either side may be
+//!   another rctb or the kernel's `rdma_cm` on rxe or a NIC. The engine
+//!   sends an unanswered MAD again and answers duplicates, so a lossy path
+//!   delays a connection rather than breaking it; what it did is in
+//!   [`UdpTransport::engine_counters`]. QPs may still be connected by hand
+//!   (QPN, PSN and GID exchanged out of band), as the FPGA does.
 //!
 //! ```no_run
 //! use rctb_udp::{UdpConfig, UdpReactor};
@@ -77,6 +85,6 @@ pub mod wire;
 
 pub use config::{Dir, Fate, PathHook, RawRx, UdpConfig};
 pub use error::UdpError;
-pub use rctb_engine::Packet;
+pub use rctb_engine::{EndpointCounters, Packet};
 pub use stats::{EngineStats, UdpStats};
 pub use transport::{UdpReactor, UdpTransport};

@@ -174,7 +174,7 @@ impl Reactor {
     /// `until`, whichever comes first (returns at once when an engine has
     /// frames to send or the time has passed).
     pub fn block(&mut self, until: Instant) -> Result<(), TransportError> {
-        if self.endpoints.iter().any(|e| e.engine.wants_transmit()) {
+        if self.endpoints.iter().any(|e| e.engine.wants_transmit() || e.engine.wants_cm_transmit()) {
             return Ok(());
         }
         let now = self.clock.now();
@@ -233,9 +233,6 @@ impl Reactor {
             if e.engine.poll_timeout().is_some_and(|t| t <= now) {
                 e.engine.handle_timeout(now);
             }
-            // RDMA CM is not carried: no listen or connect reaches an
-            // engine (the transport refuses them), so nothing waits here.
-            while e.engine.poll_cm_transmit().is_some() {}
         }
     }
 
@@ -244,6 +241,16 @@ impl Reactor {
     fn flush(&mut self) -> Result<usize, TransportError> {
         let now = self.now;
         let mut sent = 0;
+        // CM first: its MADs are few, and they open and close the QPs the
+        // RC frames run on.
+        for i in 0..self.endpoints.len() {
+            while let Some(pkt) = self.endpoints[i].engine.poll_cm_packet(self.pool.pop().unwrap_or_default()) {
+                sent += 1;
+                let r = self.transmit(i, &pkt);
+                self.recycle(pkt.payload);
+                r?;
+            }
+        }
         loop {
             let before = sent;
             for i in 0..self.endpoints.len() {
@@ -364,6 +371,7 @@ impl Reactor {
         match self.endpoints[i].engine.handle_packet(self.now, pkt) {
             Ok(()) => self.counters.delivered += 1,
             Err(PacketDrop::NoSuchQp) => self.counters.dropped_no_qp += 1,
+            Err(PacketDrop::BadMad(_)) => self.counters.dropped_bad_mad += 1,
         }
     }
 }

@@ -63,6 +63,10 @@ pub struct EngineStats {
     pub timeouts: u64,
     /// Frames handed to an engine for a QPN it does not have.
     pub dropped_no_qp: u64,
+    /// QP1 frames whose MAD was not CM (the engine counts the rest of CM).
+    pub dropped_bad_mad: u64,
+    /// CM MADs sent (QP1 UD frames), retransmissions included.
+    pub cm_sent: u64,
 }
 
 impl EngineStats {
@@ -71,7 +75,9 @@ impl EngineStats {
         self.frames_sent += 1;
         self.bytes_sent += pkt.wire_len() as u64;
         let op = pkt.bth.opcode;
-        if op.is_read_response() {
+        if pkt.deth.is_some() {
+            self.cm_sent += 1;
+        } else if op.is_read_response() {
             self.read_responses += 1;
         } else if op == Opcode::ACKNOWLEDGE
             && let Some(aeth) = pkt.aeth

@@ -114,8 +114,6 @@ impl std::fmt::Debug for UdpTransport {
     }
 }
 
-const NO_CM: &str = "RDMA CM over UDP (connect QPs by hand: QPN, PSN and GID exchanged out of band)";
-
 impl UdpTransport {
     /// The reactor this endpoint belongs to.
     pub fn reactor(&self) -> UdpReactor {
@@ -140,6 +138,12 @@ impl UdpTransport {
     /// This endpoint's socket counters.
     pub fn stats(&self) -> UdpStats {
         self.reactor.borrow().endpoints[self.ep].stats
+    }
+
+    /// This endpoint's engine counters: retransmissions, timeouts, and
+    /// what its CM sent again, answered as duplicates, ignored or refused.
+    pub fn engine_counters(&self) -> rctb_engine::EndpointCounters {
+        self.engine(|e| e.counters())
     }
 
     /// Replaces the hook that loses or duplicates packets on this
@@ -262,22 +266,20 @@ impl Transport for UdpTransport {
         self.engine_mut(|e| e.poll_cq(cq, max, out))
     }
 
-    fn cm_listen(&mut self, _port: u16) -> Result<ListenId> {
-        Err(TransportError::Unsupported { verb: Verb::CmListen, what: NO_CM })
+    fn cm_listen(&mut self, port: u16) -> Result<ListenId> {
+        self.engine_mut(|e| e.cm_listen(port))
     }
 
-    fn cm_connect(&mut self, _params: &ConnectParams) -> Result<(ConnId, QpId)> {
-        Err(TransportError::Unsupported { verb: Verb::CmConnect, what: NO_CM })
+    fn cm_connect(&mut self, params: &ConnectParams) -> Result<(ConnId, QpId)> {
+        self.drive(|e, now| e.cm_connect(now, params))
     }
 
-    // With no listen and no connect there is no connection: the engine
-    // answers these for an unknown handle, as the simulator's does.
     fn cm_accept(&mut self, conn: ConnId, params: &AcceptParams) -> Result<QpId> {
-        self.engine_mut(|e| e.cm_accept(conn, params))
+        self.drive(|e, now| e.cm_accept(now, conn, params))
     }
 
     fn cm_reject(&mut self, conn: ConnId, private_data: &[u8]) -> Result<()> {
-        self.engine_mut(|e| e.cm_reject(conn, private_data))
+        self.drive(|e, _| e.cm_reject(conn, private_data))
     }
 
     fn cm_disconnect(&mut self, conn: ConnId) -> Result<()> {
@@ -293,6 +295,14 @@ impl Transport for UdpTransport {
     }
 
     fn cm_poll(&mut self) -> Option<CmEvent> {
+        if let Some(ev) = self.engine_mut(|e| e.poll_cm_event()) {
+            return Some(ev);
+        }
+        // As poll_cq on an empty CQ: a caller that only polls still moves
+        // the MADs (a socket error is left for the next verb to report).
+        if self.drives && self.reactor.borrow_mut().turn().is_err() {
+            return None;
+        }
         self.engine_mut(|e| e.poll_cm_event())
     }
 

@@ -14,11 +14,14 @@
 
 use std::net::{Ipv4Addr, SocketAddrV4};
 
+use rctb_core::wire::cm::GSI_QKEY;
+use rctb_core::wire::roce::Opcode;
 use rctb_core::wire::roce::{
     ExtHeaders, FrameBuilder, IP_PROTO_UDP, IPV4_DF, MacAddr, ROCEV2_UDP_PORT, RoceError, RoceFrame, UDP_HEADER_LEN,
     icrc_ipv4, icrc_on_wire,
 };
 use rctb_engine::Packet;
+use rctb_engine::cm::mad::GSI_QPN;
 use thiserror::Error;
 
 /// IPv4 (20, no options) + UDP (8): where a UDP payload starts in an
@@ -47,7 +50,7 @@ pub enum RxDrop {
 pub fn encode(pkt: &Packet, src_port: u16, dst_port: u16, out: &mut Vec<u8>) -> Result<usize, RoceError> {
     let mut b = FrameBuilder::new(MacAddr([0; 6]), MacAddr([0; 6]), pkt.src_ip, pkt.dst_ip);
     b.udp_src_port = src_port;
-    let ext = ExtHeaders { reth: pkt.reth, aeth: pkt.aeth, imm: pkt.imm, ..ExtHeaders::NONE };
+    let ext = ExtHeaders { deth: pkt.deth, reth: pkt.reth, aeth: pkt.aeth, imm: pkt.imm, ..ExtHeaders::NONE };
     let mut frame = b.frame(pkt.bth, ext, &pkt.payload)?;
     frame.eth = None;
     if dst_port != ROCEV2_UDP_PORT {
@@ -123,8 +126,11 @@ pub fn decode(ip: &mut [u8], local: Ipv4Addr, port: u16, mut payload: Vec<u8>) -
         Err(e) => return fail(RxDrop::Malformed(e), payload),
     };
     let ext = frame.ext;
-    let unsupported = if ext.deth.is_some() {
-        Some("DETH (UD/CM datagrams)")
+    let gsi = frame.bth.dest_qp == GSI_QPN && frame.bth.opcode == Opcode::UD_SEND_ONLY;
+    let unsupported = if ext.deth.is_some() && !gsi {
+        Some("UD datagrams to a QP other than the GSI (QP1)")
+    } else if gsi && ext.deth.is_none_or(|d| d.qkey != GSI_QKEY) {
+        Some("a QP1 packet without the GSI's Q_Key")
     } else if ext.atomic.is_some() || ext.atomic_ack.is_some() {
         Some("atomic operations")
     } else if ext.ieth.is_some() {
@@ -144,6 +150,7 @@ pub fn decode(ip: &mut [u8], local: Ipv4Addr, port: u16, mut payload: Vec<u8>) -
         bth: frame.bth,
         reth: ext.reth,
         aeth: ext.aeth,
+        deth: ext.deth,
         imm: ext.imm,
         payload,
         corrupt: false,
@@ -154,7 +161,7 @@ pub fn decode(ip: &mut [u8], local: Ipv4Addr, port: u16, mut payload: Vec<u8>) -
 mod tests {
     use super::*;
     use rctb_core::transport::Psn;
-    use rctb_core::wire::roce::{Bth, Opcode, Reth};
+    use rctb_core::wire::roce::{Bth, Reth};
 
     fn pkt(payload: Vec<u8>) -> Packet {
         let mut bth = Bth::new(Opcode::WRITE_ONLY, 0x11, Psn::wrapping(0x12_3456));
@@ -166,6 +173,7 @@ mod tests {
             bth,
             reth: Some(Reth { va: 0x7f00_0000_1000, rkey: 0x1234, dma_len: payload.len() as u32 }),
             aeth: None,
+            deth: None,
             imm: None,
             payload,
             corrupt: false,

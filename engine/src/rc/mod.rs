@@ -90,6 +90,7 @@ impl Path {
             bth,
             reth,
             aeth,
+            deth: None,
             imm,
             payload,
             corrupt: false,

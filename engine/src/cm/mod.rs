@@ -1,0 +1,616 @@
+//! RDMA CM: REQ / MRA / REP / RTU / REJ / DREQ / DREP, each side's
+//! connection state, and the timers that retransmit what got no answer.
+//!
+//! Contract: the endpoint's CM verbs (`cm_connect`, `cm_accept`,
+//! `cm_reject`, `cm_disconnect`, in `verbs.rs`) and
+//! [`Endpoint::handle_cm`] queue [`CmTransmit`]s. An owner carries them
+//! one of two ways:
+//!
+//! - as values: [`Endpoint::poll_cm_transmit`], delivered to the endpoint
+//!   at [`CmTransmit::dst`] through its `handle_cm` (the simulator);
+//! - as MADs on QP1, the way RDMA CM sends them on RoCEv2:
+//!   [`Endpoint::poll_cm_packet`] gives UD packets to put on the wire, and
+//!   [`Endpoint::handle_packet`] takes the ones addressed to QP1 (the udp
+//!   backend, against another rctb or the kernel's `rdma_cm`). [`mad`]
+//!   holds the encoding.
+//!
+//! The carrier may lose, duplicate or delay messages. As IBA 12.6 asks,
+//! each message that expects an answer (REQ, REP, DREQ) is sent again when
+//! none came within the response timeout, up to the retry count; a
+//! duplicate is answered from the state it finds (a REQ whose REP went out
+//! gets the REP again, one still with the application gets an MRA; a REP
+//! already answered gets the RTU again; a DREQ always gets a DREP). The
+//! active side waits `(CM_MAX_RETRIES + 1) × cm_time(CM_RESPONSE_TIMEOUT)`
+//! ([`CM_TIMEOUT`]) for REP or REJ, then reports
+//! `Unreachable { reason: Timeout }` and sends a REJ with reason TIMEOUT.
+//! A passive side times its REP by the REQ's own timeout and retry count.
+//!
+//! The QP transitions are the ones librdmacm makes (INIT at creation,
+//! RTR/RTS with the peer's QPN and starting PSN, the path MTU the smaller
+//! of both ports' active MTUs, ERR on disconnect).
+
+pub mod mad;
+
+use std::net::{Ipv4Addr, SocketAddrV4};
+
+use rctb_core::time::{Duration, Instant};
+use rctb_core::transport::{
+    Access, AddressVector, CmEvent, ConnId, Gid, InitAttr, Mtu, Psn, QpId, QpTransition, RnrTimer, RtrAttr, RtsAttr,
+    UnreachableReason,
+};
+
+use crate::endpoint::{Endpoint, TimerKey};
+use mad::reason;
+
+/// The CM response timeout this engine asks for and answers within, as
+/// the IBA 5-bit code: 4.096 µs × 2^12 ≈ 16.8 ms.
+pub const CM_RESPONSE_TIMEOUT: u8 = 12;
+/// How many times an unanswered REQ, REP or DREQ is sent again.
+pub const CM_MAX_RETRIES: u8 = 5;
+/// How long an active side waits for REP or REJ, retries included.
+pub const CM_TIMEOUT: Duration = Duration::from_nanos(cm_time_nanos(CM_RESPONSE_TIMEOUT) * (CM_MAX_RETRIES as u64 + 1));
+/// The local ACK timeout code librdmacm's path records usually give on RoCE.
+pub const CM_QP_TIMEOUT: u8 = 14;
+
+const fn cm_time_nanos(code: u8) -> u64 {
+    let code = if code > 31 { 31 } else { code };
+    4096 << code
+}
+
+/// An IBA CM time code (4.096 µs × 2^code) as a duration.
+pub const fn cm_time(code: u8) -> Duration {
+    Duration::from_nanos(cm_time_nanos(code))
+}
+
+/// A CM message between two endpoints. Every one names the sender's
+/// connection (`src_conn`) and, past the REQ, the receiver's (`dst_conn`):
+/// the communication ids of the MADs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CmMessage {
+    Req {
+        src_conn: ConnId,
+        /// The active side's source port (the CMA header's).
+        src_port: u16,
+        /// The service: the port the passive side listens on.
+        port: u16,
+        qpn: u32,
+        psn: Psn,
+        mtu: Mtu,
+        private_data: Vec<u8>,
+        responder_resources: u8,
+        initiator_depth: u8,
+        retry_count: u8,
+        rnr_retry_count: u8,
+        /// The active side's CM response timeout (IBA code): how long the
+        /// passive side waits for the RTU before it sends the REP again.
+        response_timeout: u8,
+        /// How many times the passive side may send the REP again.
+        max_retries: u8,
+    },
+    /// "Message received, the answer will take a while" (for a REQ).
+    Mra {
+        dst_conn: ConnId,
+        src_conn: ConnId,
+        /// How much longer to wait (IBA code), on top of the response timeout.
+        service_timeout: u8,
+    },
+    Rep {
+        dst_conn: ConnId,
+        src_conn: ConnId,
+        qpn: u32,
+        psn: Psn,
+        /// The path MTU the passive side chose: min of both ports' active MTUs.
+        mtu: Mtu,
+        private_data: Vec<u8>,
+        responder_resources: u8,
+        initiator_depth: u8,
+        rnr_retry_count: u8,
+    },
+    Rtu {
+        dst_conn: ConnId,
+        src_conn: ConnId,
+    },
+    Rej {
+        dst_conn: ConnId,
+        /// `ConnId(0)` when the sender has no connection (no listener).
+        src_conn: ConnId,
+        /// IBA table 112 ([`mad::reason`]).
+        reason: u16,
+        private_data: Vec<u8>,
+    },
+    Dreq {
+        dst_conn: ConnId,
+        src_conn: ConnId,
+        /// The receiver's QPN (a DREQ for another QP is dropped).
+        remote_qpn: u32,
+    },
+    Drep {
+        dst_conn: ConnId,
+        src_conn: ConnId,
+    },
+}
+
+/// A CM message to deliver to the endpoint at `dst`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CmTransmit {
+    pub dst: Ipv4Addr,
+    pub msg: CmMessage,
+}
+
+/// CM connection state on one side.
+#[derive(Debug)]
+pub(crate) struct Conn {
+    pub qp: Option<QpId>,
+    /// The peer's address and connection id, once known.
+    pub peer: Option<(Ipv4Addr, ConnId)>,
+    pub state: ConnState,
+    /// What the REQ carried (passive side) or what we sent (active side).
+    pub remote_qpn: u32,
+    pub remote_psn: Psn,
+    pub local_psn: Psn,
+    pub remote_ip: Ipv4Addr,
+    pub mtu: Mtu,
+    pub responder_resources: u8,
+    pub retry_count: u8,
+    pub rnr_retry_count: u8,
+    /// When the message in `sent` is sent again (or given up on).
+    pub deadline: Option<Instant>,
+    /// The last message that expects an answer, or that answers a duplicate.
+    pub sent: Option<CmMessage>,
+    /// How many more times `sent` goes out when unanswered.
+    pub retries_left: u8,
+    /// The wait for an answer to `sent`.
+    pub response_timeout: Duration,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ConnState {
+    /// Active side: REQ sent.
+    ReqSent,
+    /// Passive side: REQ received, application deciding.
+    ReqRcvd,
+    /// Passive side: REP sent.
+    RepSent,
+    Established,
+    /// DREQ sent, waiting for the DREP.
+    DreqSent,
+    /// Disconnected; still answers a late DREQ with a DREP.
+    TimeWait,
+    Closed,
+}
+
+impl Conn {
+    /// A connection in `state` towards `remote_ip`.
+    pub fn new(state: ConnState, remote_ip: Ipv4Addr, local_psn: Psn, mtu: Mtu) -> Conn {
+        Conn {
+            qp: None,
+            peer: None,
+            state,
+            remote_qpn: 0,
+            remote_psn: Psn::default(),
+            local_psn,
+            remote_ip,
+            mtu,
+            responder_resources: 0,
+            retry_count: 0,
+            rnr_retry_count: 0,
+            deadline: None,
+            sent: None,
+            retries_left: 0,
+            response_timeout: cm_time(CM_RESPONSE_TIMEOUT),
+        }
+    }
+}
+
+/// INIT attributes rdma_cm uses for a connected RC QP.
+fn init_attr() -> QpTransition {
+    QpTransition::Init(InitAttr {
+        pkey_index: 0,
+        port: 1,
+        access: Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ,
+    })
+}
+
+/// The QP attributes a connection brings a QP from INIT to RTS with.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Connect {
+    pub peer_ip: Ipv4Addr,
+    pub mtu: Mtu,
+    pub dest_qpn: u32,
+    pub rq_psn: Psn,
+    pub sq_psn: Psn,
+    pub responder_resources: u8,
+    pub initiator_depth: u8,
+    pub retry_count: u8,
+    pub rnr_retry_count: u8,
+}
+
+impl Endpoint {
+    pub(crate) fn send_cm(&mut self, dst: Ipv4Addr, msg: CmMessage) {
+        self.cm_out.push_back(CmTransmit { dst, msg });
+    }
+
+    /// Sends `msg` on `conn` and keeps it to send again after
+    /// `conn.response_timeout` when no answer comes, `retries` times.
+    pub(crate) fn send_reliably(&mut self, now: Instant, conn: ConnId, msg: CmMessage, retries: u8) {
+        let Some(c) = self.conns.get_mut(&conn) else { return };
+        let at = now + c.response_timeout;
+        c.deadline = Some(at);
+        c.retries_left = retries;
+        c.sent = Some(msg.clone());
+        let dst = c.remote_ip;
+        self.arm(at, TimerKey::Cm(conn));
+        self.send_cm(dst, msg);
+    }
+
+    /// Sends `conn`'s kept message again, as the answer to a duplicate.
+    fn resend(&mut self, conn: ConnId) {
+        let Some(c) = self.conns.get(&conn) else { return };
+        if let Some(msg) = c.sent.clone() {
+            let dst = c.remote_ip;
+            self.counters.cm_retransmitted += 1;
+            self.send_cm(dst, msg);
+        }
+    }
+
+    /// Brings `qp` from INIT to RTS towards the peer.
+    pub(crate) fn connect_qp(&mut self, qp: QpId, c: Connect) -> Result<(), &'static str> {
+        let src_ip = self.cfg.ip;
+        let q = self.qps.get_mut(qp.0).ok_or("QP destroyed")?;
+        let rtr = QpTransition::Rtr(RtrAttr {
+            path_mtu: c.mtu,
+            dest_qpn: c.dest_qpn,
+            rq_psn: c.rq_psn,
+            max_dest_rd_atomic: c.responder_resources,
+            min_rnr_timer: RnrTimer::default(),
+            av: AddressVector::new(Gid::from_ipv4(c.peer_ip), 1),
+        });
+        let rts = QpTransition::Rts(RtsAttr {
+            sq_psn: c.sq_psn,
+            timeout: CM_QP_TIMEOUT,
+            retry_cnt: c.retry_count.min(7),
+            rnr_retry: c.rnr_retry_count.min(7),
+            max_rd_atomic: c.initiator_depth,
+        });
+        let r = q.modify(&rtr, src_ip, &mut self.comps).and_then(|()| q.modify(&rts, src_ip, &mut self.comps));
+        self.route();
+        r
+    }
+
+    pub(crate) fn init_qp(&mut self, qp: QpId) {
+        let ip = self.cfg.ip;
+        if let Some(q) = self.qps.get_mut(qp.0) {
+            let _ = q.modify(&init_attr(), ip, &mut self.comps);
+        }
+        self.route();
+    }
+
+    /// Moves `qp` to ERR (its outstanding work completes flushed).
+    fn error_qp(&mut self, now: Instant, qp: QpId) {
+        let ip = self.cfg.ip;
+        if let Some(q) = self.qps.get_mut(qp.0) {
+            let _ = q.modify(&QpTransition::Err, ip, &mut self.comps);
+        }
+        self.route();
+        self.after_qp_change(now, qp);
+    }
+
+    /// The connection whose peer is `peer` (a duplicate REQ's sender).
+    fn conn_of_peer(&self, peer: (Ipv4Addr, ConnId)) -> Option<ConnId> {
+        self.conns.iter().find(|(_, c)| c.peer == Some(peer)).map(|(id, _)| *id)
+    }
+
+    /// `conn`, when it exists and is in `state` (anything else is a stale
+    /// or duplicate message: counted).
+    fn conn_in(&mut self, conn: ConnId, state: ConnState) -> bool {
+        let ok = self.conns.get(&conn).is_some_and(|c| c.state == state);
+        if !ok {
+            self.counters.cm_ignored += 1;
+        }
+        ok
+    }
+
+    /// Takes one CM message that the endpoint at `from` sent, at `now`.
+    pub fn handle_cm(&mut self, now: Instant, from: Ipv4Addr, msg: CmMessage) {
+        match msg {
+            CmMessage::Req {
+                src_conn,
+                src_port,
+                port,
+                qpn,
+                psn,
+                mtu,
+                private_data,
+                responder_resources,
+                initiator_depth,
+                retry_count,
+                rnr_retry_count,
+                response_timeout,
+                max_retries,
+            } => {
+                if let Some(conn) = self.conn_of_peer((from, src_conn)) {
+                    self.counters.cm_duplicates += 1;
+                    match self.conns.get(&conn).map(|c| c.state) {
+                        // Our REP (or REJ) was lost or is late: send it again.
+                        Some(ConnState::RepSent | ConnState::Closed) => self.resend(conn),
+                        // The application has not answered yet: say so, and
+                        // ask for four more response timeouts.
+                        Some(ConnState::ReqRcvd) => {
+                            let service_timeout = CM_RESPONSE_TIMEOUT + 2;
+                            let mra = CmMessage::Mra { dst_conn: src_conn, src_conn: conn, service_timeout };
+                            self.send_cm(from, mra);
+                        }
+                        _ => {}
+                    }
+                    return;
+                }
+                let Some(&listener) = self.listeners.get(&port) else {
+                    self.reject_req(from, src_conn, reason::INVALID_SERVICE_ID);
+                    return;
+                };
+                let conn = ConnId(self.alloc_id());
+                let local_psn = self.random_psn();
+                let mut c = Conn::new(ConnState::ReqRcvd, from, local_psn, mtu.min(self.cfg.mtu));
+                c.peer = Some((from, src_conn));
+                c.remote_qpn = qpn;
+                c.remote_psn = psn;
+                c.responder_resources = responder_resources;
+                c.retry_count = retry_count;
+                c.rnr_retry_count = rnr_retry_count;
+                c.response_timeout = cm_time(response_timeout);
+                c.retries_left = max_retries;
+                self.conns.insert(conn, c);
+                self.cm_events.push_back(CmEvent::ConnectRequest {
+                    listener,
+                    conn,
+                    remote: SocketAddrV4::new(from, src_port),
+                    private_data,
+                    responder_resources,
+                    initiator_depth,
+                });
+            }
+            CmMessage::Mra { dst_conn, service_timeout, .. } => {
+                let Some(c) = self.conns.get_mut(&dst_conn) else { return };
+                if c.state != ConnState::ReqSent {
+                    self.counters.cm_ignored += 1;
+                    return;
+                }
+                // The REQ arrived: wait for the answer without resending.
+                let at = now + cm_time(service_timeout) + c.response_timeout;
+                c.deadline = Some(at);
+                self.arm(at, TimerKey::Cm(dst_conn));
+            }
+            CmMessage::Rep {
+                dst_conn,
+                src_conn,
+                qpn,
+                psn,
+                mtu,
+                private_data,
+                responder_resources,
+                initiator_depth,
+                rnr_retry_count: _,
+            } => {
+                if self
+                    .conns
+                    .get(&dst_conn)
+                    .is_some_and(|c| c.state == ConnState::Established && c.peer == Some((from, src_conn)))
+                {
+                    // Our RTU was lost: the passive side sent its REP again.
+                    self.counters.cm_duplicates += 1;
+                    self.resend(dst_conn);
+                    return;
+                }
+                if !self.conn_in(dst_conn, ConnState::ReqSent) {
+                    return;
+                }
+                let c = self.conns.get_mut(&dst_conn).expect("checked above");
+                c.peer = Some((from, src_conn));
+                c.remote_qpn = qpn;
+                c.remote_psn = psn;
+                // Both ends must segment and reassemble at the same path MTU.
+                c.mtu = c.mtu.min(mtu);
+                c.deadline = None;
+                let Some(qp) = c.qp else { return };
+                // Our outstanding reads are bounded by what the peer will take.
+                let attrs = Connect {
+                    peer_ip: c.remote_ip,
+                    mtu: c.mtu,
+                    dest_qpn: qpn,
+                    rq_psn: psn,
+                    sq_psn: c.local_psn,
+                    responder_resources,
+                    initiator_depth,
+                    retry_count: c.retry_count,
+                    rnr_retry_count: c.rnr_retry_count,
+                };
+                let ok = self.connect_qp(qp, attrs);
+                let c = self.conns.get_mut(&dst_conn).expect("checked above");
+                if ok.is_ok() {
+                    c.state = ConnState::Established;
+                    let rtu = CmMessage::Rtu { dst_conn: src_conn, src_conn: dst_conn };
+                    // Kept, not timed: it answers a REP that comes again.
+                    c.sent = Some(rtu.clone());
+                    self.send_cm(from, rtu);
+                    self.cm_events.push_back(CmEvent::Established { conn: dst_conn, qp, private_data });
+                } else {
+                    c.state = ConnState::Closed;
+                    let rej = CmMessage::Rej {
+                        dst_conn: src_conn,
+                        src_conn: dst_conn,
+                        reason: reason::CONSUMER_DEFINED,
+                        private_data: Vec::new(),
+                    };
+                    self.send_cm(from, rej);
+                    let ev = CmEvent::Unreachable { conn: dst_conn, reason: UnreachableReason::NoRoute };
+                    self.cm_events.push_back(ev);
+                }
+                self.after_qp_change(now, qp);
+            }
+            CmMessage::Rtu { dst_conn, .. } => {
+                if !self.conn_in(dst_conn, ConnState::RepSent) {
+                    return;
+                }
+                let c = self.conns.get_mut(&dst_conn).expect("checked above");
+                c.state = ConnState::Established;
+                c.deadline = None;
+                c.sent = None;
+                if let Some(qp) = c.qp {
+                    self.cm_events.push_back(CmEvent::Established { conn: dst_conn, qp, private_data: Vec::new() });
+                }
+            }
+            CmMessage::Rej { dst_conn, src_conn, reason: why, private_data } => {
+                // A REJ "timeout" from an active side that never saw our REP
+                // names only its own connection.
+                let target = if dst_conn == ConnId(0) { self.conn_of_peer((from, src_conn)) } else { Some(dst_conn) };
+                let Some(conn) = target else {
+                    self.counters.cm_ignored += 1;
+                    return;
+                };
+                let Some(c) = self.conns.get_mut(&conn) else {
+                    self.counters.cm_ignored += 1;
+                    return;
+                };
+                if !matches!(c.state, ConnState::ReqSent | ConnState::ReqRcvd | ConnState::RepSent) {
+                    self.counters.cm_ignored += 1;
+                    return;
+                }
+                let passive = c.state != ConnState::ReqSent;
+                c.state = ConnState::Closed;
+                c.deadline = None;
+                c.sent = None;
+                let qp = c.qp;
+                let ev = match why {
+                    reason::INVALID_SERVICE_ID => CmEvent::Unreachable { conn, reason: UnreachableReason::NoListener },
+                    reason::TIMEOUT => CmEvent::Unreachable { conn, reason: UnreachableReason::Timeout },
+                    _ => CmEvent::Rejected { conn, private_data },
+                };
+                if passive && let Some(qp) = qp {
+                    self.error_qp(now, qp);
+                }
+                self.cm_events.push_back(ev);
+            }
+            CmMessage::Dreq { dst_conn, src_conn, remote_qpn } => {
+                let drep = CmMessage::Drep { dst_conn: src_conn, src_conn: dst_conn };
+                let Some(c) = self.conns.get(&dst_conn) else {
+                    // Gone already (destroyed): IBA still answers.
+                    self.send_cm(from, drep);
+                    return;
+                };
+                let own_qpn = c.qp.and_then(|qp| self.qps.get(qp.0)).map(|q| q.qpn);
+                if c.peer.is_some_and(|(_, p)| p != src_conn) || own_qpn.is_some_and(|n| n != remote_qpn) {
+                    self.counters.cm_ignored += 1;
+                    return;
+                }
+                match c.state {
+                    ConnState::Established => self.disconnect_local(now, dst_conn, false),
+                    // Both sides disconnect at once: each answers the other.
+                    ConnState::DreqSent | ConnState::TimeWait => self.counters.cm_duplicates += 1,
+                    _ => {
+                        self.counters.cm_ignored += 1;
+                        return;
+                    }
+                }
+                if let Some(c) = self.conns.get_mut(&dst_conn) {
+                    c.state = ConnState::TimeWait;
+                    c.deadline = None;
+                    c.sent = Some(drep.clone());
+                }
+                self.send_cm(from, drep);
+            }
+            CmMessage::Drep { dst_conn, .. } => {
+                if !self.conn_in(dst_conn, ConnState::DreqSent) {
+                    return;
+                }
+                let c = self.conns.get_mut(&dst_conn).expect("checked above");
+                c.state = ConnState::TimeWait;
+                c.deadline = None;
+                c.sent = None;
+            }
+        }
+    }
+
+    /// Refuses a REQ for which no connection was made.
+    pub(crate) fn reject_req(&mut self, to: Ipv4Addr, req_conn: ConnId, why: u16) {
+        self.counters.cm_rejected += 1;
+        let rej = CmMessage::Rej { dst_conn: req_conn, src_conn: ConnId(0), reason: why, private_data: Vec::new() };
+        self.send_cm(to, rej);
+    }
+
+    /// Tears a connection down: QP to ERR, Disconnected event, and, when
+    /// we started it, a DREQ to the peer (sent again until a DREP comes).
+    pub(crate) fn disconnect_local(&mut self, now: Instant, conn: ConnId, notify_peer: bool) {
+        let Some(c) = self.conns.get_mut(&conn) else { return };
+        if c.state != ConnState::Established {
+            return;
+        }
+        c.state = ConnState::Closed;
+        c.sent = None;
+        let (qp, peer, remote_qpn) = (c.qp, c.peer, c.remote_qpn);
+        if let Some(qp) = qp {
+            self.error_qp(now, qp);
+        }
+        self.cm_events.push_back(CmEvent::Disconnected { conn });
+        if notify_peer && let Some((_, peer_conn)) = peer {
+            if let Some(c) = self.conns.get_mut(&conn) {
+                c.state = ConnState::DreqSent;
+                c.response_timeout = cm_time(CM_RESPONSE_TIMEOUT);
+            }
+            let dreq = CmMessage::Dreq { dst_conn: peer_conn, src_conn: conn, remote_qpn };
+            self.send_reliably(now, conn, dreq, CM_MAX_RETRIES);
+        }
+    }
+}
+
+/// The timer of `conn` came up: send its message again, or give up.
+pub(crate) fn timeout(ep: &mut Endpoint, now: Instant, conn: ConnId) {
+    let Some(c) = ep.conns.get_mut(&conn) else { return };
+    if !c.deadline.is_some_and(|d| d <= now) {
+        return; // moved later (MRA) or answered: a later entry or none
+    }
+    if !matches!(c.state, ConnState::ReqSent | ConnState::RepSent | ConnState::DreqSent) {
+        c.deadline = None;
+        return;
+    }
+    if c.retries_left > 0 {
+        c.retries_left -= 1;
+        let at = now + c.response_timeout;
+        c.deadline = Some(at);
+        ep.arm(at, TimerKey::Cm(conn));
+        ep.resend(conn);
+        return;
+    }
+    // Out of retries.
+    let (state, peer, qp) = (c.state, c.peer, c.qp);
+    c.deadline = None;
+    c.sent = None;
+    ep.counters.cm_timeouts += 1;
+    match state {
+        ConnState::DreqSent => {
+            if let Some(c) = ep.conns.get_mut(&conn) {
+                c.state = ConnState::TimeWait;
+            }
+        }
+        ConnState::ReqSent | ConnState::RepSent => {
+            if let Some(c) = ep.conns.get_mut(&conn) {
+                c.state = ConnState::Closed;
+            }
+            // Tell the peer, so it drops its half (IBA: REJ "timeout"; an
+            // active side that never heard back names only its own id).
+            let dst_conn = peer.map_or(ConnId(0), |(_, p)| p);
+            let dst = ep.conns.get(&conn).map(|c| c.remote_ip);
+            if let Some(dst) = dst {
+                let rej =
+                    CmMessage::Rej { dst_conn, src_conn: conn, reason: reason::TIMEOUT, private_data: Vec::new() };
+                ep.send_cm(dst, rej);
+            }
+            if state == ConnState::RepSent
+                && let Some(qp) = qp
+            {
+                ep.error_qp(now, qp);
+            }
+            ep.cm_events.push_back(CmEvent::Unreachable { conn, reason: UnreachableReason::Timeout });
+        }
+        _ => {}
+    }
+}

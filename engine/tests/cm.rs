@@ -1,0 +1,417 @@
+//! RDMA CM carried as MADs on QP1 between two endpoints, the way the udp
+//! backend carries it: every message is a UD packet the test may lose,
+//! duplicate or delay. Connect, reject and disconnect converge, or end in
+//! the typed timeout; duplicates are answered from the state, never acted
+//! on twice; and nothing keeps running once both sides have settled.
+
+use std::net::{Ipv4Addr, SocketAddrV4};
+
+use proptest::prelude::*;
+use rand_chacha::ChaCha8Rng;
+use rand_core::SeedableRng;
+use rctb_core::time::{Duration, Instant};
+use rctb_core::transport::*;
+use rctb_core::wire::cm::CmMad;
+use rctb_engine::{CM_TIMEOUT, Endpoint, EndpointConfig, Packet, PacketDrop};
+
+const LATENCY: Duration = Duration::from_micros(5);
+const IA: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
+const IB: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
+const PORT: u16 = 4420;
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Fate {
+    Pass,
+    Drop,
+    Duplicate,
+    Delay(Duration),
+}
+
+/// What the passive application does with a connect request.
+#[derive(Clone, Copy, PartialEq)]
+enum Answer {
+    Accept,
+    Reject,
+}
+
+struct Net {
+    a: Endpoint,
+    b: Endpoint,
+    now: Instant,
+    wire: Vec<(Instant, bool, Packet)>,
+    /// Every MAD sent: (from a, its name).
+    log: Vec<(bool, &'static str)>,
+    events_a: Vec<CmEvent>,
+    events_b: Vec<CmEvent>,
+    answer: Answer,
+}
+
+fn endpoint(name: &str, ip: Ipv4Addr, seed: u64, mac: u8) -> Endpoint {
+    let mut cfg = EndpointConfig::new(name, ip);
+    cfg.mac = [0x02, 0, 0, 0, 0, mac];
+    Endpoint::new(cfg, Box::new(ChaCha8Rng::seed_from_u64(seed)))
+}
+
+fn qp_init(ep: &mut Endpoint) -> QpInit {
+    let pd = ep.alloc_pd().unwrap();
+    let cq = ep.create_cq(64).unwrap();
+    let caps = QpCaps { max_send_wr: 16, max_recv_wr: 16, ..QpCaps::default() };
+    QpInit { pd, send_cq: cq, recv_cq: cq, caps, sq_sig_all: true }
+}
+
+fn name(pkt: &Packet) -> &'static str {
+    CmMad::decode(&pkt.payload).map(|m| m.message.name()).unwrap_or("?")
+}
+
+impl Net {
+    fn new(answer: Answer) -> Net {
+        let mut b = endpoint("b", IB, 2, 2);
+        b.cm_listen(PORT).unwrap();
+        Net {
+            a: endpoint("a", IA, 1, 1),
+            b,
+            now: Instant::ZERO,
+            wire: Vec::new(),
+            log: Vec::new(),
+            events_a: Vec::new(),
+            events_b: Vec::new(),
+            answer,
+        }
+    }
+
+    fn connect(&mut self, private: &[u8]) -> ConnId {
+        let init = qp_init(&mut self.a);
+        let params = ConnectParams::new(SocketAddrV4::new(IB, PORT), init, private.to_vec());
+        self.a.cm_connect(self.now, &params).unwrap().0
+    }
+
+    /// Carries MADs (each through `fate`) and fires timers until nothing
+    /// is left to do or `until` passes; the passive side answers requests.
+    fn run(&mut self, until: Instant, fate: &mut dyn FnMut(bool, &'static str) -> Fate) {
+        loop {
+            for from_a in [true, false] {
+                let ep = if from_a { &mut self.a } else { &mut self.b };
+                while let Some(pkt) = ep.poll_cm_packet(Vec::new()) {
+                    assert_eq!(pkt.bth.dest_qp, 1);
+                    let n = name(&pkt);
+                    self.log.push((from_a, n));
+                    let at = self.now + LATENCY;
+                    match fate(from_a, n) {
+                        Fate::Pass => self.wire.push((at, from_a, pkt)),
+                        Fate::Drop => {}
+                        Fate::Duplicate => {
+                            self.wire.push((at, from_a, pkt.clone()));
+                            self.wire.push((at + LATENCY, from_a, pkt));
+                        }
+                        Fate::Delay(d) => self.wire.push((at + d, from_a, pkt)),
+                    }
+                }
+                // No RC traffic here: QPs only change state.
+                let mut buf = Vec::new();
+                while ep.poll_transmit(self.now, &mut buf).is_some() {}
+            }
+            while let Some(ev) = self.a.poll_cm_event() {
+                self.events_a.push(ev);
+            }
+            while let Some(ev) = self.b.poll_cm_event() {
+                if let CmEvent::ConnectRequest { conn, .. } = ev {
+                    match self.answer {
+                        Answer::Accept => {
+                            let init = qp_init(&mut self.b);
+                            self.b.cm_accept(self.now, conn, &AcceptParams::new(init, b"welcome".to_vec())).unwrap();
+                        }
+                        Answer::Reject => self.b.cm_reject(conn, &[0, 0, 6, 0]).unwrap(),
+                    }
+                }
+                self.events_b.push(ev);
+            }
+            if self.a.wants_cm_transmit() || self.b.wants_cm_transmit() {
+                continue;
+            }
+            let next_timer = [self.a.poll_timeout(), self.b.poll_timeout()].into_iter().flatten().min();
+            let next_frame = self.wire.iter().map(|(t, _, _)| *t).min();
+            let Some(next) = [next_timer, next_frame].into_iter().flatten().min() else { return };
+            if next > until {
+                return;
+            }
+            self.now = self.now.max(next);
+            let now = self.now;
+            let (due, later): (Vec<_>, Vec<_>) = self.wire.drain(..).partition(|(t, _, _)| *t <= now);
+            self.wire = later;
+            for (_, from_a, pkt) in due {
+                let to = if from_a { &mut self.b } else { &mut self.a };
+                to.handle_packet(now, &pkt).unwrap();
+            }
+            self.a.handle_timeout(now);
+            self.b.handle_timeout(now);
+        }
+    }
+
+    fn settle(&mut self, fate: &mut dyn FnMut(bool, &'static str) -> Fate) {
+        let until = self.now + Duration::from_secs(60);
+        self.run(until, fate);
+        assert!(self.now < until, "CM still busy a minute on: {:?}", self.log);
+    }
+
+    fn count(events: &[CmEvent], f: impl Fn(&CmEvent) -> bool) -> usize {
+        events.iter().filter(|e| f(e)).count()
+    }
+
+    fn established(&self) -> (usize, usize) {
+        let f = |e: &CmEvent| matches!(e, CmEvent::Established { .. });
+        (Self::count(&self.events_a, f), Self::count(&self.events_b, f))
+    }
+
+    fn disconnected(&self) -> (usize, usize) {
+        let f = |e: &CmEvent| matches!(e, CmEvent::Disconnected { .. });
+        (Self::count(&self.events_a, f), Self::count(&self.events_b, f))
+    }
+
+    fn sent(&self, from_a: bool, what: &str) -> usize {
+        self.log.iter().filter(|(a, n)| *a == from_a && *n == what).count()
+    }
+}
+
+/// Loses the first copy of each named message, passes the rest.
+fn lose_first(names: &'static [&'static str]) -> impl FnMut(bool, &'static str) -> Fate {
+    let mut lost: Vec<&str> = Vec::new();
+    move |_, n| {
+        if names.contains(&n) && !lost.contains(&n) {
+            lost.push(n);
+            Fate::Drop
+        } else {
+            Fate::Pass
+        }
+    }
+}
+
+#[test]
+fn a_clean_exchange_is_req_rep_rtu_then_dreq_drep() {
+    let mut net = Net::new(Answer::Accept);
+    let conn = net.connect(b"hello");
+    net.settle(&mut |_, _| Fate::Pass);
+    assert_eq!(net.established(), (1, 1));
+    let Some(CmEvent::ConnectRequest { private_data, remote, .. }) = net.events_b.first() else {
+        panic!("{:?}", net.events_b)
+    };
+    // The consumer's bytes after the CMA header, zero padded to 56.
+    assert_eq!((&private_data[..5], private_data.len()), (&b"hello"[..], 56));
+    assert_eq!(remote.ip(), &IA);
+    let Some(CmEvent::Established { private_data, .. }) = net.events_a.first() else { panic!() };
+    assert_eq!(&private_data[..7], b"welcome");
+    net.a.cm_disconnect(net.now, conn).unwrap();
+    net.settle(&mut |_, _| Fate::Pass);
+    assert_eq!(net.disconnected(), (1, 1));
+    let order: Vec<_> = net.log.iter().map(|(_, n)| *n).collect();
+    assert_eq!(order, ["REQ", "REP", "RTU", "DREQ", "DREP"]);
+    assert_eq!(net.a.counters().cm_retransmitted + net.b.counters().cm_retransmitted, 0);
+}
+
+#[test]
+fn each_lost_message_is_sent_again_and_the_exchange_completes() {
+    for lost in [&["REQ"][..], &["REP"], &["RTU"], &["REQ", "REP", "RTU"]] {
+        let mut net = Net::new(Answer::Accept);
+        let conn = net.connect(&[]);
+        let lost: &'static [&'static str] = Box::leak(lost.to_vec().into_boxed_slice());
+        let mut fate = lose_first(lost);
+        net.settle(&mut fate);
+        assert_eq!(net.established(), (1, 1), "lost {lost:?}: {:?}", net.log);
+        assert_eq!(Net::count(&net.events_b, |e| matches!(e, CmEvent::ConnectRequest { .. })), 1);
+        net.a.cm_disconnect(net.now, conn).unwrap();
+        net.settle(&mut |_, _| Fate::Pass);
+        assert_eq!(net.disconnected(), (1, 1), "lost {lost:?}");
+    }
+    // RTU lost: b sends its REP again, a answers it with the RTU again.
+    let mut net = Net::new(Answer::Accept);
+    net.connect(&[]);
+    net.settle(&mut lose_first(&["RTU"]));
+    assert_eq!((net.sent(false, "REP"), net.sent(true, "RTU")), (2, 2));
+    assert_eq!(net.a.counters().cm_duplicates, 1);
+}
+
+#[test]
+fn a_lost_dreq_or_drep_still_ends_in_both_sides_disconnected() {
+    for lost in [&["DREQ"][..], &["DREP"], &["DREQ", "DREP"]] {
+        let mut net = Net::new(Answer::Accept);
+        let conn = net.connect(&[]);
+        net.settle(&mut |_, _| Fate::Pass);
+        net.a.cm_disconnect(net.now, conn).unwrap();
+        let lost: &'static [&'static str] = Box::leak(lost.to_vec().into_boxed_slice());
+        net.settle(&mut lose_first(lost));
+        assert_eq!(net.disconnected(), (1, 1), "lost {lost:?}: {:?}", net.log);
+        // Each loss costs a's DREQ one more trip (a lost DREP is answered
+        // when the DREQ comes again).
+        assert_eq!(net.sent(true, "DREQ"), 1 + lost.len(), "lost {lost:?}");
+    }
+}
+
+#[test]
+fn duplicates_are_answered_never_acted_on_twice() {
+    let mut net = Net::new(Answer::Accept);
+    let conn = net.connect(&[]);
+    net.settle(&mut |_, _| Fate::Duplicate);
+    assert_eq!(net.established(), (1, 1), "{:?}", net.log);
+    assert_eq!(Net::count(&net.events_b, |e| matches!(e, CmEvent::ConnectRequest { .. })), 1);
+    net.a.cm_disconnect(net.now, conn).unwrap();
+    net.settle(&mut |_, _| Fate::Duplicate);
+    assert_eq!(net.disconnected(), (1, 1));
+    assert!(net.b.counters().cm_duplicates >= 2, "{:?}", net.b.counters());
+}
+
+#[test]
+fn a_slow_application_gets_an_mra_sent_for_it() {
+    // Every REP is held up: a sends its REQ again, and b, still waiting
+    // on nothing (the REP is out), answers with the REP again.
+    let mut net = Net::new(Answer::Accept);
+    net.connect(&[]);
+    let mut fate = |_, n| if n == "REP" { Fate::Delay(CM_TIMEOUT / 4) } else { Fate::Pass };
+    net.settle(&mut fate);
+    assert_eq!(net.established(), (1, 1), "{:?}", net.log);
+    assert!(net.sent(true, "REQ") >= 2);
+
+    // A REQ repeated while the application has not answered: MRA.
+    let mut b = endpoint("b", IB, 2, 2);
+    b.cm_listen(PORT).unwrap();
+    let mut a = endpoint("a", IA, 1, 1);
+    let init = qp_init(&mut a);
+    let params = ConnectParams::new(SocketAddrV4::new(IB, PORT), init, Vec::new());
+    let (conn, _) = a.cm_connect(Instant::ZERO, &params).unwrap();
+    let req = a.poll_cm_packet(Vec::new()).unwrap();
+    b.handle_packet(Instant::ZERO, &req).unwrap();
+    b.handle_packet(Instant::ZERO, &req).unwrap();
+    let mra = b.poll_cm_packet(Vec::new()).expect("an MRA");
+    assert_eq!(name(&mra), "MRA");
+    a.handle_packet(Instant::ZERO, &mra).unwrap();
+    // a now waits past its usual retry for the answer.
+    let t = a.poll_timeout().unwrap();
+    a.handle_timeout(t);
+    assert!(a.poll_cm_packet(Vec::new()).is_none(), "resent at the old deadline despite the MRA");
+    assert!(a.poll_cm_event().is_none());
+    let _ = conn;
+}
+
+#[test]
+fn a_reject_and_a_missing_listener_reach_the_active_side_typed() {
+    // The REJ is lost: a sends its REQ again, and b answers it with the
+    // same REJ (it keeps it), not with a second request to the application.
+    let mut net = Net::new(Answer::Reject);
+    let conn = net.connect(&[]);
+    net.settle(&mut lose_first(&["REJ"]));
+    assert!(matches!(net.events_a[..], [CmEvent::Rejected { conn: c, .. }] if c == conn), "{:?}", net.events_a);
+    assert_eq!(Net::count(&net.events_b, |e| matches!(e, CmEvent::ConnectRequest { .. })), 1);
+    assert_eq!(net.sent(false, "REJ"), 2);
+
+    let mut net = Net::new(Answer::Reject);
+    let conn = net.connect(&[]);
+    net.settle(&mut |_, _| Fate::Pass);
+    let Some(CmEvent::Rejected { conn: c, private_data }) = net.events_a.first() else { panic!("{:?}", net.events_a) };
+    assert_eq!((*c, &private_data[..4]), (conn, &[0, 0, 6, 0][..]));
+
+    let mut net = Net::new(Answer::Accept);
+    net.b.cm_close_listener(ListenId(1)).unwrap();
+    let conn = net.connect(&[]);
+    net.settle(&mut |_, _| Fate::Pass);
+    assert_eq!(net.events_a, [CmEvent::Unreachable { conn, reason: UnreachableReason::NoListener }]);
+    assert_eq!(net.b.counters().cm_rejected, 1);
+}
+
+#[test]
+fn hostile_mads_are_counted_or_rejected_never_a_panic() {
+    let mut b = endpoint("b", IB, 2, 2);
+    b.cm_listen(PORT).unwrap();
+    let mut a = endpoint("a", IA, 1, 1);
+    let init = qp_init(&mut a);
+    let params = ConnectParams::new(SocketAddrV4::new(IB, PORT), init, Vec::new());
+    a.cm_connect(Instant::ZERO, &params).unwrap();
+    let req = a.poll_cm_packet(Vec::new()).unwrap();
+    let now = Instant::ZERO;
+    // Not a MAD at all.
+    let mut junk = req.clone();
+    junk.payload.truncate(100);
+    assert!(matches!(b.handle_packet(now, &junk), Err(PacketDrop::BadMad(_))));
+    // Another management class.
+    let mut other = req.clone();
+    other.payload[1] = 0x81;
+    assert!(matches!(b.handle_packet(now, &other), Err(PacketDrop::BadMad(_))));
+    assert_eq!(b.counters().cm_dropped, 2);
+    // A REQ for a service that is not an RDMA IP one, one for UD, one with
+    // no CMA header and one with MTU code 7: each gets a REJ with its reason.
+    let d = 24; // the CM message after the MAD header
+    let cases: [(usize, u8, u8, u16); 4] = [
+        (d + 12, 0xff, 0xff, 8),   // service id: not the RDMA IP prefix
+        (d + 43, 0x06, 0x06, 9),   // transport service type 3, not RC
+        (d + 141, 0xf0, 0x60, 28), // the CMA header says IPv6: rdma_cm refuses it
+        (d + 50, 0xf0, 0x70, 26),  // path MTU code 7
+    ];
+    for (at, mask, set, reason) in cases {
+        let mut bad = req.clone();
+        bad.payload[at] = (bad.payload[at] & !mask) | set;
+        b.handle_packet(now, &bad).unwrap();
+        let rej = b.poll_cm_packet(Vec::new()).expect("a REJ");
+        let mad = CmMad::decode(&rej.payload).unwrap();
+        let rctb_core::wire::cm::CmMessage::Rej(r) = mad.message else { panic!("{mad:?}") };
+        assert_eq!(r.reason, reason, "byte {at}");
+        assert_eq!(r.local_comm_id, 0, "no connection was made");
+    }
+    assert!(b.poll_cm_event().is_none(), "no bad REQ reaches the application");
+    assert_eq!(b.resources().qps, 0);
+}
+
+/// One drawn fate per MAD, from a script the property test makes.
+fn scripted(script: Vec<(u8, u8)>, drop_pct: u8) -> impl FnMut(bool, &'static str) -> Fate {
+    let mut i = 0;
+    move |_, _| {
+        let (roll, delay) = script.get(i).copied().unwrap_or((255, 0));
+        i += 1;
+        match roll {
+            r if r < drop_pct => Fate::Drop,
+            r if r < drop_pct + 20 => Fate::Duplicate,
+            r if r < drop_pct + 40 => Fate::Delay(Duration::from_millis(u64::from(delay % 40))),
+            _ => Fate::Pass,
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    /// Under any pattern of loss (up to 40%), duplication and delay, a
+    /// connect ends in exactly one outcome per side, the two agree, and a
+    /// disconnect of an established pair reaches both sides; afterwards
+    /// nothing more is sent. (Past its retries a side may still give up:
+    /// the typed timeout, never a second outcome.)
+    #[test]
+    fn connect_and_disconnect_converge_under_loss(
+        script in proptest::collection::vec((0u8..=255, 0u8..=255), 0..64),
+        drop_pct in 0u8..40,
+        reject in proptest::bool::ANY,
+    ) {
+        let answer = if reject { Answer::Reject } else { Answer::Accept };
+        let mut net = Net::new(answer);
+        let conn = net.connect(&[]);
+        let mut fate = scripted(script, drop_pct);
+        net.settle(&mut fate);
+        let outcome = |e: &CmEvent| !matches!(e, CmEvent::ConnectRequest { .. });
+        prop_assert_eq!(Net::count(&net.events_a, outcome), 1, "a: {:?} log {:?}", &net.events_a, &net.log);
+        let requests = Net::count(&net.events_b, |e| matches!(e, CmEvent::ConnectRequest { .. }));
+        prop_assert!(requests <= 1, "b saw {} requests", requests);
+        prop_assert!(Net::count(&net.events_b, outcome) <= 1, "b: {:?}", &net.events_b);
+        let (ea, eb) = net.established();
+        match &net.events_a[..] {
+            [CmEvent::Established { .. }] => prop_assert!(!reject),
+            [CmEvent::Rejected { .. }] => prop_assert!(reject && eb == 0),
+            [CmEvent::Unreachable { reason: UnreachableReason::Timeout, .. }] => prop_assert_eq!(eb, 0),
+            other => prop_assert!(false, "a ended with {:?}", other),
+        }
+        if ea == 1 && eb == 1 {
+            net.a.cm_disconnect(net.now, conn).unwrap();
+            net.settle(&mut fate);
+            let (da, db) = net.disconnected();
+            prop_assert_eq!(da, 1);
+            prop_assert!(db <= 1);
+        }
+        let quiet = net.log.len();
+        net.settle(&mut fate);
+        prop_assert_eq!(net.log.len(), quiet, "CM kept sending after both settled");
+    }
+}
