@@ -348,7 +348,7 @@ impl Endpoint {
             return Err(PacketDrop::NoSuchQp);
         }
         match mad::from_mad(&pkt.payload) {
-            Ok(msg) => self.handle_cm(now, pkt.src_ip, msg),
+            Ok(msg) => self.take_cm(now, pkt.src_ip, msg, true),
             Err(MadDrop::Reject { to, reason }) => self.reject_req(pkt.src_ip, to, reason),
             Err(MadDrop::Malformed(e)) => {
                 self.counters.cm_dropped += 1;

@@ -46,6 +46,27 @@ fn udp_pair_passes_between_two_loopback_endpoints() {
     assert!(out.contains("  roce channels: 0: 250 x "), "{out}");
 }
 
+/// Streams that connect with RDMA CM: the MADs cross the sockets too.
+#[test]
+fn cm_streams_connect_through_udp_endpoints() {
+    let o = rctb(&[
+        "run",
+        "scenarios/udp-cm.toml",
+        "--backend",
+        "udp",
+        "--node",
+        "alpha=127.91.10.1",
+        "--node",
+        "beta=127.91.10.2",
+        "--node",
+        "gamma=127.91.10.3",
+    ]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}\n{err}");
+    assert!(out.contains("result: PASS"), "{out}");
+    assert!(out.contains("PASS  read: delivered = 100"), "{out}");
+}
+
 #[test]
 fn scenarios_the_udp_backend_cannot_run_are_refused_by_name() {
     let refused = |args: &[&str], want: &str| {
@@ -56,7 +77,7 @@ fn scenarios_the_udp_backend_cannot_run_are_refused_by_name() {
     };
     refused(
         &["run", "scenarios/quickstart.toml", "--backend", "udp"],
-        ".connect: \"cm\" is not carried over UDP: use connect = \"manual\"",
+        ".op: rcsession workloads run on the simulator only",
     );
     refused(
         &["run", "scenarios/rc-session.toml", "--backend", "udp"],

@@ -7,8 +7,9 @@
 # rctb runs the conformance suite between a UDP endpoint on 10.10.2.2 and
 # rxe2 (opened with verbs, which does not care about namespaces), both ways:
 # `udp-to-rxe/<case>` with the UDP endpoint requesting, `rxe-to-udp/<case>`
-# with rxe2 requesting. The QPs are connected by hand (QPN, PSN, GID out of
-# band); RDMA CM over UDP does not exist, so the cm/ cases are skipped.
+# with rxe2 requesting. The data cases connect their QPs by hand (QPN, PSN,
+# GID out of band); the cm/ cases connect through RDMA CM, the UDP
+# endpoint's MADs on QP1 against the kernel's rdma_cm on rxe2.
 # tcpdump in the namespace keeps the exchange in capture-udp.pcap, which
 # the host decodes with tshark and ICRC-checks (capture-udp-decode,
 # capture-udp-icrc).

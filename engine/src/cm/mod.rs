@@ -312,6 +312,14 @@ impl Endpoint {
 
     /// Takes one CM message that the endpoint at `from` sent, at `now`.
     pub fn handle_cm(&mut self, now: Instant, from: Ipv4Addr, msg: CmMessage) {
+        self.take_cm(now, from, msg, false);
+    }
+
+    /// `on_wire`: it came as a MAD. A REP on the wire has no MTU, so there
+    /// the passive side takes the REQ's path MTU as it is (as the kernel's
+    /// does: the active side chose it); carried as a value, the REP tells
+    /// the active side the smaller of both ports' MTUs.
+    pub(crate) fn take_cm(&mut self, now: Instant, from: Ipv4Addr, msg: CmMessage, on_wire: bool) {
         match msg {
             CmMessage::Req {
                 src_conn,
@@ -350,7 +358,8 @@ impl Endpoint {
                 };
                 let conn = ConnId(self.alloc_id());
                 let local_psn = self.random_psn();
-                let mut c = Conn::new(ConnState::ReqRcvd, from, local_psn, mtu.min(self.cfg.mtu));
+                let mtu = if on_wire { mtu } else { mtu.min(self.cfg.mtu) };
+                let mut c = Conn::new(ConnState::ReqRcvd, from, local_psn, mtu);
                 c.peer = Some((from, src_conn));
                 c.remote_qpn = qpn;
                 c.remote_psn = psn;

@@ -6,6 +6,7 @@ pub mod conformance;
 pub mod decode;
 pub mod devices;
 pub mod nvme;
+pub mod nvme_target;
 pub mod object;
 pub mod rc_session;
 pub mod roce;

@@ -1,6 +1,9 @@
 //! `rctb nvme`: an nvme-cli-like front end of the NVMe-oF/RDMA initiator
 //! (`rctb_core::nvmeof`), on the simulator (a target model on a second
-//! node) or on an RDMA device (`--features verbs`).
+//! node), on a UDP endpoint (`--backend udp --device ADDR`: RDMA CM and RC
+//! over a socket, no RDMA on this machine) or on an RDMA device
+//! (`--features verbs`); and `rctb nvme target`, the target model served
+//! on a UDP endpoint ([`super::nvme_target`]).
 //!
 //! `discover`, `connect`, `identify`, `read`, `write`, `flush`, with
 //! nvme-cli's `-a` (address), `-s` (service id, the port) and `-n` (NQN).
@@ -20,8 +23,10 @@ use rctb_core::Transport;
 use rctb_core::nvmeof::protocol::*;
 use rctb_core::nvmeof::{Buffer, Controller, ControllerConfig, NvmeError, discover};
 use rctb_core::time::Duration;
+use rctb_core::transport::Mtu;
 use rctb_models::nvme::{NvmeTarget, TargetConfig};
 use rctb_sim::{NodeConfig, Sim, SimTransport};
+use rctb_udp::UdpTransport;
 
 use crate::cli::backend;
 
@@ -36,6 +41,8 @@ pub enum NvmeBackend {
     Sim,
     /// An RDMA device of this machine (build with `--features verbs`).
     Verbs,
+    /// A UDP endpoint of this machine (`--device ADDR[:PORT]`), no RDMA needed.
+    Udp,
 }
 
 /// Options every subcommand takes.
@@ -43,9 +50,13 @@ pub enum NvmeBackend {
 pub struct Common {
     #[arg(long, value_enum, default_value_t = NvmeBackend::Sim, global = true)]
     pub backend: NvmeBackend,
-    /// The local RDMA device (verbs), e.g. rxe1.
+    /// The local RDMA device (verbs), e.g. rxe1, or the UDP endpoint's
+    /// address (udp), e.g. 10.10.2.2 or 10.10.2.2:4791.
     #[arg(long, global = true)]
     pub device: Option<String>,
+    /// The UDP endpoint's active MTU (udp): 1024 fits a 1500-byte link.
+    #[arg(long, default_value_t = 1024, global = true)]
+    pub mtu: u32,
     /// Transport address of the target (default on sim: 10.0.0.2).
     #[arg(short = 'a', long = "traddr", global = true)]
     pub traddr: Option<Ipv4Addr>,
@@ -150,6 +161,9 @@ pub enum NvmeOp {
         #[arg(long, default_value_t = 1)]
         nsid: u32,
     },
+    /// Serve the NVMe-oF target model on a UDP endpoint (`--backend udp
+    /// --device ADDR`) for a real host: `nvme connect -t rdma -a ADDR -n NQN`.
+    Target(super::nvme_target::TargetArgs),
 }
 
 /// Why a command failed.
@@ -168,9 +182,12 @@ impl From<NvmeError> for Failure {
 
 /// Runs `rctb nvme`.
 pub fn main(a: &NvmeArgs) -> ExitCode {
-    let r = match a.common.backend {
-        NvmeBackend::Sim => run_sim(a),
-        NvmeBackend::Verbs => run_verbs(a),
+    let r = match (&a.op, a.common.backend) {
+        (NvmeOp::Target(t), NvmeBackend::Udp) => super::nvme_target::serve(&a.common, t),
+        (NvmeOp::Target(_), _) => Err(Failure::Usage("target is served on --backend udp".into())),
+        (_, NvmeBackend::Sim) => run_sim(a),
+        (_, NvmeBackend::Verbs) => run_verbs(a),
+        (_, NvmeBackend::Udp) => run_udp(a),
     };
     match r {
         Ok(lines) => {
@@ -210,6 +227,19 @@ fn run_verbs(a: &NvmeArgs) -> Result<String, Failure> {
         a.common.device.as_deref().ok_or_else(|| Failure::Usage("--backend verbs needs --device, e.g. rxe1".into()))?;
     let t = verbs.open(device).map_err(|e| Failure::Io(e.to_string()))?;
     let addr = a.common.traddr.ok_or_else(|| Failure::Usage("--backend verbs needs -a/--traddr".into()))?;
+    run(t, a, addr, "")
+}
+
+fn run_udp(a: &NvmeArgs) -> Result<String, Failure> {
+    let c = &a.common;
+    let device =
+        c.device.as_deref().ok_or_else(|| Failure::Usage("--backend udp needs --device ADDR[:PORT]".into()))?;
+    let Some(at) = backend::Endpoint::udp(device) else {
+        return Err(Failure::Usage(format!("--device {device:?}: an IPv4 address or ADDR:PORT (the UDP endpoint)")));
+    };
+    let mtu = Mtu::from_bytes(c.mtu).map_err(|e| Failure::Usage(format!("--mtu: {e}")))?;
+    let t = UdpTransport::bind(backend::udp_config("host", at, mtu)).map_err(|e| Failure::Io(e.to_string()))?;
+    let addr = c.traddr.ok_or_else(|| Failure::Usage("--backend udp needs -a/--traddr".into()))?;
     run(t, a, addr, "")
 }
 
@@ -379,6 +409,7 @@ fn op<T: Transport>(ctrl: &mut Controller<T>, op: &NvmeOp) -> Result<String, Fai
             ctrl.flush(&ns)?;
             let _ = writeln!(out, "flushed nsid {nsid}");
         }
+        NvmeOp::Target(_) => unreachable!("served before connecting (main)"),
     }
     Ok(out)
 }

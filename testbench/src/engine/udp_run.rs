@@ -12,9 +12,9 @@
 //!
 //! What the simulated fabric did is not done here: the scenario's latency,
 //! bandwidth, link faults, fault schedule and swarm are not applied (the
-//! report says so), and streams that connect with RDMA CM or run session
-//! workloads are refused (RDMA CM is not carried over UDP): use
-//! `connect = "manual"`.
+//! report says so). Streams connect with RDMA CM (its MADs on QP1) or by
+//! hand; session workloads and NVMe streams are refused (their peer
+//! models run on the simulator only).
 
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::path::PathBuf;
@@ -27,7 +27,6 @@ use thiserror::Error;
 
 use crate::runner::{self, Fabric, Idle, RunOutput};
 use crate::scenario::Scenario;
-use crate::traffic::ConnectMode;
 
 /// Where one node's endpoint lives (`--node NAME=ADDR[:PORT][@NETNS]`).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -162,12 +161,8 @@ pub fn check(scenario: &Scenario) -> Result<(), UdpRunError> {
     for s in &scenario.streams {
         let stream = s.config.name.clone();
         if s.session.is_some() {
-            let rule = "rcsession workloads run on the simulator only (their clients connect with RDMA CM)";
+            let rule = "rcsession workloads run on the simulator only (the session server is a peer model there)";
             return Err(UdpRunError::Unsupported { stream, field: "op", rule });
-        }
-        if s.roce.is_none() && s.config.connect == ConnectMode::Cm {
-            let rule = "\"cm\" is not carried over UDP: use connect = \"manual\" (QPN and PSN exchanged out of band)";
-            return Err(UdpRunError::Unsupported { stream, field: "connect", rule });
         }
     }
     Ok(())

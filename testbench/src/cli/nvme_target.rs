@@ -1,0 +1,118 @@
+//! `rctb nvme target`: the NVMe-oF/RDMA target model (`rctb_models::nvme`)
+//! served on a real endpoint, so a real host connects to it: the kernel's
+//! `nvme connect -t rdma`, or `rctb nvme` on another machine or process.
+//!
+//! On `--backend udp` the endpoint is a UDP socket (`--device ADDR[:PORT]`)
+//! and RDMA CM comes as MADs on QP1, so the host side needs RDMA (rxe or a
+//! NIC) and this side needs none. The namespaces are in memory: one
+//! subsystem (`-n`, default [`DEFAULT_NQN`]) with a 512-byte and a
+//! 4096-byte namespace, and the discovery subsystem. Faults, for a host's
+//! error paths: `--response-delay MS` holds every response back,
+//! `--drop-responses N` executes the next N commands without answering.
+//!
+//! It prints `LISTENING ADDR:PORT NQN` once it listens, then serves until
+//! `--for SECONDS` passes (default: until killed) and prints the target's
+//! counters (`TARGET commands=... reads=... writes=...`).
+
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::net::SocketAddrV4;
+
+use rctb_core::Transport;
+use rctb_core::time::{Duration, Instant};
+use rctb_core::transport::Mtu;
+use rctb_models::nvme::{NvmeTarget, TargetConfig};
+use rctb_udp::UdpTransport;
+
+use super::nvme::{Common, Failure};
+use crate::cli::backend;
+
+/// The subsystem a target serves when `-n` does not name one.
+pub const DEFAULT_NQN: &str = "nqn.2026-01.io.rctb:target";
+
+/// The `target` subcommand's own options.
+#[derive(Debug, clap::Args)]
+pub struct TargetArgs {
+    /// Serve this long, then print the counters and exit (default: until killed).
+    #[arg(long = "for", value_name = "SECONDS")]
+    pub serve_for: Option<f64>,
+    /// Hold every response back this many milliseconds.
+    #[arg(long, default_value_t = 0)]
+    pub response_delay: u64,
+    /// Execute the next N commands without sending their responses.
+    #[arg(long, default_value_t = 0)]
+    pub drop_responses: u32,
+}
+
+/// Serves the target on the endpoint `--backend` and `--device` name.
+pub fn serve(c: &Common, a: &TargetArgs) -> Result<String, Failure> {
+    let device = c.device.as_deref().ok_or_else(|| Failure::Usage("target needs --device ADDR[:PORT]".into()))?;
+    let Some(at) = backend::Endpoint::udp(device) else {
+        return Err(Failure::Usage(format!("--device {device:?}: an IPv4 address or ADDR:PORT (the UDP endpoint)")));
+    };
+    let mtu = Mtu::from_bytes(c.mtu).map_err(|e| Failure::Usage(format!("--mtu: {e}")))?;
+    let t = UdpTransport::bind(backend::udp_config("target", at, mtu)).map_err(|e| Failure::Io(e.to_string()))?;
+    let nqn = c.nqn.clone().unwrap_or_else(|| DEFAULT_NQN.to_string());
+    let mut cfg = TargetConfig::new(&nqn);
+    cfg.port = c.trsvcid;
+    let mut target = NvmeTarget::new(cfg, *at.ip()).map_err(|e| Failure::Usage(e.to_string()))?;
+    target.faults_mut().response_delay = Duration::from_millis(a.response_delay);
+    target.faults_mut().drop_responses = a.drop_responses;
+    run(t, &mut target, at, &nqn, a.serve_for.map(Duration::from_secs_f64))
+}
+
+fn run(
+    mut t: UdpTransport,
+    target: &mut NvmeTarget,
+    at: SocketAddrV4,
+    nqn: &str,
+    serve_for: Option<Duration>,
+) -> Result<String, Failure> {
+    let reactor = t.reactor();
+    // The first run listens; say so only then, so a host started after
+    // this line finds the port open.
+    target.run(&mut t);
+    if let Some(e) = &target.last_error {
+        return Err(Failure::Io(format!("the target could not start: {e}")));
+    }
+    println!("LISTENING {}:{} {nqn}", at.ip(), target.config().port);
+    let _ = std::io::stdout().flush();
+    let end = serve_for.map(|d| t.now() + d);
+    loop {
+        let now = t.now();
+        if end.is_some_and(|e| now >= e) {
+            break;
+        }
+        reactor.turn().map_err(|e| Failure::Io(e.to_string()))?;
+        let wake = target.run(&mut t).unwrap_or(Instant::FAR_FUTURE);
+        // Wake for the next frame, the target's own timer, or within a
+        // second (the end of --for is checked then).
+        let until = wake.min(now + Duration::from_secs(1)).min(end.unwrap_or(Instant::FAR_FUTURE));
+        reactor.block(until).map_err(|e| Failure::Io(e.to_string()))?;
+    }
+    target.shutdown(&mut t);
+    let s = target.stats();
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "TARGET commands={} errors={} reads={} writes={} flushes={} bytes_read={} bytes_written={} \
+         dropped_responses={} connections={} rejected_connects={}",
+        s.commands,
+        s.errors,
+        s.reads,
+        s.writes,
+        s.flushes,
+        s.bytes_read,
+        s.bytes_written,
+        s.dropped_responses,
+        s.connections,
+        s.rejected_connects
+    );
+    let cm = t.engine_counters();
+    let _ = writeln!(
+        out,
+        "CM retransmitted={} duplicates={} ignored={} rejected={} timeouts={} dropped={}",
+        cm.cm_retransmitted, cm.cm_duplicates, cm.cm_ignored, cm.cm_rejected, cm.cm_timeouts, cm.cm_dropped
+    );
+    Ok(out)
+}
