@@ -118,6 +118,9 @@ pub struct TargetFaults {
     pub drop_responses: u32,
     /// The next this many responses name a command id nobody sent.
     pub wrong_cid_responses: u32,
+    /// The faults above wait until the target has taken this many commands
+    /// (so a fault meets I/O rather than the connect: counted, replayable).
+    pub after_commands: u64,
 }
 
 /// What the target counted.

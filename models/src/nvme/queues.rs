@@ -335,7 +335,8 @@ impl NvmeTarget {
         result: u64,
     ) -> Result<(), TargetError> {
         let now = t.now();
-        let delay = self.faults.response_delay;
+        let armed = self.stats.commands > self.faults.after_commands;
+        let delay = if armed { self.faults.response_delay } else { Duration::ZERO };
         let Some(q) = self.queues.get_mut(&key) else { return Ok(()) };
         if !status.is_success() {
             self.stats.errors += 1;
@@ -343,7 +344,7 @@ impl NvmeTarget {
         let s = &mut q.slots[slot];
         s.response =
             Completion { result, sq_head: q.sq_head, sq_id: q.qid, cid: s.cid, status_field: status.to_field(false) };
-        if self.faults.drop_responses > 0 {
+        if armed && self.faults.drop_responses > 0 {
             self.faults.drop_responses -= 1;
             self.stats.dropped_responses += 1;
             s.state = SlotState::Free;
@@ -361,7 +362,7 @@ impl NvmeTarget {
     pub(super) fn post_response<T: Transport>(&mut self, t: &mut T, key: u64, slot: usize) -> Result<(), TargetError> {
         let q = self.queues.get_mut(&key).expect("present");
         q.slots[slot].state = SlotState::Responding;
-        if self.faults.wrong_cid_responses > 0 {
+        if self.faults.wrong_cid_responses > 0 && self.stats.commands > self.faults.after_commands {
             self.faults.wrong_cid_responses -= 1;
             q.slots[slot].response.cid ^= 0x8000;
         }

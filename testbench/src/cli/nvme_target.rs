@@ -8,7 +8,11 @@
 //! subsystem (`-n`, default [`DEFAULT_NQN`]) with a 512-byte and a
 //! 4096-byte namespace, and the discovery subsystem. Faults, for a host's
 //! error paths: `--response-delay MS` holds every response back,
-//! `--drop-responses N` executes the next N commands without answering.
+//! `--drop-responses N` executes the next N commands without answering,
+//! both from command `--faults-after K` on; `--crash-after-writes K`
+//! crashes the target at its Kth Write (connections torn down, unflushed
+//! writes lost) and restarts it `--restart-ms` later. Faults are counted
+//! in commands, not time, so a run replays.
 //!
 //! It prints `LISTENING ADDR:PORT NQN` once it listens, then serves until
 //! `--for SECONDS` passes (default: until killed) and prints the target's
@@ -42,6 +46,19 @@ pub struct TargetArgs {
     /// Execute the next N commands without sending their responses.
     #[arg(long, default_value_t = 0)]
     pub drop_responses: u32,
+    /// The faults above start after this many commands (Fabrics Connect,
+    /// Property Get/Set and Identify come first: a host's bring-up is
+    /// about 10 per queue).
+    #[arg(long, default_value_t = 0)]
+    pub faults_after: u64,
+    /// Crash when this many Write commands have been taken (every
+    /// connection torn down, unflushed writes lost), then come back after
+    /// `--restart-ms`.
+    #[arg(long)]
+    pub crash_after_writes: Option<u64>,
+    /// How long a crashed target stays down.
+    #[arg(long, default_value_t = 1000)]
+    pub restart_ms: u64,
 }
 
 /// Serves the target on the endpoint `--backend` and `--device` name.
@@ -58,7 +75,9 @@ pub fn serve(c: &Common, a: &TargetArgs) -> Result<String, Failure> {
     let mut target = NvmeTarget::new(cfg, *at.ip()).map_err(|e| Failure::Usage(e.to_string()))?;
     target.faults_mut().response_delay = Duration::from_millis(a.response_delay);
     target.faults_mut().drop_responses = a.drop_responses;
-    run(t, &mut target, at, &nqn, a.serve_for.map(Duration::from_secs_f64))
+    target.faults_mut().after_commands = a.faults_after;
+    let crash = a.crash_after_writes.map(|n| (n, Duration::from_millis(a.restart_ms)));
+    run(t, &mut target, at, &nqn, a.serve_for.map(Duration::from_secs_f64), crash)
 }
 
 fn run(
@@ -67,6 +86,7 @@ fn run(
     at: SocketAddrV4,
     nqn: &str,
     serve_for: Option<Duration>,
+    mut crash: Option<(u64, Duration)>,
 ) -> Result<String, Failure> {
     let reactor = t.reactor();
     // The first run listens; say so only then, so a host started after
@@ -78,13 +98,34 @@ fn run(
     println!("LISTENING {}:{} {nqn}", at.ip(), target.config().port);
     let _ = std::io::stdout().flush();
     let end = serve_for.map(|d| t.now() + d);
+    let mut restart_at: Option<Instant> = None;
     loop {
         let now = t.now();
         if end.is_some_and(|e| now >= e) {
             break;
         }
         reactor.turn().map_err(|e| Failure::Io(e.to_string()))?;
-        let wake = target.run(&mut t).unwrap_or(Instant::FAR_FUTURE);
+        let mut wake = target.run(&mut t).unwrap_or(Instant::FAR_FUTURE);
+        if let Some((after, down)) = crash
+            && target.is_up()
+            && target.stats().writes >= after
+        {
+            println!("CRASH after {} writes, back in {down:?}", target.stats().writes);
+            let _ = std::io::stdout().flush();
+            target.crash(&mut t);
+            restart_at = Some(now + down);
+            crash = None;
+        }
+        if let Some(at) = restart_at {
+            if now >= at {
+                target.restart(&mut t);
+                println!("RESTART");
+                let _ = std::io::stdout().flush();
+                restart_at = None;
+            } else {
+                wake = wake.min(at);
+            }
+        }
         // Wake for the next frame, the target's own timer, or within a
         // second (the end of --for is checked then).
         let until = wake.min(now + Duration::from_secs(1)).min(end.unwrap_or(Instant::FAR_FUTURE));
