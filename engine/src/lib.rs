@@ -59,6 +59,8 @@
 
 pub mod cm;
 mod endpoint;
+#[doc(hidden)]
+pub mod fuzzing;
 mod idmap;
 mod memory;
 mod packet;

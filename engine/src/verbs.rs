@@ -402,8 +402,10 @@ impl Endpoint {
             peer_ip: c.remote_ip,
             mtu: c.mtu,
             dest_qpn: c.remote_qpn,
-            rq_psn: c.remote_psn,
-            sq_psn: c.local_psn,
+            // As the kernel's ib_cm: the REP's starting PSN is the one this
+            // side receives from, the REQ's the one it sends from.
+            rq_psn: c.local_psn,
+            sq_psn: c.remote_psn,
             responder_resources: params.responder_resources,
             initiator_depth,
             retry_count: c.retry_count,

@@ -75,7 +75,7 @@ fn the_kernel_hosts_req_is_served_and_answered_as_nvmet_answers_it() {
     // nvme_rdma_cm_req: recfmt 0, qid 0, hrqsize 32, hsqsize 31.
     assert_eq!(private_data[..8], [0, 0, 0, 0, 0x20, 0, 0x1f, 0]);
     let init = qp_init(&mut t);
-    let qp = t.cm_accept(now, conn, &AcceptParams::new(init, vec![0, 0, 0x20, 0])).unwrap();
+    let qp = t.cm_accept(now, conn, &AcceptParams::new(init.clone(), vec![0, 0, 0x20, 0])).unwrap();
     let rep = t.poll_cm_packet(Vec::new()).expect("a REP");
     assert_eq!((rep.dst_ip, rep.bth.dest_qp, rep.deth.map(|d| d.qkey)), (HOST, 1, Some(cm::GSI_QKEY)));
     let (cm::CmMessage::Rep(ours), cm::CmMessage::Rep(kernels), cm::CmMessage::Req(r)) =
@@ -104,6 +104,43 @@ fn the_kernel_hosts_req_is_served_and_answered_as_nvmet_answers_it() {
     rtu.payload[24 + 4..24 + 8].copy_from_slice(&ours.local_comm_id.to_be_bytes());
     t.handle_packet(now, &rtu).unwrap();
     assert!(matches!(t.poll_cm_event(), Some(CmEvent::Established { conn: c, .. }) if c == conn));
+
+    // PSNs as the kernel's ib_cm pairs them: the host sends from our REP's
+    // starting PSN, and we send from its REQ's.
+    let pd = init.pd;
+    let mr = t.reg_mr(pd, 4096, Access::LOCAL_WRITE).unwrap();
+    t.post_recv(now, qp, &RecvWr::new(1, &[Sge::new(mr.id, 0, 64)])).unwrap();
+    let mut send = Packet {
+        src_ip: HOST,
+        dst_ip: TARGET,
+        udp_src_port: 0xC000,
+        bth: rctb_core::wire::roce::Bth::new(
+            rctb_core::wire::roce::Opcode::SEND_ONLY,
+            ours.local_qpn,
+            Psn::wrapping(ours.starting_psn),
+        ),
+        reth: None,
+        aeth: None,
+        deth: None,
+        imm: None,
+        payload: vec![0x7f; 64],
+        corrupt: false,
+    };
+    send.bth.ack_req = true;
+    t.handle_packet(now, &send).unwrap();
+    let mut wc = Vec::new();
+    let cq = init.recv_cq;
+    t.poll_cq(cq, 4, &mut wc).unwrap();
+    assert!(matches!(wc[..], [Completion { status: WcStatus::Success, byte_len: 64, .. }]), "{wc:?}");
+    let mut buf = Vec::new();
+    while let Some(tx) = t.poll_transmit(now, &mut buf) {
+        // The ACK goes to the host's QP.
+        assert_eq!(tx.packet.bth.dest_qp, r.local_qpn);
+    }
+    let smr = t.reg_mr(pd, 4096, Access::LOCAL_WRITE).unwrap();
+    t.post_send(now, qp, &SendWr::new(2, SendOp::Send, &[Sge::new(smr.id, 0, 16)])).unwrap();
+    let tx = t.poll_transmit(now, &mut buf).expect("our SEND");
+    assert_eq!(tx.packet.bth.psn, Psn::wrapping(r.starting_psn), "we send from the REQ's starting PSN");
 }
 
 #[test]

@@ -45,6 +45,27 @@ impl LinkFaults {
     }
 }
 
+/// Loss and duplication of RDMA CM messages, fabric-wide and apart from
+/// the links' packet faults (`Sim::set_cm_faults`): CM retransmits what
+/// got no answer and answers duplicates (see `rctb_engine::cm`), so under
+/// these a connect or disconnect takes longer, or ends in the typed
+/// timeout, but never in two outcomes. Draws come from a random stream of
+/// their own: turning them on changes no packet's fate.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct CmFaults {
+    /// Probability a CM message is lost.
+    pub drop: f64,
+    /// Probability a CM message arrives twice.
+    pub duplicate: f64,
+}
+
+/// What [`CmFaults`] did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CmFaultStats {
+    pub dropped: u64,
+    pub duplicated: u64,
+}
+
 /// One direction of a link.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct LinkConfig {

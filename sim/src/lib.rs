@@ -50,9 +50,13 @@
 //! a packet, in order, and what a crash does to a node's QPs: the `faults`
 //! module below ([`faults`]).
 //!
-//! What it does not model: atomics, UD/UC, SRQs, memory windows, congestion
-//! control (ECN/CNP), and CM message loss (CM retransmits its MADs on real
-//! fabrics; partitions still cut CM: see `rctb_engine::cm`).
+//! CM messages travel as values with the link's latency; partitions,
+//! holds and crashes cut them, and [`Sim::set_cm_faults`] loses or
+//! duplicates them ([`CmFaults`]), which the engine's CM survives by
+//! retransmission and duplicate detection (`rctb_engine::cm`).
+//!
+//! What it does not model: atomics, UD/UC, SRQs, memory windows and
+//! congestion control (ECN/CNP).
 
 mod actor;
 mod config;
@@ -76,7 +80,7 @@ use rctb_core::time::Instant;
 use thiserror::Error;
 
 pub use actor::{Actor, ActorId};
-pub use config::{FaultAction, LinkConfig, LinkFaults, NodeConfig, ScheduledFault};
+pub use config::{CmFaultStats, CmFaults, FaultAction, LinkConfig, LinkFaults, NodeConfig, ScheduledFault};
 pub use faults::{PacketAction, PacketMatch, PacketPredicate, PacketRule, RuleId, RuleStats};
 pub use rctb_engine::{Packet, cm, rc};
 pub use rng::SimRng;
@@ -150,6 +154,17 @@ impl Sim {
         let mut w = self.world.borrow_mut();
         w.set_link(a.0, b.0, cfg);
         w.set_link(b.0, a.0, cfg);
+    }
+
+    /// Loses or duplicates CM messages from now on ([`CmFaults`]; the
+    /// default, none, turns it off).
+    pub fn set_cm_faults(&self, faults: CmFaults) {
+        self.world.borrow_mut().cm_faults = faults;
+    }
+
+    /// What the CM faults did so far.
+    pub fn cm_fault_stats(&self) -> CmFaultStats {
+        self.world.borrow().cm_stats
     }
 
     /// Applies a fault now.

@@ -15,7 +15,7 @@ use std::net::Ipv4Addr;
 use rctb_core::time::{Duration, Instant};
 use rctb_engine::{CmMessage, CmTransmit, Packet, PacketDrop};
 
-use crate::config::{FaultAction, LinkConfig, LinkFaults};
+use crate::config::{CmFaultStats, CmFaults, FaultAction, LinkConfig, LinkFaults};
 use crate::faults::Rules;
 use crate::node::Node;
 use crate::pcap::PcapSink;
@@ -114,6 +114,10 @@ pub(crate) struct World {
     /// Nodes crashed and not booted since (their actors do not run).
     pub down_nodes: usize,
     pub stats: FabricStats,
+    /// Loss and duplication of CM messages, with their own random stream.
+    pub cm_faults: CmFaults,
+    cm_rng: SimRng,
+    pub cm_stats: CmFaultStats,
     pub pcap: Option<PcapSink>,
     /// Peer models run after every instant (see `actor.rs`).
     pub actors: Vec<crate::actor::ActorSlot>,
@@ -146,6 +150,9 @@ impl World {
             by_hand: false,
             down_nodes: 0,
             stats: FabricStats::default(),
+            cm_faults: CmFaults::default(),
+            cm_rng: SimRng::child(seed, "cm"),
+            cm_stats: CmFaultStats::default(),
             pcap: None,
             actors: Vec::new(),
             next_actor: 0,
@@ -371,14 +378,26 @@ impl World {
         }
     }
 
-    /// CM messages travel with the link's latency and are cut by
-    /// partitions, but not by random loss (see the crate docs).
+    /// CM messages travel with the link's latency, are cut by partitions,
+    /// and meet the CM faults (not the links' packet faults).
     fn send_cm(&mut self, from: NodeIdx, cm: CmTransmit) {
         let Some(&to) = self.by_ip.get(&cm.dst) else { return };
         if self.partitioned(from, to) || !self.nodes[to].ep.link_up() || self.nodes[from].down {
             return;
         }
         let at = self.now + self.latency(from, to);
+        let f = self.cm_faults;
+        if f != CmFaults::default() {
+            if self.cm_rng.chance(f.drop) {
+                self.cm_stats.dropped += 1;
+                return;
+            }
+            if self.cm_rng.chance(f.duplicate) {
+                self.cm_stats.duplicated += 1;
+                let copy = Box::new(cm.msg.clone());
+                self.schedule(at + Duration::from_nanos(1), EventKind::Cm { from, to, msg: copy });
+            }
+        }
         self.schedule(at, EventKind::Cm { from, to, msg: Box::new(cm.msg) });
     }
 

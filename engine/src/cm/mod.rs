@@ -422,12 +422,14 @@ impl Endpoint {
                 c.deadline = None;
                 let Some(qp) = c.qp else { return };
                 // Our outstanding reads are bounded by what the peer will take.
+                // Each side's starting PSN is the one it receives from: we
+                // send from the REP's, and take what follows our REQ's.
                 let attrs = Connect {
                     peer_ip: c.remote_ip,
                     mtu: c.mtu,
                     dest_qpn: qpn,
-                    rq_psn: psn,
-                    sq_psn: c.local_psn,
+                    rq_psn: c.local_psn,
+                    sq_psn: psn,
                     responder_resources,
                     initiator_depth,
                     retry_count: c.retry_count,

@@ -2,7 +2,8 @@
 //! one endpoint on the udp backend (rctb-udp).
 //!
 //! `--device` (requester) and `--peer` (responder) each name an endpoint:
-//! an IPv4 address, or `ADDR:PORT`, is a UDP endpoint bound there; anything
+//! an IPv4 address, or `ADDR:PORT`, is a UDP endpoint bound there
+//! (`ADDR@NETNS`: its sockets in that network namespace); anything
 //! else is an RDMA device opened with verbs (a build with `--features
 //! verbs`), so `--device 10.10.2.2 --peer rxe2` runs the suite from this
 //! backend against kernel rxe and `--device rxe2 --peer 10.10.2.2` the other
@@ -10,6 +11,7 @@
 //! RDMA CM, whose MADs the udp backend carries on QP1 as rdma_cm does.
 
 use std::net::{Ipv4Addr, SocketAddrV4};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use rctb_conformance::{self as conformance, CaseResult};
@@ -21,8 +23,16 @@ use rctb_udp::{UdpReactor, UdpTransport};
 
 use crate::cli::backend::{self, Endpoint};
 
-fn bind(reactor: &UdpReactor, name: &str, at: SocketAddrV4, mtu: Mtu) -> Result<UdpTransport, ExitCode> {
-    reactor.endpoint(backend::udp_config(name, at, mtu)).map_err(|e| {
+fn bind(
+    reactor: &UdpReactor,
+    name: &str,
+    at: SocketAddrV4,
+    mtu: Mtu,
+    netns: Option<PathBuf>,
+) -> Result<UdpTransport, ExitCode> {
+    let mut cfg = backend::udp_config(name, at, mtu);
+    cfg.netns = netns;
+    reactor.endpoint(cfg).map_err(|e| {
         eprintln!("rctb: {e}");
         ExitCode::from(2)
     })
@@ -68,11 +78,13 @@ fn with_pair(device: Option<&str>, peer: Option<&str>, mtu: u32, job: &impl Job)
             return ExitCode::from(2);
         }
     };
-    let (a, b) = (Endpoint::parse(device.unwrap_or("127.0.0.2")), Endpoint::parse(peer.unwrap_or("127.0.0.1")));
+    let (device, ns_a) = split_netns(device.unwrap_or("127.0.0.2"));
+    let (peer, ns_b) = split_netns(peer.unwrap_or("127.0.0.1"));
+    let (a, b) = (Endpoint::parse(device), Endpoint::parse(peer));
     let reactor = UdpReactor::new(None);
     match (a, b) {
         (Endpoint::Udp(x), Endpoint::Udp(y)) => {
-            let (a, b) = match (bind(&reactor, "udp1", x, mtu), bind(&reactor, "udp0", y, mtu)) {
+            let (a, b) = match (bind(&reactor, "udp1", x, mtu, ns_a), bind(&reactor, "udp0", y, mtu, ns_b)) {
                 (Ok(a), Ok(b)) => (a, b),
                 (Err(code), _) | (_, Err(code)) => return code,
             };
@@ -88,8 +100,18 @@ fn with_pair(device: Option<&str>, peer: Option<&str>, mtu: u32, job: &impl Job)
             eprintln!("rctb: --backend udp needs a UDP endpoint (an IPv4 address) on at least one side");
             ExitCode::from(2)
         }
-        (Endpoint::Udp(x), Endpoint::Device(d)) => mixed(&reactor, x, &d, mtu, true, job),
-        (Endpoint::Device(d), Endpoint::Udp(x)) => mixed(&reactor, x, &d, mtu, false, job),
+        (Endpoint::Udp(x), Endpoint::Device(d)) => mixed(&reactor, x, ns_a, &d, mtu, true, job),
+        (Endpoint::Device(d), Endpoint::Udp(x)) => mixed(&reactor, x, ns_b, &d, mtu, false, job),
+    }
+}
+
+/// `ADDR[:PORT]@NETNS`: a UDP endpoint whose sockets are opened in network
+/// namespace NETNS (the process, and an RDMA device's rdma_cm, stay where
+/// they are).
+fn split_netns(text: &str) -> (&str, Option<PathBuf>) {
+    match text.split_once('@') {
+        Some((addr, ns)) if !ns.is_empty() => (addr, Some(PathBuf::from(ns))),
+        _ => (text, None),
     }
 }
 
@@ -98,6 +120,7 @@ fn with_pair(device: Option<&str>, peer: Option<&str>, mtu: u32, job: &impl Job)
 fn mixed(
     reactor: &UdpReactor,
     at: SocketAddrV4,
+    netns: Option<PathBuf>,
     device: &str,
     mtu: Mtu,
     udp_requests: bool,
@@ -110,7 +133,7 @@ fn mixed(
             return ExitCode::from(2);
         }
     };
-    let udp = match bind(reactor, "udp", at, mtu) {
+    let udp = match bind(reactor, "udp", at, mtu, netns) {
         Ok(t) => t,
         Err(code) => return code,
     };
