@@ -354,6 +354,7 @@ impl Endpoint {
         let mut c = Conn::new(ConnState::ReqSent, *params.remote.ip(), local_psn, mtu);
         c.qp = Some(info.id);
         c.responder_resources = params.responder_resources;
+        c.initiator_depth = params.initiator_depth;
         c.retry_count = params.retry_count;
         c.rnr_retry_count = params.rnr_retry_count;
         self.conns.insert(conn, c);

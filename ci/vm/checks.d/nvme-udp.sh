@@ -81,16 +81,22 @@ target_down() {
 
 # connect NAME: nvme connect, then the new namespace-2 block device in $BLK
 connect() {
-    ls /dev/nvme*n* >"$W/dev-before" 2>/dev/null
+    _before=" $(ls /dev/nvme*n* 2>/dev/null | tr '\n' ' ') "
     "$TIMEOUT" 60 nvme connect -t rdma -a "$TGT" -s 4420 -w 10.10.2.1 -n "$NQN" --hostnqn=$HOSTNQN \
         --reconnect-delay=1 --ctrl-loss-tmo=60 >"$W/connect-$1.log" 2>&1 || return 1
     _i=0
     BLK=""
     while [ $_i -lt 100 ] && [ -z "$BLK" ]; do
-        BLK=$(ls /dev/nvme*n2 2>/dev/null | grep -vxF -f "$W/dev-before" | head -n 1)
+        for _d in /dev/nvme*n2; do
+            case "$_before" in
+                *" $_d "*) ;;
+                *) [ -b "$_d" ] && BLK=$_d ;;
+            esac
+        done
         [ -n "$BLK" ] || sleep 0.1
         _i=$((_i + 1))
     done
+    [ -n "$BLK" ] || echo "no new /dev/nvme*n2 after connecting (before:$_before now: $(ls /dev/nvme* 2>/dev/null | tr '\n' ' '))" >>"$W/connect-$1.log"
     [ -n "$BLK" ]
 }
 disconnect() { "$TIMEOUT" 60 nvme disconnect -n "$NQN" >"$W/disconnect.log" 2>&1; }
@@ -131,6 +137,7 @@ if target_up clean; then
         if disconnect; then pass host/disconnect; else fail host/disconnect "$(last_line "$W/disconnect.log")"; fi
     else
         fail host/connect "$(last_line "$W/connect-clean.log")"
+        disconnect
     fi
     target_down
     echo "---- target (clean)"
@@ -151,6 +158,7 @@ fault() {
     _t0=$(cut -d' ' -f1 /proc/uptime)
     if ! connect "$_n"; then
         fail "host/$_n" "connect: $(last_line "$W/connect-$_n.log"); $(what_host_did "$_n")"
+        disconnect
         target_down
         return
     fi

@@ -150,7 +150,13 @@ pub(crate) struct Conn {
     pub local_psn: Psn,
     pub remote_ip: Ipv4Addr,
     pub mtu: Mtu,
+    /// Passive side: what the REQ offered (the reads we may have
+    /// outstanding at most). Active side: what we offered (the peer's
+    /// reads we take at once).
     pub responder_resources: u8,
+    /// Active side: the reads we want outstanding (bounded by the REP's
+    /// responder resources).
+    pub initiator_depth: u8,
     pub retry_count: u8,
     pub rnr_retry_count: u8,
     /// When the message in `sent` is sent again (or given up on).
@@ -192,6 +198,7 @@ impl Conn {
             remote_ip,
             mtu,
             responder_resources: 0,
+            initiator_depth: 0,
             retry_count: 0,
             rnr_retry_count: 0,
             deadline: None,
@@ -421,17 +428,19 @@ impl Endpoint {
                 c.mtu = c.mtu.min(mtu);
                 c.deadline = None;
                 let Some(qp) = c.qp else { return };
-                // Our outstanding reads are bounded by what the peer will take.
+                // We take as many of the peer's reads at once as we
+                // offered; ours outstanding are bounded by what it takes.
                 // Each side's starting PSN is the one it receives from: we
                 // send from the REP's, and take what follows our REQ's.
+                let _ = initiator_depth;
                 let attrs = Connect {
                     peer_ip: c.remote_ip,
                     mtu: c.mtu,
                     dest_qpn: qpn,
                     rq_psn: c.local_psn,
                     sq_psn: psn,
-                    responder_resources,
-                    initiator_depth,
+                    responder_resources: c.responder_resources,
+                    initiator_depth: c.initiator_depth.min(responder_resources),
                     retry_count: c.retry_count,
                     rnr_retry_count: c.rnr_retry_count,
                 };
