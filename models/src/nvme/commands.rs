@@ -68,7 +68,12 @@ impl NvmeTarget {
                         .namespaces
                         .iter()
                         .find(|n| n.cfg.nsid == nsid)
-                        .map(|n| identify_namespace(&n.cfg).to_vec()),
+                        .map(|n| identify_namespace(&n.cfg, &self.subsystems[s].nqn).to_vec()),
+                    (CNS_NS_DESCRIPTORS, Some(s)) => self.subsystems[s]
+                        .namespaces
+                        .iter()
+                        .find(|n| n.cfg.nsid == nsid)
+                        .map(|n| ns_descriptors(&self.subsystems[s].nqn, n.cfg.nsid)),
                     (CNS_ACTIVE_NAMESPACES, Some(s)) => {
                         let mut list = vec![0u8; IDENTIFY_LEN];
                         let mut ids: Vec<u32> =
@@ -334,7 +339,39 @@ impl NvmeTarget {
     }
 }
 
-fn identify_namespace(n: &NamespaceConfig) -> Box<[u8; IDENTIFY_LEN]> {
+/// A namespace's NGUID: the same for the same subsystem NQN and NSID
+/// (FNV-1a over both, twice), as stable as nvmet's configured one.
+fn nguid(nqn: &str, nsid: u32) -> [u8; 16] {
+    let fnv = |seed: u64| {
+        let mut h = seed;
+        for b in nqn.bytes().chain(nsid.to_le_bytes()) {
+            h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+        }
+        h
+    };
+    let mut id = [0u8; 16];
+    id[..8].copy_from_slice(&fnv(0xcbf2_9ce4_8422_2325).to_be_bytes());
+    id[8..].copy_from_slice(&fnv(0x6c62_272e_07bb_0142).to_be_bytes());
+    id
+}
+
+/// Identify CNS 03h: one NGUID descriptor (NIDT 2, NIDL 16), then zeroes.
+fn ns_descriptors(nqn: &str, nsid: u32) -> Vec<u8> {
+    let mut list = vec![0u8; IDENTIFY_LEN];
+    list[0] = 0x02;
+    list[1] = 16;
+    list[4..20].copy_from_slice(&nguid(nqn, nsid));
+    list
+}
+
+fn identify_namespace(n: &NamespaceConfig, nqn: &str) -> Box<[u8; IDENTIFY_LEN]> {
+    let mut b = identify_namespace_fields(n);
+    // NGUID (bytes 104..120), the one the descriptor list gives.
+    b[104..120].copy_from_slice(&nguid(nqn, n.nsid));
+    b
+}
+
+fn identify_namespace_fields(n: &NamespaceConfig) -> Box<[u8; IDENTIFY_LEN]> {
     NamespaceInfo {
         nsid: n.nsid,
         nsze: n.blocks,

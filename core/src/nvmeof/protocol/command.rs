@@ -29,6 +29,9 @@ pub const PSDT_SGL: u8 = 0x40;
 pub const CNS_NAMESPACE: u8 = 0x00;
 pub const CNS_CONTROLLER: u8 = 0x01;
 pub const CNS_ACTIVE_NAMESPACES: u8 = 0x02;
+/// The namespace identification descriptor list (NGUID, UUID, ...), which
+/// hosts of NVMe 1.3 and later ask for every namespace.
+pub const CNS_NS_DESCRIPTORS: u8 = 0x03;
 
 /// Feature identifiers.
 pub const FEAT_NUMBER_OF_QUEUES: u8 = 0x07;
