@@ -355,12 +355,17 @@ fn nguid(nqn: &str, nsid: u32) -> [u8; 16] {
     id
 }
 
-/// Identify CNS 03h: one NGUID descriptor (NIDT 2, NIDL 16), then zeroes.
+/// Identify CNS 03h, as nvmet answers it: the NGUID (NIDT 2, NIDL 16),
+/// then the command set (NIDT 4, NIDL 1: 0, NVM), which a host that
+/// enabled command set selection (CC.CSS = 110b) insists on; then zeroes.
 fn ns_descriptors(nqn: &str, nsid: u32) -> Vec<u8> {
     let mut list = vec![0u8; IDENTIFY_LEN];
     list[0] = 0x02;
     list[1] = 16;
     list[4..20].copy_from_slice(&nguid(nqn, nsid));
+    list[20] = 0x04;
+    list[21] = 1;
+    list[24] = 0; // CSI 0: the NVM command set
     list
 }
 
@@ -382,4 +387,28 @@ fn identify_namespace_fields(n: &NamespaceConfig) -> Box<[u8; IDENTIFY_LEN]> {
         formats: vec![LbaFormat { ms: 0, lbads: n.lba_size.trailing_zeros() as u8, rp: 0 }],
     }
     .encode()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_descriptor_list_and_identify_namespace_give_one_stable_nguid_per_namespace() {
+        let ns = NamespaceConfig { nsid: 2, lba_size: 4096, blocks: 1024 };
+        let list = ns_descriptors("nqn.2026-01.io.rctb:target", 2);
+        // NIDT 2 (NGUID), NIDL 16; NIDT 4 (CSI), NIDL 1, NVM; then zeroes.
+        assert_eq!((list.len(), list[0], list[1]), (IDENTIFY_LEN, 2, 16));
+        assert_eq!(list[20..25], [4, 1, 0, 0, 0]);
+        assert!(list[25..].iter().all(|&b| b == 0));
+        let id = identify_namespace(&ns, "nqn.2026-01.io.rctb:target");
+        assert_eq!(id[104..120], list[4..20]);
+        assert_ne!(list[4..20], [0; 16]);
+        assert_eq!(ns_descriptors("nqn.2026-01.io.rctb:target", 2), list, "stable");
+        assert_ne!(ns_descriptors("nqn.2026-01.io.rctb:target", 1)[4..20], list[4..20], "one per namespace");
+        assert_ne!(ns_descriptors("nqn.other", 2)[4..20], list[4..20], "one per subsystem");
+        // The rest of Identify Namespace reads back as before.
+        let info = NamespaceInfo::decode(2, &id[..]).unwrap();
+        assert_eq!((info.nsze, info.formats[0].lbads), (1024, 12));
+    }
 }
