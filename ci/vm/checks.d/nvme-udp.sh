@@ -14,10 +14,10 @@
 #    - host/lost: one I/O response never comes (nvme_core io_timeout 5 s):
 #      the host times the command out, resets the controller, reconnects,
 #      retries; the data reads back intact;
-#    - host/crash: the target crashes at its 12th Write and is back 2 s
-#      later: the first 1 MiB (written and flushed before) reads back
-#      intact after the host reconnected; what became of the write in
-#      flight is reported.
+#    - host/crash: the target crashes at its 12th Write (the 4th of the
+#      second MiB) and is back 2 s later: the first MiB (written and
+#      flushed before) reads back intact after the host reconnected; what
+#      became of the write in flight is reported.
 #    Each fault's line counts the kernel's timeouts and reconnects (dmesg)
 #    and shows `nvme list-subsys`.
 # 2. rctb's initiator over udp (in the namespace) against the kernel nvmet
@@ -115,11 +115,12 @@ what_host_did() {
 
 dd if=/dev/urandom of="$W/a.bin" bs=65536 count=16 2>/dev/null
 dd if=/dev/urandom of="$W/b.bin" bs=65536 count=16 2>/dev/null
-# io NAME FILE SEEK_BLOCKS: write FILE at 4 KiB block SEEK with O_DIRECT and
-# fsync, read it back, compare
+# io NAME FILE SEEK_MIB: write the 1 MiB FILE at SEEK_MIB MiB with O_DIRECT
+# in one 1 MiB write (the host splits it into 8 commands of the target's
+# 128 KiB MDTS) and fsync (a Flush), read it back, compare
 io() {
-    dd if="$2" of="$BLK" bs=4096 seek="$3" oflag=direct conv=fsync >"$W/dd-$1.log" 2>&1 &&
-        dd if="$BLK" of="$W/back-$1.bin" bs=4096 skip="$3" count=256 iflag=direct >>"$W/dd-$1.log" 2>&1 &&
+    dd if="$2" of="$BLK" bs=1048576 count=1 seek="$3" oflag=direct conv=fsync >"$W/dd-$1.log" 2>&1 &&
+        dd if="$BLK" of="$W/back-$1.bin" bs=1048576 count=1 skip="$3" iflag=direct >>"$W/dd-$1.log" 2>&1 &&
         cmp -s "$2" "$W/back-$1.bin"
 }
 
@@ -166,10 +167,10 @@ fault() {
         # A flushed before the crash; the crash comes with B's 4th write.
         io crash-a "$W/a.bin" 0
         _ra=$?
-        io crash-b "$W/b.bin" 512
+        io crash-b "$W/b.bin" 2
         _rb=$?
         # After the host reconnected, A must still be there.
-        dd if="$BLK" of="$W/back-crash-a2.bin" bs=4096 count=256 iflag=direct >>"$W/dd-crash.log" 2>&1
+        dd if="$BLK" of="$W/back-crash-a2.bin" bs=1048576 count=1 iflag=direct >>"$W/dd-crash.log" 2>&1
         if [ $_ra = 0 ] && cmp -s "$W/a.bin" "$W/back-crash-a2.bin"; then
             _b=$([ $_rb = 0 ] && echo "B reported written and read back intact" || echo "B failed: $(last_line "$W/dd-crash-b.log")")
             pass "host/crash flushed data intact after the crash and reconnect; $_b; $(what_host_did "$_n")"
