@@ -91,4 +91,17 @@ fn a_lost_response_times_out_typed_and_a_held_one_only_slows_the_host() {
     let _t = Target::start("127.94.12.1", &["--response-delay", "50"]);
     let o = host("127.94.12.2", "127.94.12.1", &["write", "--slba", "0", "--length", "4096", "--flush"]);
     assert!(o.status.success(), "{}", text(&o));
+
+    // A crash at the target's 2nd Write: that write is never answered (the
+    // host sees its connection go), the target is back 300 ms later, and
+    // the next host connects and writes.
+    let _t = Target::start("127.94.13.1", &["--crash-after-writes", "2", "--restart-ms", "300"]);
+    let (h, a) = ("127.94.13.2", "127.94.13.1");
+    let write = || host(h, a, &["write", "--length", "4096", "--timeout", "2"]);
+    assert!(write().status.success());
+    let o = write();
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    std::thread::sleep(std::time::Duration::from_millis(600));
+    let o = write();
+    assert!(o.status.success(), "after the restart: {}", text(&o));
 }

@@ -155,6 +155,12 @@ impl NvmeTarget {
                     ns.data[at..at + len as usize].copy_from_slice(&data[..len as usize]);
                     self.stats.writes += 1;
                     self.stats.bytes_written += len;
+                    if self.faults.crash_at_write != 0 && self.stats.writes == self.faults.crash_at_write {
+                        // Power fails before the response goes (run crashes
+                        // the target once this pass is over).
+                        self.crash_pending = true;
+                        return Ok(());
+                    }
                     self.respond(t, key, slot, ok, 0)
                 } else {
                     let bytes = ns.data[at..at + len as usize].to_vec();
@@ -291,7 +297,7 @@ impl NvmeTarget {
 
     pub(super) fn identify_controller(&self, cntlid: u16, subsystem: Option<usize>) -> Box<[u8; IDENTIFY_LEN]> {
         let discovery = subsystem.is_none();
-        ControllerInfo {
+        let mut b = ControllerInfo {
             vid: 0,
             serial: format!("rctbsim{:04x}", cntlid),
             model: "rctb simulated target".into(),
@@ -311,7 +317,13 @@ impl NvmeTarget {
             fcatt: 0,
             msdbd: 1,
         }
-        .encode()
+        .encode();
+        // VWC (byte 525, bit 0): writes wait in a volatile cache until a
+        // Flush (a crash loses them), so a host must flush for durability.
+        if !discovery {
+            b[525] |= 1;
+        }
+        b
     }
 
     pub(super) fn discovery_log(&self) -> Vec<u8> {
@@ -392,6 +404,13 @@ fn identify_namespace_fields(n: &NamespaceConfig) -> Box<[u8; IDENTIFY_LEN]> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_io_controller_says_it_has_a_volatile_write_cache() {
+        let t = NvmeTarget::new(TargetConfig::new("nqn.2026-01.io.rctb:target"), "10.0.0.2".parse().unwrap()).unwrap();
+        assert_eq!(t.identify_controller(1, Some(0))[525] & 1, 1, "an I/O controller: VWC");
+        assert_eq!(t.identify_controller(1, None)[525] & 1, 0, "the discovery controller: none");
+    }
 
     #[test]
     fn the_descriptor_list_and_identify_namespace_give_one_stable_nguid_per_namespace() {

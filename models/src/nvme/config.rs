@@ -121,6 +121,11 @@ pub struct TargetFaults {
     /// The faults above wait until the target has taken this many commands
     /// (so a fault meets I/O rather than the connect: counted, replayable).
     pub after_commands: u64,
+    /// Crash when the Write that makes this many is taken (0: never): it
+    /// executes but is not answered, and the crash loses what was not
+    /// flushed ([`NvmeTarget::crash`](super::NvmeTarget::crash)); the
+    /// owner calls `restart`.
+    pub crash_at_write: u64,
 }
 
 /// What the target counted.

@@ -144,6 +144,8 @@ pub struct NvmeTarget {
     scratch: Vec<rctb_core::transport::Completion>,
     /// The first local failure (the model keeps running).
     pub last_error: Option<TargetError>,
+    /// A fault asked for a crash; `run` crashes once its pass is over.
+    crash_pending: bool,
 }
 
 impl std::fmt::Debug for NvmeTarget {
@@ -193,6 +195,7 @@ impl NvmeTarget {
             up: true,
             scratch: Vec::new(),
             last_error: None,
+            crash_pending: false,
         })
     }
 
@@ -312,6 +315,10 @@ impl NvmeTarget {
         let keys: Vec<u64> = self.queues.keys().copied().collect();
         for key in keys {
             self.poll_queue(t, key)?;
+        }
+        if std::mem::take(&mut self.crash_pending) {
+            self.crash(t);
+            return Ok(());
         }
         self.send_due(t)?;
         self.expire_keep_alive(t);

@@ -76,8 +76,9 @@ pub fn serve(c: &Common, a: &TargetArgs) -> Result<String, Failure> {
     target.faults_mut().response_delay = Duration::from_millis(a.response_delay);
     target.faults_mut().drop_responses = a.drop_responses;
     target.faults_mut().after_commands = a.faults_after;
-    let crash = a.crash_after_writes.map(|n| (n, Duration::from_millis(a.restart_ms)));
-    run(t, &mut target, at, &nqn, a.serve_for.map(Duration::from_secs_f64), crash)
+    target.faults_mut().crash_at_write = a.crash_after_writes.unwrap_or(0);
+    let down = Duration::from_millis(a.restart_ms);
+    run(t, &mut target, at, &nqn, a.serve_for.map(Duration::from_secs_f64), down)
 }
 
 fn run(
@@ -86,7 +87,7 @@ fn run(
     at: SocketAddrV4,
     nqn: &str,
     serve_for: Option<Duration>,
-    mut crash: Option<(u64, Duration)>,
+    down: Duration,
 ) -> Result<String, Failure> {
     let reactor = t.reactor();
     // The first run listens; say so only then, so a host started after
@@ -106,15 +107,10 @@ fn run(
         }
         reactor.turn().map_err(|e| Failure::Io(e.to_string()))?;
         let mut wake = target.run(&mut t).unwrap_or(Instant::FAR_FUTURE);
-        if let Some((after, down)) = crash
-            && target.is_up()
-            && target.stats().writes >= after
-        {
-            println!("CRASH after {} writes, back in {down:?}", target.stats().writes);
+        if !target.is_up() && restart_at.is_none() {
+            println!("CRASH at write {}, back in {down:?}", target.stats().writes);
             let _ = std::io::stdout().flush();
-            target.crash(&mut t);
             restart_at = Some(now + down);
-            crash = None;
         }
         if let Some(at) = restart_at {
             if now >= at {
