@@ -31,8 +31,7 @@
 //! - the simulator's `cargo test` (`sim/tests/conformance.rs`: two nodes of
 //!   one fabric);
 //! - the udp backend's `cargo test` (`udp/tests/conformance.rs`: two
-//!   endpoints on loopback, the `cm/` cases left out: RDMA CM is not carried
-//!   over UDP);
+//!   endpoints on loopback, the `cm/` cases through RDMA CM MADs on QP1);
 //! - the hardware tests where a device is named (`hw/tests/conformance.rs`,
 //!   feature `verbs`, `RCTB_RDMA_DEVICE` and `RCTB_RDMA_PEER_DEVICE`);
 //! - `rctb conformance --backend sim|udp|verbs`, one `PASS`/`FAIL` line per

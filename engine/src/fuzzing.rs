@@ -16,8 +16,8 @@ use std::net::Ipv4Addr;
 use rctb_core::time::{Duration, Instant};
 use rctb_core::transport::*;
 
-use crate::cm::mad::{self, GSI_QPN};
 use crate::cm::CmMessage;
+use crate::cm::mad::{self, GSI_QPN};
 use crate::{Endpoint, EndpointConfig, Packet};
 
 const PEER: Ipv4Addr = Ipv4Addr::new(10, 9, 0, 1);
@@ -101,7 +101,11 @@ pub fn cm_receive(data: &[u8]) -> Result<(), String> {
                     src_ip: PEER,
                     dst_ip: LOCAL,
                     udp_src_port: 0xC000,
-                    bth: rctb_core::wire::roce::Bth::new(rctb_core::wire::roce::Opcode::UD_SEND_ONLY, GSI_QPN, Psn::wrapping(0)),
+                    bth: rctb_core::wire::roce::Bth::new(
+                        rctb_core::wire::roce::Opcode::UD_SEND_ONLY,
+                        GSI_QPN,
+                        Psn::wrapping(0),
+                    ),
                     reth: None,
                     aeth: None,
                     deth: Some(rctb_core::wire::roce::Deth {

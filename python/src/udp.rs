@@ -1,9 +1,10 @@
 //! `rctb.udp.Network`: the `udp` backend (rctb's RC engine as a RoCEv2 peer
 //! on ordinary UDP sockets, no RDMA anywhere). Endpoints are made here and
 //! taken by the receive server or the FPGA engine model that runs on them
-//! (each endpoint once). Real time: waits block on the sockets. RDMA CM is
-//! not carried, so NVMe/RDMA cannot use this backend; the RoCEv2 hand-off
-//! (QPN, PSN, GID out of band) can.
+//! (each endpoint once). Real time: waits block on the sockets. The
+//! backend carries RDMA CM now (`rctb nvme --backend udp` uses it), but
+//! the NVMe-oF classes here do not take it yet; the RoCEv2 hand-off (QPN,
+//! PSN, GID out of band) does.
 
 use std::collections::BTreeMap;
 use std::net::Ipv4Addr;

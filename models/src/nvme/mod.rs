@@ -144,8 +144,8 @@ pub struct NvmeTarget {
     scratch: Vec<rctb_core::transport::Completion>,
     /// The first local failure (the model keeps running).
     pub last_error: Option<TargetError>,
-    /// A fault asked for a crash; `run` crashes once its pass is over.
-    crash_pending: bool,
+    /// A fault asked for a crash; `run` takes nothing more and crashes.
+    pub(super) crash_pending: bool,
 }
 
 impl std::fmt::Debug for NvmeTarget {
@@ -314,6 +314,9 @@ impl NvmeTarget {
         }
         let keys: Vec<u64> = self.queues.keys().copied().collect();
         for key in keys {
+            if self.crash_pending {
+                break;
+            }
             self.poll_queue(t, key)?;
         }
         if std::mem::take(&mut self.crash_pending) {

@@ -142,7 +142,8 @@ impl NvmeTarget {
         comps.clear();
         t.poll_cq(cq, usize::MAX, &mut comps)?;
         for c in &comps {
-            if !self.queues.contains_key(&key) {
+            // Gone, or the power is failing: nothing more is taken.
+            if !self.queues.contains_key(&key) || self.crash_pending {
                 break;
             }
             let slot = (c.wr_id & 0xFFFF) as usize;
