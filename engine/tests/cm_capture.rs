@@ -75,7 +75,7 @@ fn the_kernel_hosts_req_is_served_and_answered_as_nvmet_answers_it() {
     // nvme_rdma_cm_req: recfmt 0, qid 0, hrqsize 32, hsqsize 31.
     assert_eq!(private_data[..8], [0, 0, 0, 0, 0x20, 0, 0x1f, 0]);
     let init = qp_init(&mut t);
-    let qp = t.cm_accept(now, conn, &AcceptParams::new(init.clone(), vec![0, 0, 0x20, 0])).unwrap();
+    let qp = t.cm_accept(now, conn, &AcceptParams::new(init, vec![0, 0, 0x20, 0])).unwrap();
     let rep = t.poll_cm_packet(Vec::new()).expect("a REP");
     assert_eq!((rep.dst_ip, rep.bth.dest_qp, rep.deth.map(|d| d.qkey)), (HOST, 1, Some(cm::GSI_QKEY)));
     let (cm::CmMessage::Rep(ours), cm::CmMessage::Rep(kernels), cm::CmMessage::Req(r)) =

@@ -585,7 +585,7 @@ impl Endpoint {
 /// The timer of `conn` came up: send its message again, or give up.
 pub(crate) fn timeout(ep: &mut Endpoint, now: Instant, conn: ConnId) {
     let Some(c) = ep.conns.get_mut(&conn) else { return };
-    if !c.deadline.is_some_and(|d| d <= now) {
+    if c.deadline.is_none_or(|d| d > now) {
         return; // moved later (MRA) or answered: a later entry or none
     }
     if !matches!(c.state, ConnState::ReqSent | ConnState::RepSent | ConnState::DreqSent) {

@@ -283,6 +283,7 @@ pub fn run(scenario: &Scenario, seed: u64, capture: bool) -> Result<RunOutput, S
         nodes.push(sim.add_node(cfg.clone())?);
     }
     sim.set_default_link(scenario.default_link);
+    sim.set_cm_faults(scenario.cm_faults);
     for link in &scenario.links {
         sim.set_link(sim.node(&link.a)?, sim.node(&link.b)?, link.config);
     }

@@ -216,7 +216,8 @@ pub fn run(scenario: &Scenario, seed: u64, capture: bool, places: &[NodePlace]) 
     let simulated_fabric = scenario.default_link != LinkConfig::default()
         || !scenario.links.is_empty()
         || !scenario.faults.is_empty()
-        || scenario.swarm.is_some();
+        || scenario.swarm.is_some()
+        || scenario.cm_faults != rctb_sim::CmFaults::default();
     if simulated_fabric {
         notes.push(
             "udp: the scenario's fabric (latency, faults, links, fault schedule, swarm) is not applied: frames cross \

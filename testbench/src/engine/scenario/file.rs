@@ -39,9 +39,20 @@ pub struct FabricFile {
     pub latency: Option<DurationStr>,
     /// Steady faults of every link without its own.
     pub faults: Option<FaultsFile>,
+    /// Loss and duplication of RDMA CM messages, fabric-wide.
+    pub cm_faults: Option<CmFaultsFile>,
     pub nodes: Vec<NodeFile>,
     #[serde(default)]
     pub links: Vec<LinkFile>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CmFaultsFile {
+    #[serde(default)]
+    pub drop: f64,
+    #[serde(default)]
+    pub duplicate: f64,
 }
 
 #[derive(Debug, Deserialize)]

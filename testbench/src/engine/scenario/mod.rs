@@ -18,7 +18,7 @@ use std::collections::BTreeMap;
 
 use rctb_core::time::Duration;
 use rctb_core::transport::WcStatus;
-use rctb_sim::{LinkConfig, NodeConfig, ScheduledFault};
+use rctb_sim::{CmFaults, LinkConfig, NodeConfig, ScheduledFault};
 
 pub use error::{Invalid, ScenarioError};
 pub use nvme::{ERROR_KINDS as NVME_ERROR_KINDS, NvmeFault, NvmeFaultAction, NvmeSpec};
@@ -38,6 +38,8 @@ pub struct Scenario {
     pub time_limit: Duration,
     pub nodes: Vec<NodeConfig>,
     pub default_link: LinkConfig,
+    /// Loss and duplication of CM messages (`fabric.cm_faults`).
+    pub cm_faults: CmFaults,
     pub links: Vec<LinkSpec>,
     pub faults: Vec<ScheduledFault>,
     /// Faults drawn from the seed, on top of `faults`.

@@ -7,7 +7,7 @@ use std::net::Ipv4Addr;
 
 use rctb_core::time::Duration;
 use rctb_core::transport::{Mtu, WcStatus};
-use rctb_sim::{FaultAction, LinkConfig, LinkFaults, NodeConfig, ScheduledFault};
+use rctb_sim::{CmFaults, FaultAction, LinkConfig, LinkFaults, NodeConfig, ScheduledFault};
 
 use super::file::{FaultsFile, ScenarioFile, SizeFile, StreamFile};
 use super::units::DurationStr;
@@ -102,6 +102,10 @@ pub(super) fn validate(file: ScenarioFile) -> Result<Scenario, Vec<Invalid>> {
         latency: file.fabric.latency.map_or(LinkConfig::default().latency, |d| d.0),
         faults: file.fabric.faults.as_ref().map(|f| c.faults("fabric.faults", f)).unwrap_or_default(),
     };
+    let cm_faults = file.fabric.cm_faults.as_ref().map_or(CmFaults::default(), |f| CmFaults {
+        drop: c.probability("fabric.cm_faults.drop".into(), f.drop),
+        duplicate: c.probability("fabric.cm_faults.duplicate".into(), f.duplicate),
+    });
     let mut links: Vec<LinkSpec> = Vec::new();
     for (i, l) in file.fabric.links.iter().enumerate() {
         let field = format!("fabric.links[{i}]");
@@ -136,6 +140,7 @@ pub(super) fn validate(file: ScenarioFile) -> Result<Scenario, Vec<Invalid>> {
         time_limit,
         nodes,
         default_link,
+        cm_faults,
         links,
         faults,
         swarm,
