@@ -112,3 +112,25 @@ fn a_lost_response_times_out_typed_and_a_held_one_only_slows_the_host() {
     }
     assert!(last.status.success(), "not back after the restart: {}", text(&last));
 }
+
+#[test]
+fn an_error_status_reaches_the_host_and_a_dropped_connection_is_reconnected() {
+    // The first I/O command is answered with Internal Error (DNR): the
+    // host reports it by name; the next one is served.
+    let _t = Target::start("127.94.14.1", &["--error-io", "1"]);
+    let (h, a) = ("127.94.14.2", "127.94.14.1");
+    let write = || host(h, a, &["write", "--length", "4096", "--timeout", "2"]);
+    let o = write();
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).to_lowercase().contains("internal"), "{}", text(&o));
+    assert!(write().status.success());
+
+    // Every connection dropped at the first Write: that host loses its
+    // queue; the target stays up, and the next host writes.
+    let _t = Target::start("127.94.15.1", &["--disconnect-at-write", "1"]);
+    let (h, a) = ("127.94.15.2", "127.94.15.1");
+    let write = || host(h, a, &["write", "--length", "4096", "--timeout", "2"]);
+    let first = write();
+    let second = write();
+    assert!(second.status.success(), "after the drop: {}\nfirst: {}", text(&second), text(&first));
+}

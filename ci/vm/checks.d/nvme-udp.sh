@@ -14,6 +14,10 @@
 #    - host/lost: one I/O response never comes (nvme_core io_timeout 5 s):
 #      the host times the command out, resets the controller, reconnects,
 #      retries; the data reads back intact;
+#    - host/error: one I/O answered Internal Error (DNR): the write fails
+#      with an I/O error, the next one is served;
+#    - host/drop: every connection dropped at the 4th Write (target up):
+#      the host reconnects and retries; the data reads back intact;
 #    - host/crash: the target crashes at its 12th Write (the 4th of the
 #      second MiB) and is back 2 s later: the first MiB (written and
 #      flushed before) reads back intact after the host reconnected; what
@@ -185,6 +189,16 @@ fault() {
         else
             fail "host/crash" "flushed data lost or unreadable (A: $_ra); $(what_host_did "$_n")"
         fi
+    elif [ "$_n" = error ]; then
+        # One I/O answered Internal Error with DNR: the host must pass it up
+        # (no retry), and serve the next one.
+        if io error-1 "$W/a.bin" 0; then
+            fail host/error "the write succeeded: the error status never reached the application"
+        elif io error-2 "$W/a.bin" 0; then
+            pass "host/error the I/O failed ($(last_line "$W/dd-error-1.log")), the next one intact; $(what_host_did "$_n")"
+        else
+            fail host/error "the I/O after the error failed too: $(last_line "$W/dd-error-2.log"); $(what_host_did "$_n")"
+        fi
     elif io "$_n" "$W/a.bin" 0; then
         _t1=$(cut -d' ' -f1 /proc/uptime)
         pass "host/$_n 1 MiB intact in $(echo "$_t0 $_t1" | awk '{ printf "%.1f", $2 - $1 }') s; $(what_host_did "$_n")"
@@ -198,6 +212,8 @@ fault() {
     dmesg_since "$_n" | tail -n 20
 }
 fault slow --response-delay 200 --faults-after 20
+fault error --error-io 1 --faults-after 20
+fault drop --disconnect-at-write 4
 fault lost --drop-responses 1 --faults-after 30
 fault crash --crash-after-writes 12 --restart-ms 2000
 

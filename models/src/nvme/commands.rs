@@ -127,6 +127,12 @@ impl NvmeTarget {
             NvmeCommand::GetLogPage { .. } => self.respond(t, key, slot, invalid_field, 0),
             NvmeCommand::Read { nsid, slba, blocks, sgl } | NvmeCommand::Write { nsid, slba, blocks, sgl } => {
                 let write = matches!(cmd, NvmeCommand::Write { .. });
+                if self.faults.error_io > 0 && self.stats.commands > self.faults.after_commands {
+                    self.faults.error_io -= 1;
+                    let sc = if self.faults.error_status == 0 { 0x06 } else { self.faults.error_status };
+                    let status = Status::new(SCT_GENERIC, sc, true);
+                    return self.respond(t, key, slot, status, 0);
+                }
                 let Some(s) = ctrl.subsystem else {
                     return self.respond(t, key, slot, Status::new(SCT_GENERIC, SC_INVALID_OPCODE, true), 0);
                 };
@@ -155,6 +161,9 @@ impl NvmeTarget {
                     ns.data[at..at + len as usize].copy_from_slice(&data[..len as usize]);
                     self.stats.writes += 1;
                     self.stats.bytes_written += len;
+                    if self.faults.disconnect_at_write != 0 && self.stats.writes == self.faults.disconnect_at_write {
+                        self.disconnect_pending = true;
+                    }
                     if self.faults.crash_at_write != 0 && self.stats.writes == self.faults.crash_at_write {
                         // Power fails before the response goes (run crashes
                         // the target once this pass is over).

@@ -121,6 +121,17 @@ pub struct TargetFaults {
     /// The faults above wait until the target has taken this many commands
     /// (so a fault meets I/O rather than the connect: counted, replayable).
     pub after_commands: u64,
+    /// The next this many Reads and Writes are answered with `error_status`
+    /// (generic status code, DNR set: the host passes the error up) and
+    /// not executed.
+    pub error_io: u32,
+    /// The status code of `error_io` (0, the default, means 0x06: Internal
+    /// Error, as nvmet answers a failed backing device).
+    pub error_status: u8,
+    /// Drop every connection (DREQ to the host; the target stays up and
+    /// keeps its data) when the Write that makes this many is taken (0:
+    /// never). The host reconnects.
+    pub disconnect_at_write: u64,
     /// Crash when the Write that makes this many is taken (0: never): it
     /// executes but is not answered, and the crash loses what was not
     /// flushed ([`NvmeTarget::crash`](super::NvmeTarget::crash)); the
@@ -144,6 +155,8 @@ pub struct TargetStats {
     pub crashes: u64,
     pub rejected_connects: u64,
     pub connections: u64,
+    /// Times every connection was dropped (`disconnect_at_write`).
+    pub dropped_connections: u64,
 }
 
 /// Local failures of the model (transport misuse, not host errors).

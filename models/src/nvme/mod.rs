@@ -146,6 +146,8 @@ pub struct NvmeTarget {
     pub last_error: Option<TargetError>,
     /// A fault asked for a crash; `run` takes nothing more and crashes.
     pub(super) crash_pending: bool,
+    /// A fault asked to drop every connection at the end of this pass.
+    pub(super) disconnect_pending: bool,
 }
 
 impl std::fmt::Debug for NvmeTarget {
@@ -196,6 +198,7 @@ impl NvmeTarget {
             scratch: Vec::new(),
             last_error: None,
             crash_pending: false,
+            disconnect_pending: false,
         })
     }
 
@@ -322,6 +325,12 @@ impl NvmeTarget {
         if std::mem::take(&mut self.crash_pending) {
             self.crash(t);
             return Ok(());
+        }
+        if std::mem::take(&mut self.disconnect_pending) {
+            self.stats.dropped_connections += 1;
+            for key in self.queues.keys().copied().collect::<Vec<_>>() {
+                self.destroy_queue(t, key);
+            }
         }
         self.send_due(t)?;
         self.expire_keep_alive(t);

@@ -9,7 +9,9 @@
 //! 4096-byte namespace, and the discovery subsystem. Faults, for a host's
 //! error paths: `--response-delay MS` holds every response back,
 //! `--drop-responses N` executes the next N commands without answering,
-//! both from command `--faults-after K` on; `--crash-after-writes K`
+//! `--error-io N` answers the next N Reads/Writes with `--error-status`,
+//! all from command `--faults-after K` on; `--disconnect-at-write K` drops
+//! every connection at the Kth Write (the host reconnects); `--crash-after-writes K`
 //! crashes the target at its Kth Write (connections torn down, unflushed
 //! writes lost) and restarts it `--restart-ms` later. Faults are counted
 //! in commands, not time, so a run replays.
@@ -46,6 +48,16 @@ pub struct TargetArgs {
     /// Execute the next N commands without sending their responses.
     #[arg(long, default_value_t = 0)]
     pub drop_responses: u32,
+    /// Answer the next N Reads and Writes with `--error-status` (DNR set)
+    /// without executing them.
+    #[arg(long, default_value_t = 0)]
+    pub error_io: u32,
+    /// The generic status code of `--error-io` (default 6, Internal Error).
+    #[arg(long, default_value_t = 6)]
+    pub error_status: u8,
+    /// Drop every connection (the target stays up, data kept) at this Write.
+    #[arg(long)]
+    pub disconnect_at_write: Option<u64>,
     /// The faults above start after this many commands (Fabrics Connect,
     /// Property Get/Set and Identify come first: a host's bring-up is
     /// about 10 per queue).
@@ -77,6 +89,9 @@ pub fn serve(c: &Common, a: &TargetArgs) -> Result<String, Failure> {
     target.faults_mut().drop_responses = a.drop_responses;
     target.faults_mut().after_commands = a.faults_after;
     target.faults_mut().crash_at_write = a.crash_after_writes.unwrap_or(0);
+    target.faults_mut().error_io = a.error_io;
+    target.faults_mut().error_status = a.error_status;
+    target.faults_mut().disconnect_at_write = a.disconnect_at_write.unwrap_or(0);
     let down = Duration::from_millis(a.restart_ms);
     run(t, &mut target, at, &nqn, a.serve_for.map(Duration::from_secs_f64), down)
 }
@@ -133,7 +148,7 @@ fn run(
     let _ = writeln!(
         out,
         "TARGET commands={} errors={} reads={} writes={} flushes={} bytes_read={} bytes_written={} \
-         dropped_responses={} connections={} rejected_connects={}",
+         dropped_responses={} connections={} rejected_connects={} dropped_connections={}",
         s.commands,
         s.errors,
         s.reads,
@@ -143,7 +158,8 @@ fn run(
         s.bytes_written,
         s.dropped_responses,
         s.connections,
-        s.rejected_connects
+        s.rejected_connects,
+        s.dropped_connections
     );
     let cm = t.engine_counters();
     let _ = writeln!(
