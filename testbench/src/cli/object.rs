@@ -34,7 +34,7 @@ enum ObjectBackend {
     Sim,
     /// An RDMA device (rxe or a NIC; a binary built with `--features verbs`).
     Verbs,
-    /// A UDP endpoint (rctb-udp: the simulator's RC engine on a UDP socket,
+    /// A UDP endpoint (rctb-udp: the RC engine, rctb-engine, on a UDP socket,
     /// port 4791): `--device ADDR[:PORT]`, no RDMA device or kernel support;
     /// server and client may be two processes on one machine.
     Udp,

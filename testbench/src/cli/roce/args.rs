@@ -29,7 +29,7 @@ pub enum RoceBackend {
     Verbs,
     /// Both ends on a simulated fabric in this process.
     Sim,
-    /// A UDP endpoint (rctb-udp: the simulator's RC engine on a UDP socket,
+    /// A UDP endpoint (rctb-udp: the RC engine, rctb-engine, on a UDP socket,
     /// port 4791): `--device ADDR[:PORT]`; no RDMA device needed.
     Udp,
 }
