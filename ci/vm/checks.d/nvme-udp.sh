@@ -211,10 +211,10 @@ fault() {
     cat "$W/target-$_n.out"
     dmesg_since "$_n" | tail -n 20
 }
-fault slow --response-delay 200 --faults-after 20
-fault error --error-io 1 --faults-after 20
+fault slow --response-delay 200 --faults-after-writes 1
+fault error --error-io 1 --faults-after-writes 1
 fault drop --disconnect-at-write 4
-fault lost --drop-responses 1 --faults-after 30
+fault lost --drop-responses 1 --faults-after-writes 1
 fault crash --crash-after-writes 12 --restart-ms 2000
 
 # ---- 2. rctb's initiator over udp against nvmet, on a port at rxe2's address

@@ -127,7 +127,10 @@ impl NvmeTarget {
             NvmeCommand::GetLogPage { .. } => self.respond(t, key, slot, invalid_field, 0),
             NvmeCommand::Read { nsid, slba, blocks, sgl } | NvmeCommand::Write { nsid, slba, blocks, sgl } => {
                 let write = matches!(cmd, NvmeCommand::Write { .. });
-                if self.faults.error_io > 0 && self.stats.commands > self.faults.after_commands {
+                if self.faults.error_io > 0
+                    && self.stats.commands > self.faults.after_commands
+                    && self.stats.writes >= self.faults.after_writes
+                {
                     self.faults.error_io -= 1;
                     let sc = if self.faults.error_status == 0 { 0x06 } else { self.faults.error_status };
                     let status = Status::new(SCT_GENERIC, sc, true);

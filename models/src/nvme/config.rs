@@ -121,6 +121,13 @@ pub struct TargetFaults {
     /// The faults above wait until the target has taken this many commands
     /// (so a fault meets I/O rather than the connect: counted, replayable).
     pub after_commands: u64,
+    /// ... and until this many Writes have been taken (a host's bring-up
+    /// and namespace scan only read: counting writes puts the fault on the
+    /// application's I/O whatever the host asked first).
+    pub after_writes: u64,
+    /// The faults above meet I/O queues only (admin commands are answered
+    /// normally).
+    pub io_only: bool,
     /// The next this many Reads and Writes are answered with `error_status`
     /// (generic status code, DNR set: the host passes the error up) and
     /// not executed.

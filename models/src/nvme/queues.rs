@@ -336,7 +336,10 @@ impl NvmeTarget {
         result: u64,
     ) -> Result<(), TargetError> {
         let now = t.now();
-        let armed = self.stats.commands > self.faults.after_commands;
+        let io = self.queues.get(&key).is_some_and(|q| q.qid != 0);
+        let armed = self.stats.commands > self.faults.after_commands
+            && self.stats.writes >= self.faults.after_writes
+            && (io || !self.faults.io_only);
         let delay = if armed { self.faults.response_delay } else { Duration::ZERO };
         let Some(q) = self.queues.get_mut(&key) else { return Ok(()) };
         if !status.is_success() {
@@ -363,7 +366,10 @@ impl NvmeTarget {
     pub(super) fn post_response<T: Transport>(&mut self, t: &mut T, key: u64, slot: usize) -> Result<(), TargetError> {
         let q = self.queues.get_mut(&key).expect("present");
         q.slots[slot].state = SlotState::Responding;
-        if self.faults.wrong_cid_responses > 0 && self.stats.commands > self.faults.after_commands {
+        if self.faults.wrong_cid_responses > 0
+            && self.stats.commands > self.faults.after_commands
+            && self.stats.writes >= self.faults.after_writes
+        {
             self.faults.wrong_cid_responses -= 1;
             q.slots[slot].response.cid ^= 0x8000;
         }

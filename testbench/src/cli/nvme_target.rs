@@ -10,7 +10,8 @@
 //! error paths: `--response-delay MS` holds every response back,
 //! `--drop-responses N` executes the next N commands without answering,
 //! `--error-io N` answers the next N Reads/Writes with `--error-status`,
-//! all from command `--faults-after K` on; `--disconnect-at-write K` drops
+//! all on I/O queues, from command `--faults-after K` and Write
+//! `--faults-after-writes K` on; `--disconnect-at-write K` drops
 //! every connection at the Kth Write (the host reconnects); `--crash-after-writes K`
 //! crashes the target at its Kth Write (connections torn down, unflushed
 //! writes lost) and restarts it `--restart-ms` later. Faults are counted
@@ -63,6 +64,11 @@ pub struct TargetArgs {
     /// about 10 per queue).
     #[arg(long, default_value_t = 0)]
     pub faults_after: u64,
+    /// ... and after this many Writes (the host's bring-up and scan only
+    /// read, so `--faults-after-writes 1` puts the fault on the first
+    /// write the application makes). The faults meet I/O queues only.
+    #[arg(long, default_value_t = 0)]
+    pub faults_after_writes: u64,
     /// Crash when this many Write commands have been taken (every
     /// connection torn down, unflushed writes lost), then come back after
     /// `--restart-ms`.
@@ -88,6 +94,8 @@ pub fn serve(c: &Common, a: &TargetArgs) -> Result<String, Failure> {
     target.faults_mut().response_delay = Duration::from_millis(a.response_delay);
     target.faults_mut().drop_responses = a.drop_responses;
     target.faults_mut().after_commands = a.faults_after;
+    target.faults_mut().after_writes = a.faults_after_writes;
+    target.faults_mut().io_only = true;
     target.faults_mut().crash_at_write = a.crash_after_writes.unwrap_or(0);
     target.faults_mut().error_io = a.error_io;
     target.faults_mut().error_status = a.error_status;
