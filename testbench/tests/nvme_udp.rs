@@ -80,7 +80,7 @@ fn the_initiator_reaches_the_target_over_udp_and_the_data_comes_back() {
 fn a_lost_response_times_out_typed_and_a_held_one_only_slows_the_host() {
     let _t = Target::start("127.94.11.1", &["--drop-responses", "1"]);
     let (h, a) = ("127.94.11.2", "127.94.11.1");
-    // The first response (Fabrics Connect's) never comes.
+    // The first response on an I/O queue (its Fabrics Connect) never comes.
     let o = host(h, a, &["identify", "--timeout", "1"]);
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     assert!(text(&o).contains("timed out after 1s"), "{}", text(&o));
