@@ -126,6 +126,21 @@ last_line() {
     echo "${_l:-(no output)}"
 }
 
+# needs_vm_and_rctb WHY: the start of a hook that changes the machine (the
+# udp namespace, rxe2): outside the VM it passes as host-mode saying WHY
+# it needs a throw-away VM, and without an rctb binary it fails; either
+# way the hook ends here.
+needs_vm_and_rctb() {
+    if [ "${HWV_MODE:-vm}" != vm ]; then
+        echo "PASS host-mode (needs a throw-away VM: $1)"
+        exit 0
+    fi
+    if [ -z "${RCTB:-}" ] || [ ! -x "$RCTB" ]; then
+        echo "FAIL rctb no rctb binary (see the build check)"
+        exit 1
+    fi
+}
+
 # udp_ns_up: the udp backend's corner of the VM (checks.d/udp.sh,
 # bench.d/udp.sh): a veth pair, veth2 (10.10.2.1) carrying soft-RoCE device
 # rxe2, and veth3 (10.10.2.2) in network namespace "udp", which has no rxe

@@ -446,18 +446,19 @@ impl Endpoint {
     }
 
     /// The next CM message to carry, as RDMA CM puts it on RoCEv2: a UD
-    /// packet to QP1 holding the MAD, built in `buf` (it moves into the
-    /// packet; on `None` it is dropped). The other side's
+    /// packet to QP1 holding the MAD, built in `buf` (the buffer moves into
+    /// the packet; on `None` it stays the caller's, as with
+    /// [`poll_transmit`](Self::poll_transmit)). The other side's
     /// [`handle_packet`](Self::handle_packet) takes it, as does the
     /// kernel's GSI.
-    pub fn poll_cm_packet(&mut self, buf: Vec<u8>) -> Option<Packet> {
+    pub fn poll_cm_packet(&mut self, buf: &mut Vec<u8>) -> Option<Packet> {
         loop {
             let t = self.cm_out.pop_front()?;
             match mad::to_mad(&t.msg, self.cfg.ip, t.dst, mad::ca_guid(self.cfg.mac)) {
                 Ok(bytes) => {
                     let psn = self.gsi_psn;
                     self.gsi_psn = psn.add(1);
-                    return Some(mad::gsi_packet(self.cfg.ip, t.dst, psn, &bytes, buf));
+                    return Some(mad::gsi_packet(self.cfg.ip, t.dst, psn, &bytes, std::mem::take(buf)));
                 }
                 // The verbs bound every field, so this is not expected;
                 // counted rather than sent malformed.

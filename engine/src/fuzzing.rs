@@ -143,7 +143,7 @@ pub fn cm_receive(data: &[u8]) -> Result<(), String> {
             }
         }
         // What it sends must itself be a MAD a peer reads.
-        while let Some(out) = ep.poll_cm_packet(Vec::new()) {
+        while let Some(out) = ep.poll_cm_packet(&mut Vec::new()) {
             if out.bth.dest_qp != GSI_QPN || out.dst_ip != PEER {
                 return Err(format!("a CM packet to {} QP {}", out.dst_ip, out.bth.dest_qp));
             }
@@ -161,7 +161,7 @@ pub fn cm_receive(data: &[u8]) -> Result<(), String> {
         let Some(t) = ep.poll_timeout() else { break };
         now = now.max(t);
         ep.handle_timeout(now);
-        while ep.poll_cm_packet(Vec::new()).is_some() {}
+        while ep.poll_cm_packet(&mut Vec::new()).is_some() {}
     }
     if let Some(t) = ep.poll_timeout() {
         return Err(format!("a timer still pending at {t:?} after every retry ran out"));

@@ -91,7 +91,7 @@ impl Net {
         loop {
             for from_a in [true, false] {
                 let ep = if from_a { &mut self.a } else { &mut self.b };
-                while let Some(pkt) = ep.poll_cm_packet(Vec::new()) {
+                while let Some(pkt) = ep.poll_cm_packet(&mut Vec::new()) {
                     assert_eq!(pkt.bth.dest_qp, 1);
                     let n = name(&pkt);
                     self.log.push((from_a, n));
@@ -276,16 +276,16 @@ fn a_slow_application_gets_an_mra_sent_for_it() {
     let init = qp_init(&mut a);
     let params = ConnectParams::new(SocketAddrV4::new(IB, PORT), init, Vec::new());
     let (conn, _) = a.cm_connect(Instant::ZERO, &params).unwrap();
-    let req = a.poll_cm_packet(Vec::new()).unwrap();
+    let req = a.poll_cm_packet(&mut Vec::new()).unwrap();
     b.handle_packet(Instant::ZERO, &req).unwrap();
     b.handle_packet(Instant::ZERO, &req).unwrap();
-    let mra = b.poll_cm_packet(Vec::new()).expect("an MRA");
+    let mra = b.poll_cm_packet(&mut Vec::new()).expect("an MRA");
     assert_eq!(name(&mra), "MRA");
     a.handle_packet(Instant::ZERO, &mra).unwrap();
     // a now waits past its usual retry for the answer.
     let t = a.poll_timeout().unwrap();
     a.handle_timeout(t);
-    assert!(a.poll_cm_packet(Vec::new()).is_none(), "resent at the old deadline despite the MRA");
+    assert!(a.poll_cm_packet(&mut Vec::new()).is_none(), "resent at the old deadline despite the MRA");
     assert!(a.poll_cm_event().is_none());
     let _ = conn;
 }
@@ -323,7 +323,7 @@ fn hostile_mads_are_counted_or_rejected_never_a_panic() {
     let init = qp_init(&mut a);
     let params = ConnectParams::new(SocketAddrV4::new(IB, PORT), init, Vec::new());
     a.cm_connect(Instant::ZERO, &params).unwrap();
-    let req = a.poll_cm_packet(Vec::new()).unwrap();
+    let req = a.poll_cm_packet(&mut Vec::new()).unwrap();
     let now = Instant::ZERO;
     // Not a MAD at all.
     let mut junk = req.clone();
@@ -347,7 +347,7 @@ fn hostile_mads_are_counted_or_rejected_never_a_panic() {
         let mut bad = req.clone();
         bad.payload[at] = (bad.payload[at] & !mask) | set;
         b.handle_packet(now, &bad).unwrap();
-        let rej = b.poll_cm_packet(Vec::new()).expect("a REJ");
+        let rej = b.poll_cm_packet(&mut Vec::new()).expect("a REJ");
         let mad = CmMad::decode(&rej.payload).unwrap();
         let rctb_core::wire::cm::CmMessage::Rej(r) = mad.message else { panic!("{mad:?}") };
         assert_eq!(r.reason, reason, "byte {at}");

@@ -76,7 +76,7 @@ fn the_kernel_hosts_req_is_served_and_answered_as_nvmet_answers_it() {
     assert_eq!(private_data[..8], [0, 0, 0, 0, 0x20, 0, 0x1f, 0]);
     let init = qp_init(&mut t);
     let qp = t.cm_accept(now, conn, &AcceptParams::new(init, vec![0, 0, 0x20, 0])).unwrap();
-    let rep = t.poll_cm_packet(Vec::new()).expect("a REP");
+    let rep = t.poll_cm_packet(&mut Vec::new()).expect("a REP");
     assert_eq!((rep.dst_ip, rep.bth.dest_qp, rep.deth.map(|d| d.qkey)), (HOST, 1, Some(cm::GSI_QKEY)));
     let (cm::CmMessage::Rep(ours), cm::CmMessage::Rep(kernels), cm::CmMessage::Req(r)) =
         (mad(&rep), mad(kernel_rep), mad(req))
@@ -152,7 +152,7 @@ fn the_engines_req_carries_what_the_kernel_hosts_does() {
     let private = [0, 0, 0, 0, 0x20, 0, 0x1f, 0];
     let params = ConnectParams::new(SocketAddrV4::new(TARGET, 4420), init, private.to_vec());
     h.cm_connect(Instant::ZERO, &params).unwrap();
-    let pkt = h.poll_cm_packet(Vec::new()).unwrap();
+    let pkt = h.poll_cm_packet(&mut Vec::new()).unwrap();
     let cm::CmMessage::Req(ours) = mad(&pkt) else { panic!() };
     assert_eq!(IpServiceId::from_service_id(ours.service_id), Some(IpServiceId { protocol: RDMA_PS_TCP, port: 4420 }));
     assert_eq!(ours.service_id, kernels.service_id);

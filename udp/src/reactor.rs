@@ -244,7 +244,12 @@ impl Reactor {
         // CM first: its MADs are few, and they open and close the QPs the
         // RC frames run on.
         for i in 0..self.endpoints.len() {
-            while let Some(pkt) = self.endpoints[i].engine.poll_cm_packet(self.pool.pop().unwrap_or_default()) {
+            while self.endpoints[i].engine.wants_cm_transmit() {
+                let mut buf = self.pool.pop().unwrap_or_default();
+                let Some(pkt) = self.endpoints[i].engine.poll_cm_packet(&mut buf) else {
+                    self.recycle(buf);
+                    break;
+                };
                 sent += 1;
                 let r = self.transmit(i, &pkt);
                 self.recycle(pkt.payload);

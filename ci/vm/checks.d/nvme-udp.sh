@@ -32,16 +32,9 @@
 # hwv-timeout: 420
 set -u
 IP=/usr/bin/ip
-if [ "${HWV_MODE:-vm}" != vm ]; then
-    echo "PASS host-mode (needs a throw-away VM: it adds rxe2, a network namespace and an nvmet port)"
-    exit 0
-fi
-if [ -z "${RCTB:-}" ] || [ ! -x "$RCTB" ]; then
-    echo "FAIL rctb no rctb binary (see the build check)"
-    exit 1
-fi
 # shellcheck source=../lib.sh
 . "${HWV_LIB:-/hwv/lib.sh}"
+needs_vm_and_rctb "it adds rxe2, a network namespace and an nvmet port"
 fails=0
 W=$HWV_OUT/nvme-udp
 mkdir -p "$W"

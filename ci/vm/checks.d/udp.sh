@@ -34,16 +34,9 @@
 set -u
 : "${UDP_ROCE_FRAMES:=4000}"
 IP=/usr/bin/ip
-if [ "${HWV_MODE:-vm}" != vm ]; then
-    echo "PASS host-mode (needs a throw-away VM: it adds rxe2 and a network namespace)"
-    exit 0
-fi
-if [ -z "${RCTB:-}" ] || [ ! -x "$RCTB" ]; then
-    echo "FAIL rctb no rctb binary (see the build check)"
-    exit 1
-fi
 # shellcheck source=../lib.sh
 . "${HWV_LIB:-/hwv/lib.sh}"
+needs_vm_and_rctb "it adds rxe2 and a network namespace"
 fails=0
 
 if ! why=$(udp_ns_up); then

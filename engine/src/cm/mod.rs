@@ -209,6 +209,15 @@ impl Conn {
     }
 }
 
+impl Conn {
+    /// Moves to `state` with nothing kept to send again and no timer.
+    fn settle(&mut self, state: ConnState) {
+        self.state = state;
+        self.deadline = None;
+        self.sent = None;
+    }
+}
+
 /// INIT attributes rdma_cm uses for a connected RC QP.
 fn init_attr() -> QpTransition {
     QpTransition::Init(InitAttr {
@@ -472,9 +481,7 @@ impl Endpoint {
                     return;
                 }
                 let c = self.conns.get_mut(&dst_conn).expect("checked above");
-                c.state = ConnState::Established;
-                c.deadline = None;
-                c.sent = None;
+                c.settle(ConnState::Established);
                 if let Some(qp) = c.qp {
                     self.cm_events.push_back(CmEvent::Established { conn: dst_conn, qp, private_data: Vec::new() });
                 }
@@ -483,22 +490,14 @@ impl Endpoint {
                 // A REJ "timeout" from an active side that never saw our REP
                 // names only its own connection.
                 let target = if dst_conn == ConnId(0) { self.conn_of_peer((from, src_conn)) } else { Some(dst_conn) };
-                let Some(conn) = target else {
+                let open =
+                    |c: &&mut Conn| matches!(c.state, ConnState::ReqSent | ConnState::ReqRcvd | ConnState::RepSent);
+                let Some((conn, c)) = target.and_then(|id| Some((id, self.conns.get_mut(&id).filter(open)?))) else {
                     self.counters.cm_ignored += 1;
                     return;
                 };
-                let Some(c) = self.conns.get_mut(&conn) else {
-                    self.counters.cm_ignored += 1;
-                    return;
-                };
-                if !matches!(c.state, ConnState::ReqSent | ConnState::ReqRcvd | ConnState::RepSent) {
-                    self.counters.cm_ignored += 1;
-                    return;
-                }
                 let passive = c.state != ConnState::ReqSent;
-                c.state = ConnState::Closed;
-                c.deadline = None;
-                c.sent = None;
+                c.settle(ConnState::Closed);
                 let qp = c.qp;
                 let ev = match why {
                     reason::INVALID_SERVICE_ID => CmEvent::Unreachable { conn, reason: UnreachableReason::NoListener },
@@ -542,10 +541,7 @@ impl Endpoint {
                 if !self.conn_in(dst_conn, ConnState::DreqSent) {
                     return;
                 }
-                let c = self.conns.get_mut(&dst_conn).expect("checked above");
-                c.state = ConnState::TimeWait;
-                c.deadline = None;
-                c.sent = None;
+                self.conns.get_mut(&dst_conn).expect("checked above").settle(ConnState::TimeWait);
             }
         }
     }
@@ -564,8 +560,7 @@ impl Endpoint {
         if c.state != ConnState::Established {
             return;
         }
-        c.state = ConnState::Closed;
-        c.sent = None;
+        c.settle(ConnState::Closed);
         let (qp, peer, remote_qpn) = (c.qp, c.peer, c.remote_qpn);
         if let Some(qp) = qp {
             self.error_qp(now, qp);
@@ -601,36 +596,21 @@ pub(crate) fn timeout(ep: &mut Endpoint, now: Instant, conn: ConnId) {
         return;
     }
     // Out of retries.
-    let (state, peer, qp) = (c.state, c.peer, c.qp);
-    c.deadline = None;
-    c.sent = None;
+    let (state, peer, qp, dst) = (c.state, c.peer, c.qp, c.remote_ip);
     ep.counters.cm_timeouts += 1;
-    match state {
-        ConnState::DreqSent => {
-            if let Some(c) = ep.conns.get_mut(&conn) {
-                c.state = ConnState::TimeWait;
-            }
-        }
-        ConnState::ReqSent | ConnState::RepSent => {
-            if let Some(c) = ep.conns.get_mut(&conn) {
-                c.state = ConnState::Closed;
-            }
-            // Tell the peer, so it drops its half (IBA: REJ "timeout"; an
-            // active side that never heard back names only its own id).
-            let dst_conn = peer.map_or(ConnId(0), |(_, p)| p);
-            let dst = ep.conns.get(&conn).map(|c| c.remote_ip);
-            if let Some(dst) = dst {
-                let rej =
-                    CmMessage::Rej { dst_conn, src_conn: conn, reason: reason::TIMEOUT, private_data: Vec::new() };
-                ep.send_cm(dst, rej);
-            }
-            if state == ConnState::RepSent
-                && let Some(qp) = qp
-            {
-                ep.error_qp(now, qp);
-            }
-            ep.cm_events.push_back(CmEvent::Unreachable { conn, reason: UnreachableReason::Timeout });
-        }
-        _ => {}
+    if state == ConnState::DreqSent {
+        c.settle(ConnState::TimeWait);
+        return;
     }
+    // REQ or REP: tell the peer, so it drops its half (IBA: REJ "timeout";
+    // an active side that never heard back names only its own id).
+    c.settle(ConnState::Closed);
+    let dst_conn = peer.map_or(ConnId(0), |(_, p)| p);
+    ep.send_cm(dst, CmMessage::Rej { dst_conn, src_conn: conn, reason: reason::TIMEOUT, private_data: Vec::new() });
+    if state == ConnState::RepSent
+        && let Some(qp) = qp
+    {
+        ep.error_qp(now, qp);
+    }
+    ep.cm_events.push_back(CmEvent::Unreachable { conn, reason: UnreachableReason::Timeout });
 }

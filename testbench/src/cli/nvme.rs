@@ -231,16 +231,21 @@ fn run_verbs(a: &NvmeArgs) -> Result<String, Failure> {
 }
 
 fn run_udp(a: &NvmeArgs) -> Result<String, Failure> {
-    let c = &a.common;
-    let device =
-        c.device.as_deref().ok_or_else(|| Failure::Usage("--backend udp needs --device ADDR[:PORT]".into()))?;
+    let (t, _) = udp_endpoint(&a.common, "host", "--backend udp")?;
+    let addr = a.common.traddr.ok_or_else(|| Failure::Usage("--backend udp needs -a/--traddr".into()))?;
+    run(t, a, addr, "")
+}
+
+/// The UDP endpoint `--device ADDR[:PORT]` and `--mtu` name, bound as
+/// `name`; `who` says which option wanted it when `--device` is missing.
+pub(super) fn udp_endpoint(c: &Common, name: &str, who: &str) -> Result<(UdpTransport, SocketAddrV4), Failure> {
+    let device = c.device.as_deref().ok_or_else(|| Failure::Usage(format!("{who} needs --device ADDR[:PORT]")))?;
     let Some(at) = backend::Endpoint::udp(device) else {
         return Err(Failure::Usage(format!("--device {device:?}: an IPv4 address or ADDR:PORT (the UDP endpoint)")));
     };
     let mtu = Mtu::from_bytes(c.mtu).map_err(|e| Failure::Usage(format!("--mtu: {e}")))?;
-    let t = UdpTransport::bind(backend::udp_config("host", at, mtu)).map_err(|e| Failure::Io(e.to_string()))?;
-    let addr = c.traddr.ok_or_else(|| Failure::Usage("--backend udp needs -a/--traddr".into()))?;
-    run(t, a, addr, "")
+    let t = UdpTransport::bind(backend::udp_config(name, at, mtu)).map_err(|e| Failure::Io(e.to_string()))?;
+    Ok((t, at))
 }
 
 fn host_id(c: &Common) -> Result<[u8; 16], Failure> {

@@ -27,12 +27,10 @@ use std::net::SocketAddrV4;
 
 use rctb_core::Transport;
 use rctb_core::time::{Duration, Instant};
-use rctb_core::transport::Mtu;
 use rctb_models::nvme::{NvmeTarget, TargetConfig};
 use rctb_udp::UdpTransport;
 
 use super::nvme::{Common, Failure};
-use crate::cli::backend;
 
 /// The subsystem a target serves when `-n` does not name one.
 pub const DEFAULT_NQN: &str = "nqn.2026-01.io.rctb:target";
@@ -81,12 +79,7 @@ pub struct TargetArgs {
 
 /// Serves the target on the endpoint `--backend` and `--device` name.
 pub fn serve(c: &Common, a: &TargetArgs) -> Result<String, Failure> {
-    let device = c.device.as_deref().ok_or_else(|| Failure::Usage("target needs --device ADDR[:PORT]".into()))?;
-    let Some(at) = backend::Endpoint::udp(device) else {
-        return Err(Failure::Usage(format!("--device {device:?}: an IPv4 address or ADDR:PORT (the UDP endpoint)")));
-    };
-    let mtu = Mtu::from_bytes(c.mtu).map_err(|e| Failure::Usage(format!("--mtu: {e}")))?;
-    let t = UdpTransport::bind(backend::udp_config("target", at, mtu)).map_err(|e| Failure::Io(e.to_string()))?;
+    let (t, at) = super::nvme::udp_endpoint(c, "target", "target")?;
     let nqn = c.nqn.clone().unwrap_or_else(|| DEFAULT_NQN.to_string());
     let mut cfg = TargetConfig::new(&nqn);
     cfg.port = c.trsvcid;
