@@ -9,7 +9,7 @@ use rctb_core::Transport;
 use rctb_core::nvmeof::protocol::*;
 use rctb_core::nvmeof::{Buffer, Controller, ControllerConfig, NvmeError, discover};
 use rctb_core::time::Duration;
-use rctb_models::nvme::{NvmeTarget, TargetConfig};
+use rctb_models::nvme::{NvmeTarget, RandomFaults, TargetConfig};
 use rctb_sim::{NodeConfig, Sim, SimTransport};
 
 const NQN: &str = "nqn.2026-01.io.rctb:sim-target";
@@ -521,4 +521,130 @@ fn reconnect_after_a_dropped_response_recovers_the_queue() {
     assert!(c.failure().is_none());
     c.read(&ns, 0, Buffer::host(mr)).unwrap();
     c.close();
+}
+
+/// Every durable run the target hands out: (nsid, byte offset, length).
+fn drained(s: &Setup) -> Vec<(u32, u64, usize)> {
+    let mut out = Vec::new();
+    s.target.borrow_mut().drain_durable(|nqn, nsid, at, bytes| {
+        assert_eq!(nqn, NQN);
+        out.push((nsid, at, bytes.len()));
+    });
+    out
+}
+
+#[test]
+fn write_back_hands_out_what_each_flush_made_durable_and_never_what_a_crash_lost() {
+    let s = setup(21, TargetConfig::new(NQN));
+    s.target.borrow_mut().set_write_back(true);
+    let mut c = connect(&s, config(s.addr));
+    let ns = c.namespace(2).unwrap();
+    let mr = c.alloc(4 * 4096).unwrap();
+    c.transport_mut().mr_write(mr.id, 0, &pattern(4 * 4096, 5)).unwrap();
+    // Blocks 3..5 and 7: two runs once flushed, nothing before.
+    c.write(&ns, 3, Buffer::slice(mr, 0, 2 * 4096)).unwrap();
+    c.write(&ns, 7, Buffer::slice(mr, 2 * 4096, 4096)).unwrap();
+    assert_eq!(drained(&s), vec![], "nothing is durable before a Flush");
+    c.flush(&ns).unwrap();
+    let mut bytes = Vec::new();
+    s.target.borrow_mut().drain_durable(|_, _, at, b| bytes.push((at, b.to_vec())));
+    assert_eq!(
+        bytes.iter().map(|(at, b)| (*at, b.len())).collect::<Vec<_>>(),
+        vec![(3 * 4096, 8192), (7 * 4096, 4096)]
+    );
+    assert!(bytes[0].1 == pattern(4 * 4096, 5)[..8192], "the run carries the written bytes");
+    assert_eq!(drained(&s), vec![], "a drain forgets what it handed out");
+    // Written, not flushed, then a crash: lost, so never durable.
+    c.write(&ns, 9, Buffer::slice(mr, 0, 4096)).unwrap();
+    s.target.borrow_mut().crash(&mut s.sim.transport(s.sim.node("target").unwrap()));
+    assert_eq!(drained(&s), vec![]);
+    c.close();
+    // After the restart an orderly shutdown writes the cache back.
+    s.target.borrow_mut().restart(&mut s.sim.transport(s.sim.node("target").unwrap()));
+    let mut c = connect(&s, config(s.addr));
+    let ns1 = c.namespace(1).unwrap();
+    let mr = c.alloc(1024).unwrap();
+    c.write(&ns1, 10, Buffer::host(mr)).unwrap();
+    c.close();
+    s.target.borrow_mut().shutdown(&mut s.sim.transport(s.sim.node("target").unwrap()));
+    assert_eq!(drained(&s), vec![(1, 10 * 512, 1024)]);
+}
+
+#[test]
+fn without_write_back_nothing_is_kept_for_draining() {
+    let s = setup(22, TargetConfig::new(NQN));
+    let mut c = connect(&s, config(s.addr));
+    let ns = c.namespace(1).unwrap();
+    let mr = c.alloc(512).unwrap();
+    c.write(&ns, 0, Buffer::host(mr)).unwrap();
+    c.flush(&ns).unwrap();
+    assert_eq!(drained(&s), vec![]);
+}
+
+/// Runs `n` 4 KiB reads one at a time against random faults of `seed`
+/// (each a fresh controller when the last one failed), and gives each
+/// read's outcome and the target's counters.
+fn random_fault_run(seed: u64, n: usize) -> (Vec<&'static str>, rctb_models::nvme::TargetStats) {
+    let s = setup(30, TargetConfig::new(NQN));
+    let random = RandomFaults {
+        seed,
+        error_ppm: 100_000,
+        drop_ppm: 100_000,
+        delay_ppm: 200_000,
+        delay: Duration::from_millis(50),
+    };
+    s.target.borrow_mut().set_random_faults(random).unwrap();
+    let mut cfg = config(s.addr);
+    cfg.timeout = Duration::from_millis(500);
+    let mut outcomes = Vec::new();
+    let mut c = connect(&s, cfg.clone());
+    let mut ns = c.namespace(2).unwrap();
+    let mut mr = c.alloc(4096).unwrap();
+    for _ in 0..n {
+        let before = s.sim.now();
+        outcomes.push(match c.read(&ns, 0, Buffer::host(mr)) {
+            Ok(()) if s.sim.now() - before >= Duration::from_millis(50) => "slow",
+            Ok(()) => "ok",
+            Err(NvmeError::Status { .. }) => "error",
+            Err(NvmeError::Timeout { .. }) => {
+                c.close();
+                c = connect(&s, cfg.clone());
+                ns = c.namespace(2).unwrap();
+                mr = c.alloc(4096).unwrap();
+                "lost"
+            }
+            Err(e) => panic!("seed {seed}: {e}"),
+        });
+    }
+    let stats = s.target.borrow().stats();
+    (outcomes, stats)
+}
+
+#[test]
+fn random_faults_replay_from_their_seed_and_meet_only_io() {
+    let (a, sa) = random_fault_run(5, 60);
+    let (b, sb) = random_fault_run(5, 60);
+    assert_eq!(a, b, "the same seed gives the same faults on the same commands");
+    assert_eq!(sa, sb);
+    for kind in ["ok", "slow", "error", "lost"] {
+        assert!(a.contains(&kind), "60 reads at these rates meet every kind, got {a:?}");
+    }
+    assert_eq!(a.iter().filter(|&&k| k == "error").count() as u64, sa.random_errors);
+    assert_eq!(a.iter().filter(|&&k| k == "lost").count() as u64, sa.random_drops);
+    assert_eq!(sa.dropped_responses, sa.random_drops, "nothing but I/O lost a response");
+    let (c, _) = random_fault_run(6, 60);
+    assert_ne!(a, c, "another seed, other faults");
+}
+
+#[test]
+fn a_random_fault_rate_above_a_million_is_refused_by_name() {
+    let s = setup(31, TargetConfig::new(NQN));
+    let e = s
+        .target
+        .borrow_mut()
+        .set_random_faults(RandomFaults { drop_ppm: 1_000_001, ..Default::default() })
+        .unwrap_err();
+    let text = e.to_string();
+    assert!(text.contains("drop_ppm") && text.contains("1000000"), "{text}");
+    assert_eq!(s.target.borrow().random_faults(), RandomFaults::default(), "a refused setting changes nothing");
 }

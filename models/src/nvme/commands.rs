@@ -127,16 +127,21 @@ impl NvmeTarget {
             NvmeCommand::GetLogPage { .. } => self.respond(t, key, slot, invalid_field, 0),
             NvmeCommand::Read { nsid, slba, blocks, sgl } | NvmeCommand::Write { nsid, slba, blocks, sgl } => {
                 let write = matches!(cmd, NvmeCommand::Write { .. });
-                if self.faults.error_io > 0
-                    && self.stats.commands > self.faults.after_commands
-                    && self.stats.writes >= self.faults.after_writes
-                {
-                    self.faults.error_io -= 1;
+                let subsystem = ctrl.subsystem;
+                let armed =
+                    self.stats.commands > self.faults.after_commands && self.stats.writes >= self.faults.after_writes;
+                let random_error = armed && self.draw_random(key, slot);
+                if (self.faults.error_io > 0 && armed) || random_error {
+                    if random_error {
+                        self.stats.random_errors += 1;
+                    } else {
+                        self.faults.error_io -= 1;
+                    }
                     let sc = if self.faults.error_status == 0 { 0x06 } else { self.faults.error_status };
                     let status = Status::new(SCT_GENERIC, sc, true);
                     return self.respond(t, key, slot, status, 0);
                 }
-                let Some(s) = ctrl.subsystem else {
+                let Some(s) = subsystem else {
                     return self.respond(t, key, slot, Status::new(SCT_GENERIC, SC_INVALID_OPCODE, true), 0);
                 };
                 let _ = qid;
@@ -188,7 +193,7 @@ impl NvmeTarget {
                 let all = nsid == u32::MAX;
                 let mut found = false;
                 for ns in self.subsystems[s].namespaces.iter_mut().filter(|n| all || n.cfg.nsid == nsid) {
-                    ns.undo.clear();
+                    ns.flush(self.write_back);
                     found = true;
                 }
                 if !found {
@@ -202,6 +207,22 @@ impl NvmeTarget {
     }
 
     #[allow(clippy::too_many_arguments)]
+    /// Draws this I/O command's random faults (three draws, whatever the
+    /// rates, so each kind's picks stay put when another rate changes):
+    /// keeps a drop or delay in the slot, returns whether it errs.
+    fn draw_random(&mut self, key: u64, slot: usize) -> bool {
+        if !self.random.any() {
+            return false;
+        }
+        let r = self.random;
+        let mut hit = |ppm: u32| self.rng.below(1_000_000) < ppm as u64;
+        let (error, drop, delay) = (hit(r.error_ppm), hit(r.drop_ppm), hit(r.delay_ppm));
+        if let Some(q) = self.queues.get_mut(&key) {
+            q.slots[slot].pick = super::Pick { drop: drop && !error, delay: delay && !error };
+        }
+        error
+    }
+
     pub(super) fn connect<T: Transport>(
         &mut self,
         t: &mut T,

@@ -146,6 +146,40 @@ pub struct TargetFaults {
     pub crash_at_write: u64,
 }
 
+/// Faults drawn at random, from a seed, on each Read and Write once the
+/// counted faults' start (`after_commands`, `after_writes`) has passed:
+/// the same commands in the same order meet the same faults. Rates are in
+/// parts per million of I/O commands; each kind draws on its own, in the
+/// order error, drop, delay, so raising one rate does not move another's
+/// picks.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RandomFaults {
+    /// The seed (`SeededRng::child(seed, "nvme-target-faults")`).
+    pub seed: u64,
+    /// Answered with `TargetFaults::error_status` (DNR set), not executed.
+    pub error_ppm: u32,
+    /// Executed, never answered.
+    pub drop_ppm: u32,
+    /// Executed, answered `delay` late.
+    pub delay_ppm: u32,
+    pub delay: Duration,
+}
+
+impl RandomFaults {
+    pub(super) fn validate(&self) -> Result<(), InvalidValue> {
+        for (field, v) in [("error_ppm", self.error_ppm), ("drop_ppm", self.drop_ppm), ("delay_ppm", self.delay_ppm)] {
+            if v > 1_000_000 {
+                return Err(InvalidValue::new(field, v.into(), "parts per million: at most 1000000"));
+            }
+        }
+        Ok(())
+    }
+
+    pub(super) fn any(&self) -> bool {
+        self.error_ppm > 0 || self.drop_ppm > 0 || self.delay_ppm > 0
+    }
+}
+
 /// What the target counted.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct TargetStats {
@@ -164,6 +198,10 @@ pub struct TargetStats {
     pub connections: u64,
     /// Times every connection was dropped (`disconnect_at_write`).
     pub dropped_connections: u64,
+    /// Faults [`RandomFaults`] picked, by kind.
+    pub random_errors: u64,
+    pub random_drops: u64,
+    pub random_delays: u64,
 }
 
 /// Local failures of the model (transport misuse, not host errors).

@@ -29,14 +29,23 @@
 //! offending offset. A discovery subsystem lists every configured subsystem.
 //!
 //! Faults (for tests): a delay before every response, dropping the next
-//! responses (the command still executes), and crash / restart (every
-//! connection torn down, controllers forgotten, unflushed writes lost).
+//! responses (the command still executes), error statuses on I/O, dropping
+//! every connection, crash / restart (every connection torn down,
+//! controllers forgotten, unflushed writes lost), all counted in commands;
+//! and [`RandomFaults`], errors, drops and delays drawn per I/O command from
+//! a seed. Counted or seeded, the same commands meet the same faults.
+//!
+//! Namespaces live in memory behind a volatile write cache (Identify says
+//! VWC=1): a Flush makes what was written durable, a crash loses the rest.
+//! An owner that keeps namespaces somewhere lasting turns on
+//! [`NvmeTarget::set_write_back`] and stores what
+//! [`NvmeTarget::drain_durable`] hands it after each run.
 //!
 //! What it does not model: reservations, multiple controllers per host
 //! ordering rules, authentication, asynchronous events (AERs are held and
 //! never completed, as nvmet does until something happens), SGL lists.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::Ipv4Addr;
 
 use rctb_core::nvmeof::protocol::Completion;
@@ -48,7 +57,9 @@ mod commands;
 mod config;
 mod queues;
 
-pub use config::{NamespaceConfig, SubsystemConfig, TargetConfig, TargetError, TargetFaults, TargetStats};
+pub use config::{
+    NamespaceConfig, RandomFaults, SubsystemConfig, TargetConfig, TargetError, TargetFaults, TargetStats,
+};
 
 struct Namespace {
     cfg: NamespaceConfig,
@@ -56,7 +67,23 @@ struct Namespace {
     /// Blocks written since the last flush, with their previous contents:
     /// a crash puts them back (a volatile write cache).
     undo: BTreeMap<u64, Vec<u8>>,
+    /// Blocks made durable (flushed) since the owner last drained them,
+    /// when it asked to hear of them ([`NvmeTarget::set_write_back`]).
+    durable: BTreeSet<u64>,
 }
+
+impl Namespace {
+    /// The volatile cache written back: what was written is durable.
+    fn flush(&mut self, write_back: bool) {
+        let undo = std::mem::take(&mut self.undo);
+        if write_back {
+            self.durable.extend(undo.into_keys());
+        }
+    }
+}
+
+/// The label of the random faults' RNG stream.
+const RANDOM_FAULTS_LABEL: &str = "nvme-target-faults";
 
 struct Subsystem {
     nqn: String,
@@ -91,6 +118,21 @@ struct Slot {
     cmd: Option<NvmeCommand>,
     response: Completion,
     at: Instant,
+    /// What [`RandomFaults`] picked for this command.
+    pick: Pick,
+}
+
+impl Slot {
+    fn new(state: SlotState, cid: u16) -> Slot {
+        Slot { state, cid, cmd: None, response: Completion::default(), at: Instant::ZERO, pick: Pick::default() }
+    }
+}
+
+/// The random faults one I/O command drew.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Pick {
+    drop: bool,
+    delay: bool,
 }
 
 struct Queue {
@@ -148,6 +190,9 @@ pub struct NvmeTarget {
     pub(super) crash_pending: bool,
     /// A fault asked to drop every connection at the end of this pass.
     pub(super) disconnect_pending: bool,
+    random: RandomFaults,
+    rng: crate::SeededRng,
+    write_back: bool,
 }
 
 impl std::fmt::Debug for NvmeTarget {
@@ -177,6 +222,7 @@ impl NvmeTarget {
                         cfg: n.clone(),
                         data: vec![0; (n.blocks * n.lba_size as u64) as usize],
                         undo: BTreeMap::new(),
+                        durable: BTreeSet::new(),
                     })
                     .collect(),
             })
@@ -199,6 +245,9 @@ impl NvmeTarget {
             last_error: None,
             crash_pending: false,
             disconnect_pending: false,
+            random: RandomFaults::default(),
+            rng: crate::SeededRng::child(0, RANDOM_FAULTS_LABEL),
+            write_back: false,
         })
     }
 
@@ -213,6 +262,61 @@ impl NvmeTarget {
     }
     pub fn faults_mut(&mut self) -> &mut TargetFaults {
         &mut self.faults
+    }
+
+    /// Sets the seeded random faults (and restarts their draws from the
+    /// seed): a typed error when a rate is above a million.
+    pub fn set_random_faults(&mut self, random: RandomFaults) -> Result<(), TargetError> {
+        random.validate()?;
+        self.random = random;
+        self.rng = crate::SeededRng::child(random.seed, RANDOM_FAULTS_LABEL);
+        Ok(())
+    }
+
+    /// The random faults in force.
+    pub fn random_faults(&self) -> RandomFaults {
+        self.random
+    }
+
+    /// Whether the target keeps a list of the blocks each Flush made
+    /// durable, for an owner that stores namespaces somewhere lasting (a
+    /// file) and drains them with [`NvmeTarget::drain_durable`]. Off by
+    /// default (the list would only grow).
+    pub fn set_write_back(&mut self, on: bool) {
+        self.write_back = on;
+        if !on {
+            for ns in self.subsystems.iter_mut().flat_map(|s| s.namespaces.iter_mut()) {
+                ns.durable.clear();
+            }
+        }
+    }
+
+    /// Hands every run of blocks made durable since the last call to `f`
+    /// (subsystem NQN, namespace id, byte offset, the bytes), consecutive
+    /// blocks joined, in order; then forgets them. What a crash loses was
+    /// never durable, so it never comes here.
+    pub fn drain_durable(&mut self, mut f: impl FnMut(&str, u32, u64, &[u8])) {
+        for s in &mut self.subsystems {
+            for ns in &mut s.namespaces {
+                let lba = ns.cfg.lba_size as u64;
+                let blocks = std::mem::take(&mut ns.durable);
+                let mut it = blocks.into_iter().peekable();
+                while let Some(first) = it.next() {
+                    let mut last = first;
+                    while it.peek() == Some(&(last + 1)) {
+                        last = it.next().expect("peeked");
+                    }
+                    let (at, end) = ((first * lba) as usize, ((last + 1) * lba) as usize);
+                    f(&s.nqn, ns.cfg.nsid, first * lba, &ns.data[at..end]);
+                }
+            }
+        }
+    }
+
+    /// The CQs of the live queues, for an owner that sleeps on them
+    /// between runs (`Transport::wait`).
+    pub fn cqs(&self) -> impl Iterator<Item = CqId> + '_ {
+        self.queues.values().map(|q| q.cq)
     }
 
     /// The bytes of namespace `nsid` of subsystem `nqn`.
@@ -259,9 +363,14 @@ impl NvmeTarget {
 
     /// Stops for good: every connection torn down, the listener closed and
     /// the PD released (nothing of the target stays allocated). Data stays
-    /// readable through [`NvmeTarget::namespace_data`].
+    /// readable through [`NvmeTarget::namespace_data`]; an orderly stop
+    /// writes the volatile cache back, so with write-back on every block
+    /// written is durable afterwards ([`NvmeTarget::drain_durable`]).
     pub fn shutdown<T: Transport>(&mut self, t: &mut T) {
         self.up = false;
+        for ns in self.subsystems.iter_mut().flat_map(|s| s.namespaces.iter_mut()) {
+            ns.flush(self.write_back);
+        }
         for key in self.queues.keys().copied().collect::<Vec<_>>() {
             self.destroy_queue(t, key);
         }

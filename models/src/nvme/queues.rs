@@ -90,8 +90,7 @@ impl NvmeTarget {
         };
         let key = self.next_key;
         self.next_key += 1;
-        let slot =
-            Slot { state: SlotState::Free, cid: 0, cmd: None, response: Completion::default(), at: Instant::ZERO };
+        let slot = Slot::new(SlotState::Free, 0);
         let q = Queue {
             conn,
             qp,
@@ -191,8 +190,7 @@ impl NvmeTarget {
         let Some(slot) = q.slots.iter().position(|s| s.state == SlotState::Free) else {
             return Ok(()); // The host overran the queue: nvmet drops it too.
         };
-        q.slots[slot] =
-            Slot { state: SlotState::Responding, cid, cmd: None, response: Completion::default(), at: Instant::ZERO };
+        q.slots[slot] = Slot::new(SlotState::Responding, cid);
         // nvmet-rdma's SGL check: a data block descriptor must be the
         // offset (in-capsule) subtype; other types are refused.
         let sgl_type = capsule[39];
@@ -340,7 +338,7 @@ impl NvmeTarget {
         let armed = self.stats.commands > self.faults.after_commands
             && self.stats.writes >= self.faults.after_writes
             && (io || !self.faults.io_only);
-        let delay = if armed { self.faults.response_delay } else { Duration::ZERO };
+        let mut delay = if armed { self.faults.response_delay } else { Duration::ZERO };
         let Some(q) = self.queues.get_mut(&key) else { return Ok(()) };
         if !status.is_success() {
             self.stats.errors += 1;
@@ -348,12 +346,21 @@ impl NvmeTarget {
         let s = &mut q.slots[slot];
         s.response =
             Completion { result, sq_head: q.sq_head, sq_id: q.qid, cid: s.cid, status_field: status.to_field(false) };
-        if armed && self.faults.drop_responses > 0 {
-            self.faults.drop_responses -= 1;
+        let pick = std::mem::take(&mut s.pick);
+        if (armed && self.faults.drop_responses > 0) || pick.drop {
+            if pick.drop {
+                self.stats.random_drops += 1;
+            } else {
+                self.faults.drop_responses -= 1;
+            }
             self.stats.dropped_responses += 1;
             s.state = SlotState::Free;
             s.cmd = None;
             return Ok(());
+        }
+        if pick.delay {
+            self.stats.random_delays += 1;
+            delay = delay.max(self.random.delay);
         }
         if delay > Duration::ZERO {
             s.state = SlotState::Delayed;
