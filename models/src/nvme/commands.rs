@@ -206,7 +206,6 @@ impl NvmeTarget {
         }
     }
 
-    #[allow(clippy::too_many_arguments)]
     /// Draws this I/O command's random faults (three draws, whatever the
     /// rates, so each kind's picks stay put when another rate changes):
     /// keeps a drop or delay in the slot, returns whether it errs.
@@ -223,6 +222,7 @@ impl NvmeTarget {
         error
     }
 
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn connect<T: Transport>(
         &mut self,
         t: &mut T,
