@@ -9,7 +9,7 @@ use rctb_core::Transport;
 use rctb_core::nvmeof::protocol::*;
 use rctb_core::nvmeof::{Buffer, Controller, ControllerConfig, NvmeError, discover};
 use rctb_core::time::Duration;
-use rctb_models::nvme::{NvmeTarget, RandomFaults, TargetConfig};
+use rctb_models::nvme::{DurableStore, NvmeTarget, RandomFaults, TargetConfig};
 use rctb_sim::{NodeConfig, Sim, SimTransport};
 
 const NQN: &str = "nqn.2026-01.io.rctb:sim-target";
@@ -523,20 +523,42 @@ fn reconnect_after_a_dropped_response_recovers_the_queue() {
     c.close();
 }
 
-/// Every durable run the target hands out: (nsid, byte offset, length).
-fn drained(s: &Setup) -> Vec<(u32, u64, usize)> {
-    let mut out = Vec::new();
-    s.target.borrow_mut().drain_durable(|nqn, nsid, at, bytes| {
+/// A store that keeps what it is handed: (nsid, byte offset, bytes) per
+/// write, and one `sync` line per namespace synced; or fails every write.
+#[derive(Clone, Default)]
+struct Recorder {
+    log: Rc<RefCell<Vec<(u32, u64, Vec<u8>)>>>,
+    syncs: Rc<RefCell<Vec<u32>>>,
+    fail: bool,
+}
+
+impl DurableStore for Recorder {
+    fn write(&mut self, nqn: &str, nsid: u32, at: u64, bytes: &[u8]) -> std::io::Result<()> {
         assert_eq!(nqn, NQN);
-        out.push((nsid, at, bytes.len()));
-    });
-    out
+        if self.fail {
+            return Err(std::io::Error::other("disk on fire"));
+        }
+        self.log.borrow_mut().push((nsid, at, bytes.to_vec()));
+        Ok(())
+    }
+    fn sync(&mut self, _: &str, nsid: u32) -> std::io::Result<()> {
+        self.syncs.borrow_mut().push(nsid);
+        Ok(())
+    }
+}
+
+impl Recorder {
+    /// (nsid, offset, length) of what was stored since the last call.
+    fn take(&self) -> Vec<(u32, u64, usize)> {
+        self.log.borrow_mut().drain(..).map(|(n, at, b)| (n, at, b.len())).collect()
+    }
 }
 
 #[test]
-fn write_back_hands_out_what_each_flush_made_durable_and_never_what_a_crash_lost() {
+fn a_flush_hands_the_store_what_it_made_durable_and_a_crash_hands_it_nothing() {
     let s = setup(21, TargetConfig::new(NQN));
-    s.target.borrow_mut().set_write_back(true);
+    let store = Recorder::default();
+    s.target.borrow_mut().set_store(Some(Box::new(store.clone())));
     let mut c = connect(&s, config(s.addr));
     let ns = c.namespace(2).unwrap();
     let mr = c.alloc(4 * 4096).unwrap();
@@ -544,20 +566,22 @@ fn write_back_hands_out_what_each_flush_made_durable_and_never_what_a_crash_lost
     // Blocks 3..5 and 7: two runs once flushed, nothing before.
     c.write(&ns, 3, Buffer::slice(mr, 0, 2 * 4096)).unwrap();
     c.write(&ns, 7, Buffer::slice(mr, 2 * 4096, 4096)).unwrap();
-    assert_eq!(drained(&s), vec![], "nothing is durable before a Flush");
+    assert!(store.log.borrow().is_empty(), "nothing is stored before a Flush");
     c.flush(&ns).unwrap();
-    let mut bytes = Vec::new();
-    s.target.borrow_mut().drain_durable(|_, _, at, b| bytes.push((at, b.to_vec())));
+    let log = store.log.borrow().clone();
     assert_eq!(
-        bytes.iter().map(|(at, b)| (*at, b.len())).collect::<Vec<_>>(),
-        vec![(3 * 4096, 8192), (7 * 4096, 4096)]
+        log.iter().map(|(n, at, b)| (*n, *at, b.len())).collect::<Vec<_>>(),
+        [(2, 3 * 4096, 8192), (2, 7 * 4096, 4096)]
     );
-    assert!(bytes[0].1 == pattern(4 * 4096, 5)[..8192], "the run carries the written bytes");
-    assert_eq!(drained(&s), vec![], "a drain forgets what it handed out");
-    // Written, not flushed, then a crash: lost, so never durable.
+    assert!(log[0].2 == pattern(4 * 4096, 5)[..8192], "the run carries the written bytes");
+    assert_eq!(*store.syncs.borrow(), [2], "synced once, before the Flush was answered");
+    store.take();
+    c.flush(&ns).unwrap();
+    assert_eq!(store.take(), [], "a second Flush has nothing new");
+    // Written, not flushed, then a crash: lost, so never stored.
     c.write(&ns, 9, Buffer::slice(mr, 0, 4096)).unwrap();
     s.target.borrow_mut().crash(&mut s.sim.transport(s.sim.node("target").unwrap()));
-    assert_eq!(drained(&s), vec![]);
+    assert_eq!(store.take(), []);
     c.close();
     // After the restart an orderly shutdown writes the cache back.
     s.target.borrow_mut().restart(&mut s.sim.transport(s.sim.node("target").unwrap()));
@@ -567,18 +591,26 @@ fn write_back_hands_out_what_each_flush_made_durable_and_never_what_a_crash_lost
     c.write(&ns1, 10, Buffer::host(mr)).unwrap();
     c.close();
     s.target.borrow_mut().shutdown(&mut s.sim.transport(s.sim.node("target").unwrap()));
-    assert_eq!(drained(&s), vec![(1, 10 * 512, 1024)]);
+    assert_eq!(store.take(), [(1, 10 * 512, 1024)]);
 }
 
 #[test]
-fn without_write_back_nothing_is_kept_for_draining() {
+fn a_failing_store_fails_the_flush_and_keeps_the_blocks_unflushed() {
     let s = setup(22, TargetConfig::new(NQN));
+    s.target.borrow_mut().set_store(Some(Box::new(Recorder { fail: true, ..Recorder::default() })));
     let mut c = connect(&s, config(s.addr));
     let ns = c.namespace(1).unwrap();
     let mr = c.alloc(512).unwrap();
+    c.transport_mut().mr_write(mr.id, 0, &[0xAB; 512]).unwrap();
     c.write(&ns, 0, Buffer::host(mr)).unwrap();
-    c.flush(&ns).unwrap();
-    assert_eq!(drained(&s), vec![]);
+    let e = c.flush(&ns).unwrap_err();
+    assert!(matches!(e, NvmeError::Status { .. }), "{e:?}");
+    assert!(e.to_string().contains("internal error (SCT 0x0, SC 0x06)"), "{e}");
+    let kept = s.target.borrow().last_error.clone().map(|e| e.to_string()).unwrap_or_default();
+    assert!(kept.contains("disk on fire") && kept.contains("namespace 1"), "{kept}");
+    // Not durable, so a crash still loses it.
+    s.target.borrow_mut().crash(&mut s.sim.transport(s.sim.node("target").unwrap()));
+    assert!(s.target.borrow().namespace_data(NQN, 1).unwrap()[..512].iter().all(|&b| b == 0));
 }
 
 /// Runs `n` 4 KiB reads one at a time against random faults of `seed`

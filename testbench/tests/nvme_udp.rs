@@ -18,28 +18,68 @@ fn text(o: &Output) -> String {
 }
 
 /// A target serving at `addr` for a while; killed when dropped.
-struct Target(Child);
+struct Target {
+    child: Child,
+    /// Its stdout after the LISTENING line.
+    out: BufReader<std::process::ChildStdout>,
+}
 
 impl Target {
     fn start(addr: &str, extra: &[&str]) -> Target {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_rctb"))
+        let child = Command::new(env!("CARGO_BIN_EXE_rctb"))
             .args(["nvme", "target", "--backend", "udp", "--device", addr, "--for", "60"])
             .args(extra)
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
             .expect("start the target");
-        let mut line = String::new();
-        BufReader::new(child.stdout.as_mut().unwrap()).read_line(&mut line).unwrap();
-        assert_eq!(line.trim(), format!("LISTENING {addr}:4420 {NQN}"), "the target did not come up");
-        Target(child)
+        Target::started(child, addr).0
+    }
+
+    /// Waits for `child`'s LISTENING line; gives the lines before it.
+    fn started(mut child: Child, addr: &str) -> (Target, Vec<String>) {
+        let mut before = Vec::new();
+        let mut out = BufReader::new(child.stdout.take().unwrap());
+        loop {
+            let mut line = String::new();
+            assert!(out.read_line(&mut line).unwrap() > 0, "the target ended before listening: {before:?}");
+            if line.starts_with("LISTENING") {
+                assert_eq!(line.trim(), format!("LISTENING {addr}:4420 {NQN}"), "the target did not come up");
+                return (Target { child, out }, before);
+            }
+            before.push(line.trim().to_string());
+        }
+    }
+
+    /// A target with `args` (`--for 60` unless they say), and the lines
+    /// it printed before listening.
+    fn with(addr: &str, args: &[&str]) -> (Target, Vec<String>) {
+        let serve_for = if args.contains(&"--for") { &[][..] } else { &["--for", "60"][..] };
+        let child = Command::new(env!("CARGO_BIN_EXE_rctb"))
+            .args(["nvme", "target", "--backend", "udp", "--device", addr])
+            .args(serve_for)
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start the target");
+        Target::started(child, addr)
+    }
+}
+
+impl Target {
+    /// The rest of its stdout, once it ends by itself (`--for`).
+    fn finish(mut self) -> String {
+        let mut rest = String::new();
+        std::io::Read::read_to_string(&mut self.out, &mut rest).unwrap();
+        rest
     }
 }
 
 impl Drop for Target {
     fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 }
 
@@ -133,4 +173,124 @@ fn an_error_status_reaches_the_host_and_a_dropped_connection_is_reconnected() {
     let first = write();
     let second = write();
     assert!(second.status.success(), "after the drop: {}\nfirst: {}", text(&second), text(&first));
+}
+
+/// A scratch directory of this test process, `name` in it.
+fn scratch(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("rctb-nvme-target-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn block(fill: u8, salt: u32) -> Vec<u8> {
+    (0..4096u32).map(|i| fill ^ (i.wrapping_mul(2654435761).wrapping_add(salt) >> 11) as u8).collect()
+}
+
+#[test]
+fn a_file_namespace_serves_the_file_and_keeps_what_was_flushed_through_a_kill() {
+    let dir = scratch("file");
+    let (img, data, back) = (dir.join("ns1.img"), dir.join("data"), dir.join("back"));
+    let original: Vec<u8> = (0..16).flat_map(|b| block(0x5A, b)).collect();
+    std::fs::write(&img, &original).unwrap();
+    let ns = format!("{}:4096", img.display());
+    let (t, lines) = Target::with("127.94.16.1", &["--namespace", &ns]);
+    assert_eq!(lines, [format!("NAMESPACE 1 lba_size=4096 blocks=16 {}", img.display())]);
+    let (h, a) = ("127.94.16.2", "127.94.16.1");
+    // The file's bytes are the namespace's.
+    let o = host(h, a, &["read", "--slba", "3", "--length", "8192", "-o", back.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(std::fs::read(&back).unwrap() == original[3 * 4096..5 * 4096], "read differs from the file");
+    // Written and flushed: in the file once the host has its answer.
+    std::fs::write(&data, block(0xA5, 2)).unwrap();
+    let o = host(h, a, &["write", "--slba", "2", "-d", data.to_str().unwrap(), "--flush"]);
+    assert!(o.status.success(), "{}", text(&o));
+    // Written, not flushed: in the volatile cache only.
+    std::fs::write(&data, block(0xC3, 5)).unwrap();
+    let o = host(h, a, &["write", "--slba", "5", "-d", data.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", text(&o));
+    drop(t); // SIGKILL: no orderly stop, so the cache is lost
+    let file = std::fs::read(&img).unwrap();
+    assert!(file[2 * 4096..3 * 4096] == block(0xA5, 2), "the flushed block is not in the file");
+    assert!(file[5 * 4096..6 * 4096] == original[5 * 4096..6 * 4096], "an unflushed block reached the file");
+    assert!(file[..2 * 4096] == original[..2 * 4096] && file[6 * 4096..] == original[6 * 4096..]);
+
+    // A new target on the file serves what the last one made durable.
+    let (_t, _) = Target::with("127.94.16.3", &["--namespace", &ns]);
+    let o = host(h, "127.94.16.3", &["read", "--slba", "2", "--length", "4096", "-o", back.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(std::fs::read(&back).unwrap() == block(0xA5, 2));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_toml_file_sets_namespaces_and_faults_and_a_flag_beside_it_wins() {
+    let dir = scratch("toml");
+    let cfg = dir.join("target.toml");
+    std::fs::write(
+        &cfg,
+        "[[namespace]]\nlba_size = 4096\nblocks = 32\n[[namespace]]\nblocks = 100\n\
+         [faults]\nerror_io = 1\nerror_status = 0x80\n",
+    )
+    .unwrap();
+    let cfg = cfg.to_str().unwrap();
+    let (_t, lines) = Target::with("127.94.17.1", &["--config", cfg]);
+    assert_eq!(lines, ["NAMESPACE 1 lba_size=4096 blocks=32 memory", "NAMESPACE 2 lba_size=512 blocks=100 memory"]);
+    let (h, a) = ("127.94.17.2", "127.94.17.1");
+    let o = host(h, a, &["identify"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let write = |a| host(h, a, &["write", "--length", "4096", "--timeout", "2"]);
+    let o = write(a);
+    assert_eq!(o.status.code(), Some(1), "the file's error_io: {}", text(&o));
+    assert!(text(&o).contains("SC 0x80"), "the file's error_status: {}", text(&o));
+    assert!(write(a).status.success(), "one error only");
+    // The same file with --error-io 0: the flag wins.
+    let (_t, _) = Target::with("127.94.17.3", &["--config", cfg, "--error-io", "0"]);
+    assert!(write("127.94.17.3").status.success());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn random_faults_come_from_the_seed_and_are_counted() {
+    // Every I/O command errs at rate 1; the counters say they were random.
+    let o = {
+        let (t, _) = Target::with("127.94.18.1", &["--for", "3", "--seed", "9", "--error-rate", "1"]);
+        let o = host("127.94.18.2", "127.94.18.1", &["write", "--length", "4096", "--timeout", "2"]);
+        assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+        assert!(text(&o).contains("internal error"), "{}", text(&o));
+        t.finish()
+    };
+    assert!(o.contains("random_errors=1 random_drops=0 random_delays=0"), "{o}");
+}
+
+#[test]
+fn bad_target_input_is_refused_by_name_before_listening() {
+    let dir = scratch("bad");
+    let odd = dir.join("odd.img");
+    std::fs::write(&odd, [0u8; 1000]).unwrap();
+    let unknown = dir.join("unknown.toml");
+    std::fs::write(&unknown, "[faults]\nlose_everything = true\n").unwrap();
+    let both = dir.join("both.toml");
+    std::fs::write(&both, "[[namespace]]\nfile = \"x.img\"\nblocks = 4\n").unwrap();
+    let target =
+        |args: &[&str]| rctb(&[&["nvme", "target", "--backend", "udp", "--device", "127.94.19.1"], args].concat());
+    for (args, says) in [
+        (vec!["--namespace", "/nonexistent/ns.img"], "namespace 1 file /nonexistent/ns.img"),
+        (
+            vec!["--namespace", odd.to_str().unwrap()],
+            "1000 bytes; it must be a non-zero multiple of the block size 512",
+        ),
+        (vec!["--config", unknown.to_str().unwrap()], "unknown field `lose_everything`"),
+        (vec!["--config", both.to_str().unwrap()], "namespace 1: file or blocks, not both"),
+        (vec!["--drop-rate", "1.5"], "drop_rate 1.5: a share of I/O commands, 0..=1"),
+    ] {
+        let o = target(&args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", text(&o));
+        assert!(text(&o).contains(says), "{args:?}: {}", text(&o));
+        assert!(!text(&o).contains("LISTENING"), "{args:?}");
+    }
+    let o = rctb(&["nvme", "target", "--backend", "sim"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o).contains("--backend udp or verbs"), "{}", text(&o));
+    let _ = std::fs::remove_dir_all(&dir);
 }

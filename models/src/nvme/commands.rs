@@ -190,12 +190,13 @@ impl NvmeTarget {
                 let Some(s) = ctrl.subsystem else {
                     return self.respond(t, key, slot, Status::new(SCT_GENERIC, SC_INVALID_OPCODE, true), 0);
                 };
-                let all = nsid == u32::MAX;
-                let mut found = false;
-                for ns in self.subsystems[s].namespaces.iter_mut().filter(|n| all || n.cfg.nsid == nsid) {
-                    ns.flush(self.write_back);
-                    found = true;
-                }
+                let found = match self.make_durable(s, nsid) {
+                    Ok(found) => found,
+                    Err(e) => {
+                        self.last_error.get_or_insert(e);
+                        return self.respond(t, key, slot, Status::new(SCT_GENERIC, SC_INTERNAL, false), 0);
+                    }
+                };
                 if !found {
                     return self.respond(t, key, slot, Status::new(SCT_GENERIC, SC_INVALID_NAMESPACE, true), 0);
                 }

@@ -211,4 +211,7 @@ pub enum TargetError {
     Config(#[from] InvalidValue),
     #[error(transparent)]
     Transport(#[from] TransportError),
+    /// The [`DurableStore`](super::DurableStore) failed.
+    #[error("namespace store: {0}")]
+    Store(String),
 }

@@ -37,15 +37,15 @@
 //!
 //! Namespaces live in memory behind a volatile write cache (Identify says
 //! VWC=1): a Flush makes what was written durable, a crash loses the rest.
-//! An owner that keeps namespaces somewhere lasting turns on
-//! [`NvmeTarget::set_write_back`] and stores what
-//! [`NvmeTarget::drain_durable`] hands it after each run.
+//! An owner that keeps namespaces somewhere lasting (a file) gives a
+//! [`DurableStore`]: each Flush hands it the blocks it makes durable before
+//! the Flush is answered.
 //!
 //! What it does not model: reservations, multiple controllers per host
 //! ordering rules, authentication, asynchronous events (AERs are held and
 //! never completed, as nvmet does until something happens), SGL lists.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
 
 use rctb_core::nvmeof::protocol::Completion;
@@ -67,19 +67,6 @@ struct Namespace {
     /// Blocks written since the last flush, with their previous contents:
     /// a crash puts them back (a volatile write cache).
     undo: BTreeMap<u64, Vec<u8>>,
-    /// Blocks made durable (flushed) since the owner last drained them,
-    /// when it asked to hear of them ([`NvmeTarget::set_write_back`]).
-    durable: BTreeSet<u64>,
-}
-
-impl Namespace {
-    /// The volatile cache written back: what was written is durable.
-    fn flush(&mut self, write_back: bool) {
-        let undo = std::mem::take(&mut self.undo);
-        if write_back {
-            self.durable.extend(undo.into_keys());
-        }
-    }
 }
 
 /// The label of the random faults' RNG stream.
@@ -192,7 +179,21 @@ pub struct NvmeTarget {
     pub(super) disconnect_pending: bool,
     random: RandomFaults,
     rng: crate::SeededRng,
-    write_back: bool,
+    store: Option<Box<dyn DurableStore>>,
+}
+
+/// Where namespaces keep what must last: the bytes a Flush makes durable
+/// (and, at an orderly [`NvmeTarget::shutdown`], everything written) go to
+/// [`write`](DurableStore::write) and then [`sync`](DurableStore::sync)
+/// before the Flush is answered, as a device with a volatile write cache
+/// does. What a crash loses never comes here. A failing store fails the
+/// Flush (Internal Error); the blocks stay unflushed.
+pub trait DurableStore {
+    /// Stores `bytes` at byte `offset` of namespace `nsid` of `nqn`
+    /// (consecutive blocks come as one run, in order).
+    fn write(&mut self, nqn: &str, nsid: u32, offset: u64, bytes: &[u8]) -> std::io::Result<()>;
+    /// Makes what [`DurableStore::write`] stored for that namespace last.
+    fn sync(&mut self, nqn: &str, nsid: u32) -> std::io::Result<()>;
 }
 
 impl std::fmt::Debug for NvmeTarget {
@@ -222,7 +223,6 @@ impl NvmeTarget {
                         cfg: n.clone(),
                         data: vec![0; (n.blocks * n.lba_size as u64) as usize],
                         undo: BTreeMap::new(),
-                        durable: BTreeSet::new(),
                     })
                     .collect(),
             })
@@ -247,7 +247,7 @@ impl NvmeTarget {
             disconnect_pending: false,
             random: RandomFaults::default(),
             rng: crate::SeededRng::child(0, RANDOM_FAULTS_LABEL),
-            write_back: false,
+            store: None,
         })
     }
 
@@ -278,39 +278,41 @@ impl NvmeTarget {
         self.random
     }
 
-    /// Whether the target keeps a list of the blocks each Flush made
-    /// durable, for an owner that stores namespaces somewhere lasting (a
-    /// file) and drains them with [`NvmeTarget::drain_durable`]. Off by
-    /// default (the list would only grow).
-    pub fn set_write_back(&mut self, on: bool) {
-        self.write_back = on;
-        if !on {
-            for ns in self.subsystems.iter_mut().flat_map(|s| s.namespaces.iter_mut()) {
-                ns.durable.clear();
-            }
-        }
+    /// Backs the namespaces with `store` (their bytes stay in memory too;
+    /// preload them with [`NvmeTarget::namespace_data_mut`]), or with
+    /// nothing lasting (`None`, the default).
+    pub fn set_store(&mut self, store: Option<Box<dyn DurableStore>>) {
+        self.store = store;
     }
 
-    /// Hands every run of blocks made durable since the last call to `f`
-    /// (subsystem NQN, namespace id, byte offset, the bytes), consecutive
-    /// blocks joined, in order; then forgets them. What a crash loses was
-    /// never durable, so it never comes here.
-    pub fn drain_durable(&mut self, mut f: impl FnMut(&str, u32, u64, &[u8])) {
-        for s in &mut self.subsystems {
-            for ns in &mut s.namespaces {
+    /// Makes the written blocks of subsystem `s`'s namespaces (`nsid`, or
+    /// all for `u32::MAX`) durable: handed to the store, if any, then
+    /// forgotten by the cache. `Ok(false)` when no namespace matched.
+    pub(super) fn make_durable(&mut self, s: usize, nsid: u32) -> Result<bool, TargetError> {
+        let sub = &mut self.subsystems[s];
+        let mut found = false;
+        for ns in sub.namespaces.iter_mut().filter(|n| nsid == u32::MAX || n.cfg.nsid == nsid) {
+            found = true;
+            if let Some(store) = self.store.as_mut().filter(|_| !ns.undo.is_empty()) {
                 let lba = ns.cfg.lba_size as u64;
-                let blocks = std::mem::take(&mut ns.durable);
-                let mut it = blocks.into_iter().peekable();
-                while let Some(first) = it.next() {
+                let mut blocks = ns.undo.keys().copied().peekable();
+                while let Some(first) = blocks.next() {
                     let mut last = first;
-                    while it.peek() == Some(&(last + 1)) {
-                        last = it.next().expect("peeked");
+                    while blocks.peek() == Some(&(last + 1)) {
+                        last = blocks.next().expect("peeked");
                     }
                     let (at, end) = ((first * lba) as usize, ((last + 1) * lba) as usize);
-                    f(&s.nqn, ns.cfg.nsid, first * lba, &ns.data[at..end]);
+                    store.write(&sub.nqn, ns.cfg.nsid, first * lba, &ns.data[at..end]).map_err(|e| {
+                        TargetError::Store(format!("writing namespace {} at {}: {e}", ns.cfg.nsid, first * lba))
+                    })?;
                 }
+                store
+                    .sync(&sub.nqn, ns.cfg.nsid)
+                    .map_err(|e| TargetError::Store(format!("syncing namespace {}: {e}", ns.cfg.nsid)))?;
             }
+            ns.undo.clear();
         }
+        Ok(found)
     }
 
     /// The CQs of the live queues, for an owner that sleeps on them
@@ -364,12 +366,14 @@ impl NvmeTarget {
     /// Stops for good: every connection torn down, the listener closed and
     /// the PD released (nothing of the target stays allocated). Data stays
     /// readable through [`NvmeTarget::namespace_data`]; an orderly stop
-    /// writes the volatile cache back, so with write-back on every block
-    /// written is durable afterwards ([`NvmeTarget::drain_durable`]).
+    /// writes the volatile cache back (to the [`DurableStore`], if any; a
+    /// failure is kept in [`NvmeTarget::last_error`]).
     pub fn shutdown<T: Transport>(&mut self, t: &mut T) {
         self.up = false;
-        for ns in self.subsystems.iter_mut().flat_map(|s| s.namespaces.iter_mut()) {
-            ns.flush(self.write_back);
+        for s in 0..self.subsystems.len() {
+            if let Err(e) = self.make_durable(s, u32::MAX) {
+                self.last_error.get_or_insert(e);
+            }
         }
         for key in self.queues.keys().copied().collect::<Vec<_>>() {
             self.destroy_queue(t, key);

@@ -60,9 +60,9 @@ pub struct Common {
     /// Transport address of the target (default on sim: 10.0.0.2).
     #[arg(short = 'a', long = "traddr", global = true)]
     pub traddr: Option<Ipv4Addr>,
-    /// Transport service id (port).
-    #[arg(short = 's', long = "trsvcid", default_value_t = NVME_RDMA_PORT, global = true)]
-    pub trsvcid: u16,
+    /// Transport service id (port; default 4420).
+    #[arg(short = 's', long = "trsvcid", global = true)]
+    pub trsvcid: Option<u16>,
     /// Subsystem NQN (default on sim: the simulated target's).
     #[arg(short = 'n', long = "nqn", global = true)]
     pub nqn: Option<String>,
@@ -84,9 +84,9 @@ pub struct Common {
     /// Per-command timeout in seconds.
     #[arg(long, default_value_t = 10, global = true)]
     pub timeout: u64,
-    /// Seed of the simulated fabric.
-    #[arg(long, default_value_t = 1, global = true)]
-    pub seed: u64,
+    /// Seed of the simulated fabric (default 1), or of `target`'s random faults.
+    #[arg(long, global = true)]
+    pub seed: Option<u64>,
 }
 
 #[derive(Debug, Args)]
@@ -161,8 +161,9 @@ pub enum NvmeOp {
         #[arg(long, default_value_t = 1)]
         nsid: u32,
     },
-    /// Serve the NVMe-oF target model on a UDP endpoint (`--backend udp
-    /// --device ADDR`) for a real host: `nvme connect -t rdma -a ADDR -n NQN`.
+    /// Serve the NVMe-oF target model for a real host (`nvme connect -t
+    /// rdma -a ADDR -n NQN`) on a UDP endpoint (`--backend udp --device
+    /// ADDR`) or an RDMA device (`--backend verbs --device rxe0`).
     Target(super::nvme_target::TargetArgs),
 }
 
@@ -183,8 +184,7 @@ impl From<NvmeError> for Failure {
 /// Runs `rctb nvme`.
 pub fn main(a: &NvmeArgs) -> ExitCode {
     let r = match (&a.op, a.common.backend) {
-        (NvmeOp::Target(t), NvmeBackend::Udp) => super::nvme_target::serve(&a.common, t),
-        (NvmeOp::Target(_), _) => Err(Failure::Usage("target is served on --backend udp".into())),
+        (NvmeOp::Target(t), _) => super::nvme_target::serve(&a.common, t),
         (_, NvmeBackend::Sim) => run_sim(a),
         (_, NvmeBackend::Verbs) => run_verbs(a),
         (_, NvmeBackend::Udp) => run_udp(a),
@@ -210,7 +210,7 @@ pub fn main(a: &NvmeArgs) -> ExitCode {
 }
 
 fn run_sim(a: &NvmeArgs) -> Result<String, Failure> {
-    let sim = Sim::new(a.common.seed);
+    let sim = Sim::new(a.common.seed.unwrap_or(1));
     let host = sim.add_node(NodeConfig::new("host", Ipv4Addr::new(10, 0, 0, 1))).expect("fresh fabric");
     let tn = sim.add_node(NodeConfig::new("target", SIM_TARGET_IP)).expect("fresh fabric");
     let target = NvmeTarget::new(TargetConfig::new(SIM_NQN), SIM_TARGET_IP).expect("default config is valid");
@@ -264,7 +264,7 @@ fn host_id(c: &Common) -> Result<[u8; 16], Failure> {
 
 fn run<T: Transport>(mut t: T, a: &NvmeArgs, default_addr: Ipv4Addr, default_nqn: &str) -> Result<String, Failure> {
     let c = &a.common;
-    let addr = SocketAddrV4::new(c.traddr.unwrap_or(default_addr), c.trsvcid);
+    let addr = SocketAddrV4::new(c.traddr.unwrap_or(default_addr), c.trsvcid.unwrap_or(NVME_RDMA_PORT));
     let hid = host_id(c)?;
     let timeout = Duration::from_secs(c.timeout.max(1));
     if let NvmeOp::Discover = a.op {
