@@ -523,11 +523,14 @@ fn reconnect_after_a_dropped_response_recovers_the_queue() {
     c.close();
 }
 
+/// One store write: (nsid, byte offset, bytes).
+type Stored = (u32, u64, Vec<u8>);
+
 /// A store that keeps what it is handed: (nsid, byte offset, bytes) per
 /// write, and one `sync` line per namespace synced; or fails every write.
 #[derive(Clone, Default)]
 struct Recorder {
-    log: Rc<RefCell<Vec<(u32, u64, Vec<u8>)>>>,
+    log: Rc<RefCell<Vec<Stored>>>,
     syncs: Rc<RefCell<Vec<u32>>>,
     fail: bool,
 }
