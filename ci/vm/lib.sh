@@ -215,3 +215,29 @@ udp_pair_down() {
     /usr/bin/ip netns del rctb-b 2>/dev/null
     return 0
 }
+
+# nvmet_port_up N ADDR: nvmet port N on ADDR:4420 (RDMA) serving the VM's
+# nvmet subsystem $NVMET_NQN (set up by /init); nvmet_port_down N undoes it.
+nvmet_port_up() {
+    _c=/sys/kernel/config/nvmet
+    [ -n "${NVMET_NQN:-}" ] && mkdir "$_c/ports/$1" 2>/dev/null &&
+        echo rdma >"$_c/ports/$1/addr_trtype" && echo ipv4 >"$_c/ports/$1/addr_adrfam" &&
+        echo "$2" >"$_c/ports/$1/addr_traddr" && echo 4420 >"$_c/ports/$1/addr_trsvcid" &&
+        ln -s "$_c/subsystems/$NVMET_NQN" "$_c/ports/$1/subsystems/$NVMET_NQN"
+}
+
+nvmet_port_down() {
+    rm -f "/sys/kernel/config/nvmet/ports/$1/subsystems/$NVMET_NQN"
+    rmdir "/sys/kernel/config/nvmet/ports/$1" 2>/dev/null
+    return 0
+}
+
+# fio_randread BLOCKDEV QD SECONDS OUT: 4 KiB random reads through the
+# kernel's block layer (libaio, O_DIRECT) at queue depth QD; prints the
+# read IOPS (terse v3 field 8), nothing when fio failed (OUT.err says why).
+fio_randread() {
+    "$TIMEOUT" $(($3 + 60)) /usr/bin/fio --name=randread --filename="$1" --rw=randread --bs=4k --direct=1 \
+        --ioengine=libaio --iodepth="$2" --numjobs=1 --runtime="$3" --time_based --norandommap \
+        --randrepeat=0 --output-format=terse --terse-version=3 >"$4.terse" 2>"$4.err" &&
+        awk -F';' 'NF > 8 { print $8 }' "$4.terse" | tail -n 1
+}

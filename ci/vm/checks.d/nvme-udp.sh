@@ -211,11 +211,7 @@ fault lost --drop-responses 1 --faults-after-writes 1
 fault crash --crash-after-writes 12 --restart-ms 2000
 
 # ---- 2. rctb's initiator over udp against nvmet, on a port at rxe2's address
-C=/sys/kernel/config/nvmet
-if [ -n "${NVMET_NQN:-}" ] && mkdir "$C/ports/2" 2>/dev/null &&
-    echo rdma >"$C/ports/2/addr_trtype" && echo ipv4 >"$C/ports/2/addr_adrfam" &&
-    echo 10.10.2.1 >"$C/ports/2/addr_traddr" && echo 4420 >"$C/ports/2/addr_trsvcid" &&
-    ln -s "$C/subsystems/$NVMET_NQN" "$C/ports/2/subsystems/$NVMET_NQN"; then
+if nvmet_port_up 2 10.10.2.1; then
     nv() {
         $IP netns exec udp "$TIMEOUT" 60 "$RCTB" nvme "$@" --backend udp --device "$TGT" -a 10.10.2.1 -n "$NVMET_NQN"
     }
@@ -231,8 +227,7 @@ if [ -n "${NVMET_NQN:-}" ] && mkdir "$C/ports/2" 2>/dev/null &&
     else
         fail initiator/io "$(last_line "$W/init-io.out")"
     fi
-    rm -f "$C/ports/2/subsystems/$NVMET_NQN"
-    rmdir "$C/ports/2" 2>/dev/null
+    nvmet_port_down 2
 else
     fail initiator/setup "no nvmet port on 10.10.2.1 (NVMET_NQN=${NVMET_NQN:-unset})"
 fi

@@ -6,6 +6,11 @@
 # several offsets (and one in-capsule block), flush, read back and compare,
 # and check the backing file holds it too; a wrong NQN and a wrong port
 # must fail with errors that say so.
+# Then the other way round: `rctb nvme target --backend verbs` on $DEV
+# (port 4421), its namespace a file, and the kernel's NVMe/RDMA host on
+# $PEER's address connecting to it: the block device reads the file's
+# bytes, a 1 MiB O_DIRECT write with fsync reaches the file, and is still
+# there once the target is killed (checks verbs-target/*).
 set -u
 if [ -z "${NVMET_NQN:-}" ] || [ -z "${RCTB:-}" ]; then
     # Not in the VM (or no rctb): nothing to test against.
@@ -113,4 +118,61 @@ must_fail wrong-nqn "invalid subsystem NQN" "$W/wrong-nqn" \
 must_fail wrong-port "$NVMET_ADDR:4421" "$W/wrong-port" \
     "$TIMEOUT" 60 "$RCTB" nvme connect --backend verbs --device "$DEV" -a "$NVMET_ADDR" -s 4421 \
     -n "$NVMET_NQN" --timeout 5 || fails=1
+
+# ---- the kernel host against rctb's target on verbs, a file namespace
+VNQN=nqn.2026-01.io.rctb:verbs-target
+dd if=/dev/urandom of="$W/vt.img" bs=1048576 count=4 2>/dev/null
+cp "$W/vt.img" "$W/vt.orig"
+dd if=/dev/urandom of="$W/vt-new.bin" bs=1048576 count=1 2>/dev/null
+"$TIMEOUT" 120 "$RCTB" nvme target --backend verbs --device "$DEV" -s 4421 -n "$VNQN" \
+    --namespace "$W/vt.img:4096" --for 100 >"$W/vt-target.out" 2>"$W/vt-target.err" &
+vtpid=$!
+i=0
+while [ $i -lt 100 ] && ! grep -q '^LISTENING' "$W/vt-target.out" 2>/dev/null; do
+    sleep 0.1
+    i=$((i + 1))
+done
+before=" $(ls /dev/nvme*n* 2>/dev/null | tr '\n' ' ') "
+if ! grep -q "^LISTENING $DEV_IP:4421 $VNQN" "$W/vt-target.out"; then
+    fail verbs-target/listen "$(last_line "$W/vt-target.err") $(last_line "$W/vt-target.out")"
+elif ! "$TIMEOUT" 60 nvme connect -t rdma -a "$DEV_IP" -s 4421 -w "$PEER_IP" -n "$VNQN" >"$W/vt-connect.log" 2>&1; then
+    fail verbs-target/connect "$(last_line "$W/vt-connect.log")"
+else
+    blk=""
+    i=0
+    while [ $i -lt 100 ] && [ -z "$blk" ]; do
+        for d in /dev/nvme*n1; do
+            case "$before" in *" $d "*) ;; *) [ -b "$d" ] && blk=$d ;; esac
+        done
+        [ -n "$blk" ] || sleep 0.1
+        i=$((i + 1))
+    done
+    if [ -z "$blk" ]; then
+        fail verbs-target/connect "no new /dev/nvme*n1"
+    else
+        pass "verbs-target/connect $blk ($(cat "/sys/block/${blk#/dev/}/size") sectors)"
+        if dd if="$blk" of="$W/vt-read.bin" bs=1048576 count=4 iflag=direct 2>"$W/vt-dd.log" &&
+            cmp -s "$W/vt-read.bin" "$W/vt.orig"; then
+            pass "verbs-target/read the block device reads the file's 4 MiB"
+        else
+            fail verbs-target/read "$(last_line "$W/vt-dd.log")"
+        fi
+        if dd if="$W/vt-new.bin" of="$blk" bs=1048576 seek=2 count=1 oflag=direct conv=fsync 2>>"$W/vt-dd.log"; then
+            pass "verbs-target/write 1 MiB O_DIRECT and fsync"
+        else
+            fail verbs-target/write "$(last_line "$W/vt-dd.log")"
+        fi
+    fi
+    "$TIMEOUT" 60 nvme disconnect -n "$VNQN" >/dev/null 2>&1
+fi
+kill -9 "$vtpid" 2>/dev/null
+wait "$vtpid" 2>/dev/null
+# Killed, not stopped: what the fsync flushed must be in the file anyway.
+if dd if="$W/vt.img" bs=1048576 skip=2 count=1 2>/dev/null | cmp -s - "$W/vt-new.bin" &&
+    dd if="$W/vt.img" bs=1048576 count=2 2>/dev/null | cmp -s -n 2097152 - "$W/vt.orig"; then
+    pass "verbs-target/durable the flushed MiB is in the file after kill -9, the rest untouched"
+else
+    fail verbs-target/durable "the file does not hold what the host flushed"
+fi
+cat "$W/vt-target.out"
 exit $fails
