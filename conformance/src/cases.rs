@@ -113,6 +113,7 @@ pub fn all<T: Transport>() -> Vec<(String, CaseFn<T>)> {
     v.push(("flush/err_flushes_receives".into(), flush_after_err));
     v.push(("cm/connect_accept_private_data".into(), cm_connect_accept));
     v.push(("cm/reject_private_data".into(), cm_reject));
+    v.push(("cm/passive_reads_what_the_request_offers".into(), cm_passive_reads));
     v
 }
 
@@ -388,4 +389,57 @@ fn cm_reject<T: Transport>(x: &mut Endpoints<'_, T>) -> Result<(), String> {
         }
         other => Err(format!("client: expected Rejected, got {other:?}")),
     }
+}
+
+/// A requester that serves RDMA READs but sends none (responder resources
+/// 4, initiator depth 0), as the kernel's NVMe/RDMA host connects: the
+/// passive side sees the REQ's two fields as offered, and its accept may
+/// take up to 4 READs of its own, so a READ it posts completes. (librdmacm
+/// hands the passive side those fields swapped; reading them unswapped
+/// leaves the acceptor an initiator depth of 0, and its READs never leave.)
+fn cm_passive_reads<T: Transport>(x: &mut Endpoints<'_, T>) -> Result<(), String> {
+    let listener = x.b.cm_listen(CM_PORT + 2).map_err(|e| format!("cm_listen: {e}"))?;
+    x.track_cm(false, None, Some(listener), None);
+    let ma = x.mr(true, 4096, ALL_ACCESS)?;
+    let mb = x.mr(false, 4096, ALL_ACCESS)?;
+    let caps = QpCaps::default();
+    let ia = QpInit { pd: x.sa.pd, send_cq: x.sa.cq, recv_cq: x.sa.cq, caps, sq_sig_all: false };
+    let ib = QpInit { pd: x.sb.pd, send_cq: x.sb.cq, recv_cq: x.sb.cq, caps, sq_sig_all: false };
+    let mut req = ConnectParams::new(std::net::SocketAddrV4::new(x.sb.ip, CM_PORT + 2), ia, b"reads".to_vec());
+    (req.responder_resources, req.initiator_depth) = (4, 0);
+    let (conn_a, qp_a) = x.a.cm_connect(&req).map_err(|e| format!("cm_connect: {e}"))?;
+    x.track_cm(true, Some(conn_a), None, Some(qp_a));
+    let conn_b = match cm_event(x.b)? {
+        CmEvent::ConnectRequest { conn, responder_resources: 4, initiator_depth: 0, .. } => conn,
+        other => return Err(format!("server: expected a request offering 4 READs and sending none, got {other:?}")),
+    };
+    x.track_cm(false, Some(conn_b), None, None);
+    let qp_b = x.b.cm_accept(conn_b, &AcceptParams::new(ib, vec![])).map_err(|e| format!("cm_accept: {e}"))?;
+    x.track_cm(false, None, None, Some(qp_b));
+    for (t, conn, who) in [(&mut *x.a, conn_a, "client"), (&mut *x.b, conn_b, "server")] {
+        match cm_event(t)? {
+            CmEvent::Established { conn: c, .. } if c == conn => {}
+            other => return Err(format!("{who}: expected Established, got {other:?}")),
+        }
+    }
+    let data = pattern(9, 4096);
+    x.a.mr_write(ma.id, 0, &data).map_err(|e| format!("mr_write: {e}"))?;
+    let sge = [Sge::new(mb.id, 0, 4096)];
+    x.b.post_send(qp_b, &SendWr::new(5, SendOp::Read { remote: ma.remote(0) }, &sge))
+        .map_err(|e| format!("post_send: {e}"))?;
+    let wc = completions(x.b, &x.sb, 1)?;
+    expect_wc(wc.first(), "server's READ", WcStatus::Success, Some(WcOpcode::RdmaRead), None, None)?;
+    let mut got = vec![0u8; 4096];
+    x.b.mr_read(mb.id, 0, &mut got).map_err(|e| format!("mr_read: {e}"))?;
+    if got != data {
+        return Err("the server's READ brought other bytes".into());
+    }
+    x.a.cm_disconnect(conn_a).map_err(|e| format!("cm_disconnect: {e}"))?;
+    for (t, conn, who) in [(&mut *x.a, conn_a, "client"), (&mut *x.b, conn_b, "server")] {
+        match cm_event(t)? {
+            CmEvent::Disconnected { conn: c } if c == conn => {}
+            other => return Err(format!("{who}: expected Disconnected, got {other:?}")),
+        }
+    }
+    Ok(())
 }

@@ -11,6 +11,7 @@
 # $PEER's address connecting to it: the block device reads the file's
 # bytes, a 1 MiB O_DIRECT write with fsync reaches the file, and is still
 # there once the target is killed (checks verbs-target/*).
+# hwv-timeout: 200
 set -u
 if [ -z "${NVMET_NQN:-}" ] || [ -z "${RCTB:-}" ]; then
     # Not in the VM (or no rctb): nothing to test against.

@@ -85,7 +85,11 @@ pub enum CmEvent {
         conn: ConnId,
         remote: SocketAddrV4,
         private_data: Vec<u8>,
+        /// The REQ's: RDMA READs and atomics the peer will serve for us at
+        /// once (what our accept's `initiator_depth` may not exceed).
         responder_resources: u8,
+        /// The REQ's: how many the peer will have in flight to us (what our
+        /// accept's `responder_resources` need not exceed).
         initiator_depth: u8,
     },
     /// The connection is up; its QP is in RTS.

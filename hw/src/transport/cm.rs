@@ -464,9 +464,12 @@ impl VerbsTransport {
             conn,
             Conn {
                 id,
+                // ib_cm hands the passive side the REQ's two fields
+                // swapped, as they apply to it (cm_format_req_event): its
+                // `responder_resources` is the REQ's initiator depth.
                 side: Side::Passive {
-                    peer_responder_resources: e.responder_resources,
-                    peer_initiator_depth: e.initiator_depth,
+                    peer_responder_resources: e.initiator_depth,
+                    peer_initiator_depth: e.responder_resources,
                 },
                 state: ConnState::RequestReceived,
                 qp: None,
@@ -477,8 +480,8 @@ impl VerbsTransport {
             conn,
             remote,
             private_data: e.private_data,
-            responder_resources: e.responder_resources,
-            initiator_depth: e.initiator_depth,
+            responder_resources: e.initiator_depth,
+            initiator_depth: e.responder_resources,
         });
     }
 
