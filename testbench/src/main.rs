@@ -22,7 +22,6 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use rctb::cli::{self, backend::Backend};
-use rctb::sweep::Shard;
 
 /// `rctb --version`: the version, then the backends compiled in.
 const LONG_VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), "\n", rctb::backends_line!());
@@ -63,22 +62,9 @@ enum Command {
         #[arg(long = "node", value_name = "NAME=ADDR[@NETNS]")]
         nodes: Vec<rctb::udp_run::NodePlace>,
     },
-    /// Run a scenario over many seeds; print each failing seed with its replay command.
-    Sweep {
-        scenario: String,
-        /// How many seeds (across all shards).
-        #[arg(long)]
-        seeds: u64,
-        /// Run only shard I of N (1-based), e.g. 2/4.
-        #[arg(long, default_value = "1/1")]
-        shard: Shard,
-        /// The first seed.
-        #[arg(long, default_value_t = 0)]
-        start: u64,
-        /// Worker threads (default: the machine's parallelism).
-        #[arg(long)]
-        jobs: Option<usize>,
-    },
+    /// Run a scenario over many seeds; print each failing seed with its replay command
+    /// (`--json`, `--junit FILE` for CI; `rctb sweep merge` joins shards).
+    Sweep(cli::scenario::SweepArgs),
     /// Run the RC conformance suite between two endpoints; one PASS/FAIL line per case.
     Conformance {
         /// `sim`: two simulated nodes; `verbs`: two RDMA devices (needs the `verbs` feature);
@@ -131,9 +117,7 @@ fn main() -> ExitCode {
         Command::Run { scenario, seed, pcap, json, backend, nodes } => {
             cli::scenario::run(&scenario, seed, pcap.as_deref(), json, backend, &nodes)
         }
-        Command::Sweep { scenario, seeds, shard, start, jobs } => {
-            cli::scenario::sweep(&scenario, seeds, shard, start, jobs)
-        }
+        Command::Sweep(args) => cli::scenario::sweep_main(&args),
         Command::Conformance { backend, device, peer, filter, mtu } => match backend {
             Backend::Sim => cli::conformance::sim(&filter),
             Backend::Verbs => cli::conformance::verbs(device.as_deref(), peer.as_deref(), &filter),

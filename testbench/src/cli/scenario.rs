@@ -4,13 +4,14 @@
 //! scenario could not be used (unreadable, invalid) or output failed.
 
 use std::io::Write;
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::cli::backend::Backend;
 use crate::scenario::Scenario;
-use crate::sweep::{self, Shard};
+use crate::sweep::{self, SeedRecord, Shard};
 use crate::udp_run::NodePlace;
 use crate::{runner, udp_run};
 
@@ -74,8 +75,136 @@ pub fn run(
     }
 }
 
+/// `rctb sweep`'s arguments: a scenario over seeds, or `merge`.
+#[derive(Debug, clap::Args)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
+pub struct SweepArgs {
+    #[command(subcommand)]
+    pub command: Option<SweepCommand>,
+    /// The scenario file (TOML).
+    #[arg(required = true)]
+    pub scenario: Option<String>,
+    /// How many seeds (across all shards).
+    #[arg(long, required = true)]
+    pub seeds: Option<u64>,
+    /// Run only shard I of N (1-based), e.g. 2/4: seeds start+I-1, start+I-1+N, ...
+    #[arg(long, default_value = "1/1")]
+    pub shard: Shard,
+    /// The first seed.
+    #[arg(long, default_value_t = 0)]
+    pub start: u64,
+    /// Worker threads (default: the machine's parallelism).
+    #[arg(long)]
+    pub jobs: Option<usize>,
+    #[command(flatten)]
+    pub out: SweepOutput,
+}
+
+/// Where a sweep's verdicts go besides the text report.
+#[derive(Debug, clap::Args)]
+pub struct SweepOutput {
+    /// Print one JSON object per seed on stdout, sorted by seed (seed,
+    /// verdict, failed checks, replay command, virtual time); the text
+    /// report goes to stderr.
+    #[arg(long)]
+    pub json: bool,
+    /// Also write JUnit XML to FILE: one test case per seed, the replay
+    /// line in a failure's message.
+    #[arg(long, value_name = "FILE")]
+    pub junit: Option<PathBuf>,
+}
+
+/// `rctb sweep merge`.
+#[derive(Debug, clap::Subcommand)]
+pub enum SweepCommand {
+    /// Join the `--json` outputs of a sweep's shards into one report (as one
+    /// unsharded run gives); exit 1 when any seed failed, 2 when the files
+    /// do not fit together.
+    Merge {
+        /// The shards' `rctb sweep --json` outputs.
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+        #[command(flatten)]
+        out: SweepOutput,
+    },
+}
+
+/// `rctb sweep`: runs the scenario's seeds, or merges shards.
+pub fn sweep_main(a: &SweepArgs) -> ExitCode {
+    match (&a.command, &a.scenario, a.seeds) {
+        (Some(SweepCommand::Merge { files, out }), ..) => merge(files, out),
+        (None, Some(path), Some(seeds)) => sweep(path, seeds, a.shard, a.start, a.jobs, &a.out),
+        _ => unreachable!("clap requires the scenario and --seeds without a subcommand"),
+    }
+}
+
+/// Prints `records` as `out` asks, then `summary`; exit 1 when one failed.
+fn report(records: &[SeedRecord], summary: &str, out: &SweepOutput) -> ExitCode {
+    if let Some(file) = &out.junit
+        && let Err(e) = std::fs::write(file, sweep::junit(records))
+    {
+        eprintln!("rctb: writing {}: {e}", file.display());
+        return ExitCode::from(2);
+    }
+    let text = sweep::failure_text(records);
+    if out.json {
+        let mut lines = String::new();
+        for r in records {
+            lines += &r.to_json_line();
+            lines.push('\n');
+        }
+        if std::io::stdout().write_all(lines.as_bytes()).is_err() {
+            return ExitCode::from(2);
+        }
+        eprint!("{text}");
+        eprintln!("{summary}");
+    } else {
+        print!("{text}");
+        println!("{summary}");
+    }
+    if records.iter().all(SeedRecord::passed) { ExitCode::SUCCESS } else { ExitCode::from(1) }
+}
+
+fn counts(records: &[SeedRecord]) -> String {
+    let failed = records.iter().filter(|r| !r.passed()).count();
+    format!("{} passed, {failed} failed", records.len() - failed)
+}
+
+/// `rctb sweep merge FILES...`.
+fn merge(files: &[PathBuf], out: &SweepOutput) -> ExitCode {
+    let mut shards = Vec::new();
+    for f in files {
+        let name = f.display().to_string();
+        let parsed = std::fs::read_to_string(f)
+            .map_err(|e| format!("{name}: {e}"))
+            .and_then(|text| sweep::parse_records(&name, &text).map_err(|e| e.to_string()));
+        match parsed {
+            Ok(records) => shards.push((name, records)),
+            Err(e) => {
+                eprintln!("rctb: sweep merge: {e}");
+                return ExitCode::from(2);
+            }
+        }
+    }
+    let records = match sweep::merge(shards) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("rctb: sweep merge: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let summary = format!(
+        "{}: {} seeds (merged from {} files): {}",
+        records[0].scenario,
+        records.len(),
+        files.len(),
+        counts(&records)
+    );
+    report(&records, &summary, out)
+}
+
 /// `rctb sweep`: `count` seeds from `start` (shard `shard`) on `jobs` threads.
-pub fn sweep(path: &str, count: u64, shard: Shard, start: u64, jobs: Option<usize>) -> ExitCode {
+fn sweep(path: &str, count: u64, shard: Shard, start: u64, jobs: Option<usize>, out: &SweepOutput) -> ExitCode {
     let scenario = match load(path) {
         Ok(s) => s,
         Err(code) => return code,
@@ -98,20 +227,8 @@ pub fn sweep(path: &str, count: u64, shard: Shard, start: u64, jobs: Option<usiz
         bar.inc(1);
     });
     bar.finish_and_clear();
-    let failures: Vec<_> = results.iter().filter(|r| !r.passed).collect();
-    for r in &failures {
-        println!("FAIL seed {}", r.seed);
-        for f in &r.failures {
-            println!("  {f}");
-        }
-        println!("  replay: {}", sweep::replay_command(path, r.seed));
-    }
-    println!(
-        "{}: {} seeds (shard {shard}, from {start}): {} passed, {} failed",
-        scenario.name,
-        results.len(),
-        results.len() - failures.len(),
-        failures.len()
-    );
-    if failures.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(1) }
+    let records: Vec<SeedRecord> = results.iter().map(|r| SeedRecord::new(&scenario.name, path, r)).collect();
+    let summary =
+        format!("{}: {} seeds (shard {shard}, from {start}): {}", scenario.name, records.len(), counts(&records));
+    report(&records, &summary, out)
 }

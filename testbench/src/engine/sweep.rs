@@ -1,11 +1,18 @@
 //! Seeded sweeps: run one scenario over many seeds, in parallel worker
 //! threads (each run owns its own simulator), and say which seeds failed and
 //! how to replay them.
+//!
+//! For CI systems and clusters, each seed is also a [`SeedRecord`]: one
+//! JSON object per line (`rctb sweep --json`), JUnit XML ([`junit`], one
+//! test case per seed), and what [`merge`] joins back into one report
+//! when a sweep ran as shards (`--shard I/N` on N machines).
 
 use std::fmt;
 use std::str::FromStr;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
+
+use serde::{Deserialize, Serialize};
 
 use crate::runner;
 use crate::scenario::Scenario;
@@ -52,6 +59,160 @@ pub struct SeedResult {
     pub passed: bool,
     /// The failed checks (or the error that stopped the run).
     pub failures: Vec<String>,
+    /// Virtual time when the run ended, in nanoseconds (0 when it never
+    /// started).
+    pub virtual_time_ns: u64,
+}
+
+/// What a seed came to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Verdict {
+    Pass,
+    Fail,
+}
+
+/// One seed of a sweep as `rctb sweep --json` writes it (one object per
+/// line) and `rctb sweep merge` reads it back.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SeedRecord {
+    /// The scenario's `name`.
+    pub scenario: String,
+    pub seed: u64,
+    pub verdict: Verdict,
+    /// The failed checks, empty when it passed.
+    pub failed: Vec<String>,
+    /// The command that replays this seed.
+    pub replay: String,
+    /// Virtual time when the run ended, in nanoseconds.
+    pub virtual_time_ns: u64,
+}
+
+impl SeedRecord {
+    /// The record of `result`, a seed of scenario `name` loaded from `path`.
+    pub fn new(name: &str, path: &str, result: &SeedResult) -> SeedRecord {
+        SeedRecord {
+            scenario: name.to_string(),
+            seed: result.seed,
+            verdict: if result.passed { Verdict::Pass } else { Verdict::Fail },
+            failed: result.failures.clone(),
+            replay: replay_command(path, result.seed),
+            virtual_time_ns: result.virtual_time_ns,
+        }
+    }
+
+    pub fn passed(&self) -> bool {
+        self.verdict == Verdict::Pass
+    }
+
+    /// One line of `--json` (no newline).
+    pub fn to_json_line(&self) -> String {
+        serde_json::to_string(self).expect("a record serializes")
+    }
+}
+
+/// The text a sweep prints for its failing seeds: for each, `FAIL seed N`,
+/// its failed checks and its replay line.
+pub fn failure_text(records: &[SeedRecord]) -> String {
+    let mut out = String::new();
+    for r in records.iter().filter(|r| !r.passed()) {
+        out += &format!("FAIL seed {}\n", r.seed);
+        for f in &r.failed {
+            out += &format!("  {f}\n");
+        }
+        out += &format!("  replay: {}\n", r.replay);
+    }
+    out
+}
+
+/// JUnit XML of `records`: one test suite (the scenario), one test case
+/// per seed (`seed N`), a failing seed's checks and replay line in its
+/// failure message; the virtual duration in the case's system-out.
+pub fn junit(records: &[SeedRecord]) -> String {
+    use quick_junit::{NonSuccessKind, Report, TestCase, TestCaseStatus, TestSuite};
+    let name = records.first().map_or("rctb sweep", |r| r.scenario.as_str());
+    let mut suite = TestSuite::new(name);
+    for r in records {
+        let status = if r.passed() {
+            TestCaseStatus::success()
+        } else {
+            let mut s = TestCaseStatus::non_success(NonSuccessKind::Failure);
+            let first = r.failed.first().map_or("failed", String::as_str);
+            s.set_message(format!("{first} (replay: {})", r.replay));
+            s.set_description(format!("{}\nreplay: {}", r.failed.join("\n"), r.replay));
+            s
+        };
+        let mut case = TestCase::new(format!("seed {}", r.seed), status);
+        case.set_classname(r.scenario.as_str());
+        case.set_system_out(format!("virtual time {} ns\nreplay: {}", r.virtual_time_ns, r.replay));
+        suite.add_test_case(case);
+    }
+    let mut report = Report::new("rctb sweep");
+    report.add_test_suite(suite);
+    report.to_string().expect("JUnit XML of plain strings serializes")
+}
+
+/// Why shard outputs could not be merged.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum MergeError {
+    #[error("{file}:{line}: not a sweep record (rctb sweep --json writes one per line): {error}")]
+    Parse { file: String, line: usize, error: String },
+    #[error("{file}: scenario {found:?}, but the first file's is {expected:?}: shards of one sweep only")]
+    Scenario { file: String, expected: String, found: String },
+    #[error("seed {seed} is in {first} and in {second}: the shards overlap")]
+    Duplicate { seed: u64, first: String, second: String },
+    #[error("no records to merge")]
+    Empty,
+}
+
+/// Parses `text`, the `--json` output of one shard read from `file`
+/// (blank lines skipped).
+pub fn parse_records(file: &str, text: &str) -> Result<Vec<SeedRecord>, MergeError> {
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+        .map(|(i, l)| {
+            serde_json::from_str(l).map_err(|e| MergeError::Parse {
+                file: file.to_string(),
+                line: i + 1,
+                error: e.to_string(),
+            })
+        })
+        .collect()
+}
+
+/// Joins the records of shards (each named by its file) into one sweep's,
+/// sorted by seed: they must be of one scenario and share no seed.
+pub fn merge(shards: Vec<(String, Vec<SeedRecord>)>) -> Result<Vec<SeedRecord>, MergeError> {
+    let mut all: Vec<(String, SeedRecord)> = Vec::new();
+    let mut expected: Option<String> = None;
+    for (file, records) in shards {
+        for r in records {
+            match &expected {
+                None => expected = Some(r.scenario.clone()),
+                Some(e) if *e != r.scenario => {
+                    return Err(MergeError::Scenario { file, expected: e.clone(), found: r.scenario });
+                }
+                Some(_) => {}
+            }
+            all.push((file.clone(), r));
+        }
+    }
+    if all.is_empty() {
+        return Err(MergeError::Empty);
+    }
+    all.sort_by_key(|(_, r)| r.seed);
+    for pair in all.windows(2) {
+        if pair[0].1.seed == pair[1].1.seed {
+            return Err(MergeError::Duplicate {
+                seed: pair[0].1.seed,
+                first: pair[0].0.clone(),
+                second: pair[1].0.clone(),
+            });
+        }
+    }
+    Ok(all.into_iter().map(|(_, r)| r).collect())
 }
 
 /// The command that replays `seed` of the scenario at `path`.
@@ -87,8 +248,15 @@ pub fn run_seeds(
 
 fn run_one(scenario: &Scenario, seed: u64) -> SeedResult {
     match runner::run(scenario, seed, false) {
-        Ok(out) => SeedResult { seed, passed: out.report.passed, failures: out.report.failures() },
-        Err(e) => SeedResult { seed, passed: false, failures: vec![format!("fabric setup failed: {e}")] },
+        Ok(out) => SeedResult {
+            seed,
+            passed: out.report.passed,
+            failures: out.report.failures(),
+            virtual_time_ns: out.report.virtual_time_ns,
+        },
+        Err(e) => {
+            SeedResult { seed, passed: false, failures: vec![format!("fabric setup failed: {e}")], virtual_time_ns: 0 }
+        }
     }
 }
 
