@@ -1,20 +1,37 @@
-//! The worked example of `docs/guide.md` ("Test your RDMA application with
-//! rctb"), compiled and run by `cargo test`: a small RC ping-pong in the
-//! manner of `ibv_rc_pingpong`, written once against `Transport`, tested on
-//! the simulator. The guide walks through it top to bottom.
+//! rc-pingpong: an RC round-trip latency tool in the manner of
+//! `ibv_rc_pingpong`, written once against [`rctb_core::Transport`], so it
+//! runs on rctb's simulator in `cargo test`, on a UDP socket as a real
+//! RoCEv2 peer, and on rxe or a ConnectX through verbs. It is the worked
+//! example of rctb's guide (`docs/guide.md`), which reads this file top
+//! to bottom.
+//!
+//! Two roles: [`Echo`], a server that sends every message it receives
+//! straight back, and [`Pinger`], a client that sends pings one at a time
+//! and times each echo. Each has a non-blocking step ([`Echo::step`],
+//! [`Pinger::step`]); [`Pinger::run`] is the blocking helper on top.
+//!
+//! ```
+//! use rc_pingpong::{Echo, Pinger, PORT};
+//! use rctb_core::time::Duration;
+//! use rctb_sim::{NodeConfig, Sim, SimTransport};
+//!
+//! let sim = Sim::new(1);
+//! let client = sim.add_node(NodeConfig::new("client", "10.0.0.1".parse().unwrap())).unwrap();
+//! let server = sim.add_node(NodeConfig::new("server", "10.0.0.2".parse().unwrap())).unwrap();
+//! let mut echo = Echo::default();
+//! sim.add_actor(server, Box::new(move |t: &mut SimTransport| echo.step(t).expect("echo")));
+//! let mut pinger = Pinger::new(std::net::SocketAddrV4::new("10.0.0.2".parse().unwrap(), PORT), 10);
+//! let rtts = pinger.run(&mut sim.transport(client), Duration::from_secs(1)).unwrap();
+//! assert_eq!(rtts.len(), 10);
+//! ```
 
-use std::cell::RefCell;
+#![warn(missing_docs)]
+
 use std::net::SocketAddrV4;
-use std::rc::Rc;
 
-use proptest::prelude::*;
 use rctb_core::Transport;
 use rctb_core::time::{Duration, Instant};
 use rctb_core::transport::*;
-use rctb_core::wire::roce::Opcode;
-use rctb_sim::{NodeConfig, PacketAction, PacketMatch, PacketRule, Sim, SimTransport};
-
-// ---- 1. The application: generic over Transport --------------------------
 
 /// The echo server's CM port.
 pub const PORT: u16 = 7471;
@@ -39,7 +56,10 @@ pub enum PingError {
     /// The connection went away mid-run.
     Disconnected,
     /// An echo came back different from its ping.
-    Corrupt { seq: u64 },
+    Corrupt {
+        /// The ping's number (0-based).
+        seq: u64,
+    },
     /// The blocking helper ran out of time.
     Timeout,
 }
@@ -63,6 +83,11 @@ pub struct Echo {
 }
 
 impl Echo {
+    /// The CQ to wait on between steps, once there is one.
+    pub fn cq(&self) -> Option<CqId> {
+        self.res.map(|(_, cq, _, _)| cq)
+    }
+
     /// Handles CM events and completions; says when it next wants to run
     /// (never by itself: only when something happens).
     pub fn step<T: Transport>(&mut self, t: &mut T) -> Result<Option<Instant>, PingError> {
@@ -158,6 +183,7 @@ pub fn ping_bytes(seq: u64) -> Vec<u8> {
 }
 
 impl Pinger {
+    /// A client for the echo server at `server` that will send `count` pings.
     pub fn new(server: SocketAddrV4, count: u64) -> Pinger {
         Pinger { server, count, state: State::Start, wcs: Vec::new(), rtts: Vec::new() }
     }
@@ -258,144 +284,4 @@ impl Pinger {
         }
         Ok(&self.rtts)
     }
-}
-
-// ---- 2. A simulated fabric in a test -------------------------------------
-
-/// A client and an echo server on a fresh fabric of `seed`; the server runs
-/// as an actor of its node, so it answers while the client blocks.
-fn fabric(seed: u64) -> (Sim, SimTransport, Rc<RefCell<Echo>>, SocketAddrV4) {
-    let sim = Sim::new(seed);
-    let c = sim.add_node(NodeConfig::new("client", "10.0.0.1".parse().unwrap())).unwrap();
-    let s = sim.add_node(NodeConfig::new("server", "10.0.0.2".parse().unwrap())).unwrap();
-    let echo = Rc::new(RefCell::new(Echo::default()));
-    let actor = echo.clone();
-    sim.add_actor(s, Box::new(move |t: &mut SimTransport| actor.borrow_mut().step(t).expect("the echo server")));
-    let t = sim.transport(c);
-    (sim, t, echo, SocketAddrV4::new("10.0.0.2".parse().unwrap(), PORT))
-}
-
-/// Where a failing seed tells how to run it again.
-fn replay(seed: u64, test: &str) -> String {
-    format!("seed {seed}; replay: cargo test -p rctb-sim --test guide {test}")
-}
-
-#[test]
-fn a_hundred_pings_come_back_and_a_seed_replays_exactly() {
-    let run = |seed| {
-        let (sim, mut t, echo, server) = fabric(seed);
-        let mut p = Pinger::new(server, 100);
-        let rtts =
-            p.run(&mut t, Duration::from_secs(1)).unwrap_or_else(|e| panic!("{e:?}; {}", replay(seed, "a_hundred")));
-        assert_eq!(echo.borrow().echoed, 100, "{}", replay(seed, "a_hundred"));
-        (rtts.to_vec(), sim.now())
-    };
-    let (first, end) = run(7);
-    assert_eq!(first.len(), 100);
-    assert!(first.iter().all(|&rtt| rtt > Duration::ZERO && rtt < Duration::from_micros(100)), "{first:?}");
-    assert_eq!(run(7), (first, end), "the same seed, the same run: {}", replay(7, "a_hundred"));
-}
-
-// ---- 3. Faults: the verbs and the per-packet hook ------------------------
-
-#[test]
-fn a_lost_echo_is_resent_by_rc_and_the_pinger_never_sees_it() {
-    let (sim, mut t, _echo, server) = fabric(3);
-    // The server's 10th SEND (the 10th echo) is lost once; RC resends it
-    // after the ACK timeout, so that ping just takes longer.
-    let server_node = sim.node("server").unwrap();
-    let rule = PacketRule::new(PacketMatch::any().from(server_node).opcode(Opcode::SEND_ONLY), PacketAction::Drop)
-        .skip(9)
-        .once();
-    let id = sim.add_rule(rule).unwrap();
-    let mut p = Pinger::new(server, 20);
-    let rtts = p.run(&mut t, Duration::from_secs(5)).unwrap_or_else(|e| panic!("{e:?}; {}", replay(3, "a_lost_echo")));
-    assert_eq!(sim.rule_stats(id).unwrap().applied, 1);
-    let slowest = rtts.iter().enumerate().max_by_key(|(_, r)| **r).unwrap();
-    assert_eq!(slowest.0, 9, "the 10th ping waited for the resend: {rtts:?}");
-    assert!(*slowest.1 > Duration::from_millis(1), "an ACK timeout, not a link delay: {rtts:?}");
-}
-
-#[test]
-fn a_partition_that_never_heals_ends_in_a_typed_error() {
-    let (sim, mut t, _echo, server) = fabric(4);
-    let mut p = Pinger::new(server, 1000);
-    // Connect and ping a little, then cut the link for good.
-    sim.schedule(rctb_sim::ScheduledFault {
-        at: Instant::ZERO + Duration::from_micros(500),
-        action: rctb_sim::FaultAction::Partition { a: "client".into(), b: "server".into() },
-    });
-    let e = p.run(&mut t, Duration::from_secs(60)).unwrap_err();
-    assert_eq!(e, PingError::Completion(WcStatus::RetryExcErr), "{}", replay(4, "a_partition"));
-    assert!(!p.rtts.is_empty(), "some pings came back before the cut");
-}
-
-// ---- 4. A property against a model ---------------------------------------
-
-proptest! {
-    #![proptest_config(ProptestConfig { cases: 24, failure_persistence: None, ..ProptestConfig::default() })]
-
-    /// Whatever the seed and the steady loss and duplication, every ping
-    /// comes back exactly as sent, in order: the model is "an echo is its
-    /// ping", and RC must make the lossy fabric look like that.
-    #[test]
-    fn every_echo_is_its_ping_under_loss_and_duplication(
-        seed in any::<u64>(),
-        drop in 0.0f64..0.05,
-        duplicate in 0.0f64..0.05,
-        count in 1u64..40,
-    ) {
-        let (sim, mut t, echo, server) = fabric(seed);
-        let faults = rctb_sim::LinkFaults { drop, duplicate, ..Default::default() };
-        sim.set_default_link(rctb_sim::LinkConfig { faults, ..Default::default() });
-        let mut p = Pinger::new(server, count);
-        let r = p.run(&mut t, Duration::from_secs(30)).map(<[Duration]>::len);
-        prop_assert_eq!(r, Ok(count as usize), "{}", replay(seed, "every_echo"));
-        prop_assert_eq!(echo.borrow().echoed, count);
-    }
-}
-
-// ---- 5. A pcap for Wireshark ---------------------------------------------
-
-#[test]
-fn the_run_is_a_pcap_wireshark_reads() {
-    let (sim, mut t, _echo, server) = fabric(5);
-    sim.enable_pcap();
-    Pinger::new(server, 3).run(&mut t, Duration::from_secs(1)).unwrap();
-    let pcap = sim.take_pcap().expect("enabled");
-    assert_eq!(&pcap[..4], &0xa1b2_3c4du32.to_le_bytes(), "a nanosecond pcap");
-    // 3 pings, 3 echoes and their ACKs, besides the CM exchange: every
-    // frame a real Ethernet/IPv4/UDP 4791 RoCEv2 frame with its ICRC.
-    // Keep it with std::fs::write("pingpong.pcap", &pcap) and open it.
-    let frames = pcap_frames(&pcap);
-    assert!(frames >= 12, "{frames} frames");
-}
-
-/// Frames in a classic pcap: 24-byte file header, then 16-byte record
-/// headers each followed by the captured bytes.
-fn pcap_frames(pcap: &[u8]) -> usize {
-    let (mut at, mut n) = (24, 0);
-    while at + 16 <= pcap.len() {
-        let caplen = u32::from_le_bytes(pcap[at + 8..at + 12].try_into().unwrap()) as usize;
-        at += 16 + caplen;
-        n += 1;
-    }
-    n
-}
-
-// ---- The guide quotes this file -------------------------------------------
-
-#[test]
-fn every_line_the_guide_quotes_is_in_this_file() {
-    let guide = include_str!("../../docs/guide.md");
-    let here: Vec<&str> = include_str!("guide.rs").lines().map(str::trim).collect();
-    let mut quoted = 0;
-    for block in guide.split("```rust\n").skip(1) {
-        let code = block.split("```").next().expect("a closed block");
-        for line in code.lines().map(str::trim).filter(|l| !l.is_empty()) {
-            assert!(here.contains(&line), "docs/guide.md quotes a line sim/tests/guide.rs lacks: {line}");
-            quoted += 1;
-        }
-    }
-    assert!(quoted > 20, "the guide quotes the example ({quoted} lines)");
 }
