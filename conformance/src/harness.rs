@@ -13,12 +13,17 @@ pub const WAIT_LIMIT: Duration = Duration::from_secs(10);
 /// One endpoint's per-case resources.
 #[derive(Debug)]
 pub struct Side {
+    /// The case's protection domain.
     pub pd: PdId,
+    /// The one CQ every QP of the case completes on.
     pub cq: CqId,
     /// The port's IPv4-mapped RoCE v2 GID and its index.
     pub gid: Gid,
+    /// Where `gid` sits in the port's GID table.
     pub gid_index: u32,
+    /// The IPv4 address inside `gid` (where CM listens and connects).
     pub ip: Ipv4Addr,
+    /// Port 1's active MTU.
     pub active_mtu: Mtu,
     mrs: Vec<MrId>,
     qps: Vec<QpId>,
@@ -28,9 +33,13 @@ pub struct Side {
 
 /// Both endpoints of a case: `a` requests, `b` responds.
 pub struct Endpoints<'t, T: Transport> {
+    /// The requester's transport.
     pub a: &'t mut T,
+    /// The responder's transport.
     pub b: &'t mut T,
+    /// `a`'s resources.
     pub sa: Side,
+    /// `b`'s resources.
     pub sb: Side,
 }
 
@@ -43,15 +52,20 @@ impl<T: Transport> std::fmt::Debug for Endpoints<'_, T> {
 /// A connected pair of QPs, one per side.
 #[derive(Clone, Copy, Debug)]
 pub struct QpPair {
+    /// The requester's QP.
     pub a: QpInfo,
+    /// The responder's QP.
     pub b: QpInfo,
 }
 
 /// Knobs of a hand-connected QP pair.
 #[derive(Clone, Copy, Debug)]
 pub struct Link {
+    /// The requester's RNR retry count (7: forever).
     pub rnr_retry: u8,
+    /// The requester's transport retry count.
     pub retry_cnt: u8,
+    /// The requester's local ACK timeout code (4.096 us x 2^code).
     pub timeout: u8,
     /// The responder's (b's) min RNR timer.
     pub min_rnr_timer: RnrTimer,
@@ -125,6 +139,8 @@ fn release_side<T: Transport>(t: &mut T, s: &mut Side) -> Result<(), String> {
 }
 
 impl<'t, T: Transport> Endpoints<'t, T> {
+    /// Opens a case's resources on both transports (released by
+    /// [`Endpoints::release`], also after a failed case).
     pub fn new(a: &'t mut T, b: &'t mut T) -> Result<Self, String> {
         let sa = side(a)?;
         let sb = match side(b) {

@@ -42,6 +42,8 @@
 //! that backend-specific cases (the udp path-fault cases, say) are written
 //! and run the same way.
 
+#![warn(missing_docs)]
+
 mod cases;
 mod harness;
 
@@ -52,12 +54,14 @@ pub use harness::{Endpoints, Link, QpPair, Side, WAIT_LIMIT, cm_event, completio
 /// How one case ended.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CaseResult {
+    /// The case's name, `group/case`.
     pub name: String,
     /// `None` when it passed; the reason otherwise.
     pub failure: Option<String>,
 }
 
 impl CaseResult {
+    /// Whether the case passed.
     pub fn passed(&self) -> bool {
         self.failure.is_none()
     }

@@ -19,18 +19,30 @@ pub enum GidDetectError {
     /// The port's `gid_attrs/types` directory could not be listed.
     #[error("cannot list {path}: {source}")]
     Io {
+        /// The directory.
         path: PathBuf,
+        /// Why listing it failed.
         #[source]
         source: io::Error,
     },
     /// No entry is a RoCE v2, IPv4-mapped GID on the FPGA's /24.
     #[error("{device} port {port}: no RoCE v2 IPv4-mapped GID on the /24 of {fpga_ip} (seen: {})", SeenList(seen))]
-    NoMatch { device: String, port: u8, fpga_ip: Ipv4Addr, seen: Vec<SeenGid> },
+    NoMatch {
+        /// The RDMA device searched.
+        device: String,
+        /// Its port.
+        port: u8,
+        /// The FPGA's address, whose /24 a GID had to be on.
+        fpga_ip: Ipv4Addr,
+        /// Every entry looked at, with what it was.
+        seen: Vec<SeenGid>,
+    },
 }
 
 /// One GID table entry as sysfs showed it during detection.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SeenGid {
+    /// The entry's index in the port's GID table.
     pub index: u32,
     /// The `types/<i>` text (trimmed), or why it could not be read.
     pub gid_type: String,

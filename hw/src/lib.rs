@@ -100,6 +100,8 @@
 //!   rxe (Linux 6.1) where ConnectX reports `LOC_LEN_ERR`: the provider's
 //!   status is passed through unchanged.
 
+#![warn(missing_docs)]
+
 // Always built: plain data and sysfs parsing, no libibverbs.
 mod gid;
 mod summary;

@@ -20,7 +20,9 @@ pub(crate) const SYSFS_ROOT: &str = "/sys";
 /// One device as `list_devices` (feature `verbs`) reports it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DeviceSummary {
+    /// The device's name (`rxe0`, `mlx5_0`).
     pub name: String,
+    /// What `ibv_query_device` says.
     pub device: DeviceInfo,
     /// Every physical port (1-based), each with its GID table.
     pub ports: Vec<PortInfo>,

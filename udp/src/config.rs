@@ -30,13 +30,16 @@ pub enum RawRx {
 /// Which way a packet is going, for the drop hook.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Dir {
+    /// Leaving the endpoint, before the socket.
     Tx,
+    /// Arriving, after the ICRC check.
     Rx,
 }
 
 /// What becomes of a packet on the UDP path.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Fate {
+    /// Goes on as it is.
     Pass,
     /// Lost.
     Drop,
@@ -65,6 +68,8 @@ pub struct UdpConfig {
     /// Seeds memory keys and the PSNs of CM connects; `None` draws one from
     /// the clock and the process id.
     pub seed: Option<u64>,
+    /// How frames are received: from the UDP socket, or a raw socket that
+    /// sees the sender's real IPv4 header ([`RawRx`]).
     pub raw_rx: RawRx,
     /// Socket buffer size asked for (SO_RCVBUFFORCE when privileged, else
     /// SO_RCVBUF, which the kernel caps at net.core.rmem_max).

@@ -72,6 +72,8 @@
 //! - `stats.rs`, `pcap.rs`, `rng.rs`, `error.rs`: counters, the capture,
 //!   the seeded keys and loss draws, the setup errors.
 
+#![warn(missing_docs)]
+
 mod config;
 mod endpoint;
 mod error;

@@ -18,7 +18,9 @@ pub const DRIVE_SLICE: Duration = Duration::from_micros(500);
 /// One of two transports.
 #[derive(Debug)]
 pub enum Either<A, B> {
+    /// The first kind (e.g. a UDP endpoint).
     A(A),
+    /// The second kind (e.g. a verbs device).
     B(B),
 }
 
@@ -125,11 +127,14 @@ impl<A: Transport, B: Transport> Transport for Either<A, B> {
 /// polling it, lets the reactor's endpoints answer their peers.
 #[derive(Debug)]
 pub struct Driven<T> {
+    /// The transport the calls go to.
     pub inner: T,
+    /// The reactor they drive as well.
     pub reactor: UdpReactor,
 }
 
 impl<T: Transport> Driven<T> {
+    /// `inner`, whose waits and polls also turn `reactor`.
     pub fn new(inner: T, reactor: UdpReactor) -> Self {
         Driven { inner, reactor }
     }

@@ -7,7 +7,9 @@ pub struct UdpStats {
     /// Frames are read from a raw socket (the ICRC is checked over the
     /// sender's real IPv4 header) rather than rebuilt around UDP payloads.
     pub raw_rx: bool,
+    /// Frames handed to the socket.
     pub tx_frames: u64,
+    /// Their UDP payload bytes.
     pub tx_bytes: u64,
     /// Frames the socket refused (full buffer, no route, ICMP error); RC
     /// recovers from these as from loss.
@@ -18,6 +20,7 @@ pub struct UdpStats {
     pub tx_duplicated: u64,
     /// Frames that passed every check and went to the RC engine.
     pub rx_frames: u64,
+    /// Their UDP payload bytes.
     pub rx_bytes: u64,
     /// Dropped: the ICRC did not match (as rxe drops them: silently).
     pub rx_bad_icrc: u64,
@@ -31,8 +34,11 @@ pub struct UdpStats {
     pub rx_duplicated: u64,
     /// Of `rx_frames`: ACKs, and NAKs by kind (what the peer's responder said).
     pub rx_acks: u64,
+    /// PSN sequence error NAKs.
     pub rx_naks_seq: u64,
+    /// RNR NAKs.
     pub rx_naks_rnr: u64,
+    /// Other NAKs (invalid request, remote access, remote operation).
     pub rx_naks_other: u64,
     /// UDP packets to this address for another port (raw socket only).
     pub rx_foreign: u64,
@@ -53,9 +59,13 @@ pub struct EngineStats {
     pub delivered: u64,
     /// Of `frames_sent`: ACKs, NAKs by kind, READ responses.
     pub acks: u64,
+    /// RNR NAKs sent.
     pub rnr_naks: u64,
+    /// PSN sequence error NAKs sent.
     pub seq_naks: u64,
+    /// Other NAKs sent.
     pub other_naks: u64,
+    /// READ response packets sent.
     pub read_responses: u64,
     /// Request packets sent again (go-back-N after NAK, timeout or RNR).
     pub retransmitted: u64,

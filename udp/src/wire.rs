@@ -35,8 +35,15 @@ pub enum RxDrop {
     /// UDP packet to the address).
     #[error("not addressed to this endpoint")]
     NotForUs,
+    /// The ICRC does not match the packet.
     #[error("bad ICRC: on the wire {on_wire:#010x}, computed {computed:#010x}")]
-    BadIcrc { on_wire: u32, computed: u32 },
+    BadIcrc {
+        /// The frame's ICRC.
+        on_wire: u32,
+        /// The one its bytes give.
+        computed: u32,
+    },
+    /// Not a well-formed RoCEv2 packet.
     #[error("malformed RoCEv2 packet: {0}")]
     Malformed(RoceError),
     /// A valid RoCEv2 packet of a kind this RC engine does not handle.
