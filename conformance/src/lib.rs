@@ -1,6 +1,19 @@
 //! rctb-conformance: the RC conformance suite, RC semantics checked the
 //! same way on every backend.
 //!
+//! ```
+//! // Every case between two simulated nodes, as `cargo test` runs them.
+//! use rctb_sim::{NodeConfig, Sim};
+//!
+//! let sim = Sim::new(1);
+//! let a = sim.add_node(NodeConfig::new("a", "10.0.0.1".parse().unwrap())).unwrap();
+//! let b = sim.add_node(NodeConfig::new("b", "10.0.0.2".parse().unwrap())).unwrap();
+//! let results = rctb_conformance::run(&mut sim.transport(a), &mut sim.transport(b), "cm/", &mut |r| {
+//!     println!("{} {}", if r.passed() { "PASS" } else { "FAIL" }, r.name);
+//! });
+//! assert!(results.len() >= 3 && results.iter().all(|r| r.passed()));
+//! ```
+//!
 //! # Contract
 //!
 //! - **What a case is.** Each case is written once, generic over

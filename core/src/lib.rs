@@ -6,6 +6,19 @@
 //! contains no `unsafe`: time comes from `Transport::now`, randomness from an
 //! RNG the caller passes in.
 //!
+//! ```
+//! // The wire codecs: an NVMe/RDMA Read capsule, built, encoded and decoded.
+//! use rctb_core::nvmeof::protocol::{NvmeCommand, QueueKind, Sgl};
+//!
+//! let sgl = Sgl::keyed(0x1000, 4096, 0x1234).unwrap(); // the host's buffer
+//! let read = NvmeCommand::read(1, 8, 8, sgl).unwrap(); // nsid 1, 8 blocks from 8
+//! let bytes = read.to_command(7).encode(); // 64 bytes, command id 7
+//! assert_eq!(NvmeCommand::decode(&bytes, QueueKind::Io).unwrap(), (7, read));
+//! // Bad input is a typed error naming the field and the rule.
+//! let e = NvmeCommand::read(1, 0, 0, Sgl::None).unwrap_err();
+//! assert!(e.to_string().contains("blocks"), "{e}");
+//! ```
+//!
 //! # Contract
 //!
 //! - **One interface.** Every application here ([`roce`]: the RoCEv2

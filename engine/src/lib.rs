@@ -6,6 +6,60 @@
 //! randomness: the time comes with every call, and the random numbers it
 //! needs (memory keys, CM starting PSNs) come from an RNG its owner gives it.
 //!
+//! ```
+//! // Two endpoints, a connected QP pair, one SEND; the loop is the wire.
+//! use rand_chacha::ChaCha8Rng;
+//! use rand_core::SeedableRng;
+//! use rctb_core::time::Instant;
+//! use rctb_core::transport::*;
+//! use rctb_engine::{Endpoint, EndpointConfig};
+//!
+//! let ips = ["10.0.0.1".parse().unwrap(), "10.0.0.2".parse().unwrap()];
+//! let mut eps: Vec<Endpoint> = (0..2)
+//!     .map(|i| Endpoint::new(EndpointConfig::new(format!("n{i}"), ips[i]), Box::new(ChaCha8Rng::seed_from_u64(i as u64))))
+//!     .collect();
+//! let (now, mut res) = (Instant::ZERO, Vec::new());
+//! for ep in &mut eps {
+//!     let pd = ep.alloc_pd().unwrap();
+//!     let cq = ep.create_cq(16).unwrap();
+//!     let mr = ep.reg_mr(pd, 4096, Access::LOCAL_WRITE).unwrap();
+//!     let qp = ep.create_qp(&QpInit { pd, send_cq: cq, recv_cq: cq, caps: QpCaps::default(), sq_sig_all: true }).unwrap();
+//!     res.push((cq, mr, qp));
+//! }
+//! for i in 0..2 {
+//!     let (peer, qp) = (res[1 - i].2.qpn, res[i].2.id);
+//!     let init = InitAttr { pkey_index: 0, port: 1, access: Access::LOCAL_WRITE };
+//!     eps[i].modify_qp(now, qp, &QpTransition::Init(init)).unwrap();
+//!     let av = AddressVector::new(Gid::from_ipv4(ips[1 - i]), 1);
+//!     let rtr = RtrAttr { path_mtu: Mtu::Mtu1024, dest_qpn: peer, rq_psn: Psn::wrapping(0), max_dest_rd_atomic: 1, min_rnr_timer: RnrTimer::default(), av };
+//!     eps[i].modify_qp(now, qp, &QpTransition::Rtr(rtr)).unwrap();
+//!     let rts = RtsAttr { sq_psn: Psn::wrapping(0), timeout: 14, retry_cnt: 7, rnr_retry: 7, max_rd_atomic: 1 };
+//!     eps[i].modify_qp(now, qp, &QpTransition::Rts(rts)).unwrap();
+//! }
+//! let (cq_b, mr_b, qp_b) = res[1];
+//! eps[1].post_recv(now, qp_b.id, &RecvWr::new(2, &[Sge::new(mr_b.id, 0, 100)])).unwrap();
+//! let (_, mr_a, qp_a) = res[0];
+//! eps[0].mr_write(mr_a.id, 0, b"hello over RC").unwrap();
+//! eps[0].post_send(now, qp_a.id, &SendWr::new(1, SendOp::Send, &[Sge::new(mr_a.id, 0, 13)])).unwrap();
+//! // Carry every packet to the other endpoint until both are quiet.
+//! let mut buf = Vec::new();
+//! loop {
+//!     let mut moved = false;
+//!     for i in 0..2 {
+//!         while let Some(tx) = eps[i].poll_transmit(now, &mut buf) {
+//!             eps[1 - i].handle_packet(now, &tx.packet).unwrap();
+//!             moved = true;
+//!         }
+//!     }
+//!     if !moved {
+//!         break;
+//!     }
+//! }
+//! let mut wcs = Vec::new();
+//! eps[1].poll_cq(cq_b, 4, &mut wcs).unwrap();
+//! assert_eq!((wcs[0].status, wcs[0].byte_len), (WcStatus::Success, 13));
+//! ```
+//!
 //! # Contract
 //!
 //! - **Inputs**: [`Endpoint::handle_packet`]`(now, packet)` for every RoCEv2

@@ -2,6 +2,16 @@
 //! (`rctb_core::rcsession`): the object backend ([`store`]), and the HTTP
 //! control plane with SigV4 (PROTOCOLS.md §3).
 //!
+//! ```
+//! // Object names are checked before anything touches the store.
+//! use rctb_gateway::store::ObjectPath;
+//!
+//! assert!(ObjectPath::new("photos", "2026/cat.jpg").is_ok());
+//! let e = ObjectPath::new("photos", "../escape").unwrap_err();
+//! println!("{e}"); // names the rule the key broke
+//! assert!(ObjectPath::new("Bad_Bucket", "k").is_err());
+//! ```
+//!
 //! # Contract
 //!
 //! - **Server**: [`serve`] binds the HTTP listener and runs the session

@@ -11,6 +11,25 @@
 //! - [`rcsession`]: a session workload (one RC session server, many
 //!   clients drawn from a seed) and a one-session-at-a-time pair.
 //!
+//! ```
+//! // The NVMe-oF target model on a simulated node, rctb's initiator on another.
+//! use rctb_core::nvmeof::protocol::Nqn;
+//! use rctb_core::nvmeof::{Controller, ControllerConfig};
+//! use rctb_models::nvme::{NvmeTarget, TargetConfig};
+//! use rctb_sim::{NodeConfig, Sim, SimTransport};
+//!
+//! let sim = Sim::new(1);
+//! let host = sim.add_node(NodeConfig::new("host", "10.0.0.1".parse().unwrap())).unwrap();
+//! let node = sim.add_node(NodeConfig::new("target", "10.0.0.2".parse().unwrap())).unwrap();
+//! let nqn = "nqn.2026-01.io.rctb:doc";
+//! let mut target = NvmeTarget::new(TargetConfig::new(nqn), "10.0.0.2".parse().unwrap()).unwrap();
+//! target.faults_mut().response_delay = rctb_core::time::Duration::from_millis(5); // a slow target
+//! sim.add_actor(node, Box::new(move |t: &mut SimTransport| target.run(t)));
+//! let cfg = ControllerConfig::new("10.0.0.2:4420".parse().unwrap(), Nqn::new(nqn).unwrap(), [7; 16]);
+//! let mut c = Controller::connect(sim.transport(host), cfg).map_err(|(_, e)| e).unwrap();
+//! assert_eq!(c.active_namespaces().unwrap(), vec![1, 2]);
+//! ```
+//!
 //! # Contract
 //!
 //! - **Nothing here blocks on its own.** Each model has a non-blocking step
