@@ -8,7 +8,9 @@ use rctb_core::transport::Mtu;
 /// A simulated host with one RoCEv2 port.
 #[derive(Clone, Debug, PartialEq)]
 pub struct NodeConfig {
+    /// The node's name (unique in the fabric; scenarios and faults use it).
     pub name: String,
+    /// Its IPv4 address (its GID is the IPv4-mapped one).
     pub ip: Ipv4Addr,
     /// The port's active MTU (what `ibv_query_port` reports).
     pub mtu: Mtu,
@@ -17,6 +19,7 @@ pub struct NodeConfig {
 }
 
 impl NodeConfig {
+    /// A node `name` at `ip`: MTU 4096, 100 Gb/s.
     pub fn new(name: impl Into<String>, ip: Ipv4Addr) -> Self {
         NodeConfig { name: name.into(), ip, mtu: Mtu::Mtu4096, bandwidth_bps: 100_000_000_000 }
     }
@@ -32,6 +35,7 @@ pub struct LinkFaults {
     /// Probability a packet is held back by up to `reorder_window`, so later
     /// packets overtake it.
     pub reorder: f64,
+    /// How far back a reordered packet is held, at most.
     pub reorder_window: Duration,
     /// Probability a packet is damaged (the receiver's ICRC check drops it).
     pub corrupt: f64,
@@ -40,6 +44,7 @@ pub struct LinkFaults {
 }
 
 impl LinkFaults {
+    /// Whether no fault is set.
     pub fn is_clean(&self) -> bool {
         self.drop == 0.0 && self.duplicate == 0.0 && self.reorder == 0.0 && self.corrupt == 0.0 && self.jitter.is_zero()
     }
@@ -62,7 +67,9 @@ pub struct CmFaults {
 /// What [`CmFaults`] did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CmFaultStats {
+    /// CM messages lost.
     pub dropped: u64,
+    /// CM messages delivered twice.
     pub duplicated: u64,
 }
 
@@ -71,6 +78,7 @@ pub struct CmFaultStats {
 pub struct LinkConfig {
     /// One-way propagation latency.
     pub latency: Duration,
+    /// Its random faults.
     pub faults: LinkFaults,
 }
 
@@ -87,19 +95,52 @@ impl Default for LinkConfig {
 #[derive(Clone, Debug, PartialEq)]
 pub enum FaultAction {
     /// Cut both directions between two nodes (by name): [`Sim::partition`](crate::Sim::partition).
-    Partition { a: String, b: String },
+    Partition {
+        /// One node, by name.
+        a: String,
+        /// The other.
+        b: String,
+    },
     /// Restore both directions: [`Sim::repair`](crate::Sim::repair).
-    Heal { a: String, b: String },
+    Heal {
+        /// One node, by name.
+        a: String,
+        /// The other.
+        b: String,
+    },
     /// Replace the fault probabilities of both directions.
-    SetFaults { a: String, b: String, faults: LinkFaults },
+    SetFaults {
+        /// One node, by name.
+        a: String,
+        /// The other.
+        b: String,
+        /// The new probabilities.
+        faults: LinkFaults,
+    },
     /// Keep what arrives in both directions until released: [`Sim::hold`](crate::Sim::hold).
-    Hold { a: String, b: String },
+    Hold {
+        /// One node, by name.
+        a: String,
+        /// The other.
+        b: String,
+    },
     /// Deliver what a hold kept, in order: [`Sim::release`](crate::Sim::release).
-    Release { a: String, b: String },
+    Release {
+        /// One node, by name.
+        a: String,
+        /// The other.
+        b: String,
+    },
     /// Power a node off: [`Sim::crash`](crate::Sim::crash).
-    Crash { node: String },
+    Crash {
+        /// The node, by name.
+        node: String,
+    },
     /// Boot a node afresh: [`Sim::bounce`](crate::Sim::bounce).
-    Bounce { node: String },
+    Bounce {
+        /// The node, by name.
+        node: String,
+    },
 }
 
 impl FaultAction {
@@ -116,8 +157,11 @@ impl FaultAction {
     }
 }
 
+/// A fault to apply at a virtual instant ([`Sim::schedule`](crate::Sim::schedule)).
 #[derive(Clone, Debug, PartialEq)]
 pub struct ScheduledFault {
+    /// When.
     pub at: Instant,
+    /// What.
     pub action: FaultAction,
 }

@@ -98,7 +98,9 @@ pub struct PacketMatch {
     pub to: Option<NodeId>,
     /// The BTH's destination QP number.
     pub dest_qp: Option<u32>,
+    /// The BTH's opcode.
     pub opcode: Option<Opcode>,
+    /// The BTH's PSN.
     pub psn: Option<Psn>,
     /// Any test over the decoded packet (BTH, RETH, AETH, payload).
     pub when: Option<PacketPredicate>,
@@ -123,26 +125,31 @@ impl PacketMatch {
         Self::default()
     }
 
+    /// ... sent by `node`.
     pub fn from(mut self, node: NodeId) -> Self {
         self.from = Some(node);
         self
     }
 
+    /// ... addressed to `node`.
     pub fn to(mut self, node: NodeId) -> Self {
         self.to = Some(node);
         self
     }
 
+    /// ... for destination QP `qpn`.
     pub fn dest_qp(mut self, qpn: u32) -> Self {
         self.dest_qp = Some(qpn);
         self
     }
 
+    /// ... with opcode `op`.
     pub fn opcode(mut self, op: Opcode) -> Self {
         self.opcode = Some(op);
         self
     }
 
+    /// ... with PSN `psn`.
     pub fn psn(mut self, psn: Psn) -> Self {
         self.psn = Some(psn);
         self
@@ -186,7 +193,9 @@ pub enum PacketAction {
 /// One per-packet rule: which packets, what to do, how often.
 #[derive(Clone, Debug)]
 pub struct PacketRule {
+    /// Which packets.
     pub matcher: PacketMatch,
+    /// What becomes of them.
     pub action: PacketAction,
     /// Matching packets let through before it acts (0: from the first).
     pub skip: u64,
@@ -202,11 +211,13 @@ impl PacketRule {
         PacketRule { matcher, action, skip: 0, limit: None, chance: 1.0 }
     }
 
+    /// Lets the first `n` matching packets through.
     pub fn skip(mut self, n: u64) -> Self {
         self.skip = n;
         self
     }
 
+    /// Acts on `n` packets at most.
     pub fn limit(mut self, n: u64) -> Self {
         self.limit = Some(n);
         self
@@ -217,6 +228,8 @@ impl PacketRule {
         self.limit(1)
     }
 
+    /// Acts on each packet it could act on with probability `p` (a draw
+    /// from the fabric's seed).
     pub fn chance(mut self, p: f64) -> Self {
         self.chance = p;
         self

@@ -58,6 +58,8 @@
 //! What it does not model: atomics, UD/UC, SRQs, memory windows and
 //! congestion control (ECN/CNP).
 
+#![warn(missing_docs)]
+
 mod actor;
 mod config;
 pub mod faults;
@@ -96,16 +98,26 @@ pub struct NodeId(pub usize);
 /// Errors building a fabric.
 #[derive(Clone, Debug, PartialEq, Eq, Error)]
 pub enum SimError {
+    /// Two nodes with one name.
     #[error("node name {0:?} is already used")]
     DuplicateName(String),
+    /// Two nodes with one address.
     #[error("node address {0} is already used")]
     DuplicateIp(Ipv4Addr),
+    /// No node has this name.
     #[error("unknown node {0:?}")]
     UnknownNode(String),
+    /// A node id of another fabric.
     #[error("node id {} is not a node of this fabric", .0.0)]
     NoSuchNode(NodeId),
+    /// A packet rule's field broke its rule.
     #[error("packet rule: {field} must be {rule}")]
-    InvalidRule { field: &'static str, rule: &'static str },
+    InvalidRule {
+        /// The [`PacketRule`] field.
+        field: &'static str,
+        /// What it must be.
+        rule: &'static str,
+    },
 }
 
 /// The simulated world. A cheap handle: clones share the same world.
@@ -115,14 +127,17 @@ pub struct Sim {
 }
 
 impl Sim {
+    /// An empty fabric whose every random draw comes from `seed`.
     pub fn new(seed: u64) -> Self {
         Sim { world: Rc::new(RefCell::new(World::new(seed))) }
     }
 
+    /// The fabric's seed.
     pub fn seed(&self) -> u64 {
         self.world.borrow().seed
     }
 
+    /// Adds a node (names and addresses must be unique).
     pub fn add_node(&self, cfg: NodeConfig) -> Result<NodeId, SimError> {
         let mut w = self.world.borrow_mut();
         if w.node_by_name(&cfg.name).is_some() {
@@ -135,6 +150,7 @@ impl Sim {
         Ok(NodeId(w.add_node(node::Node::new(idx, cfg, seed))))
     }
 
+    /// The node named `name`.
     pub fn node(&self, name: &str) -> Result<NodeId, SimError> {
         self.world.borrow().node_by_name(name).map(NodeId).ok_or_else(|| SimError::UnknownNode(name.into()))
     }
@@ -173,10 +189,12 @@ impl Sim {
     }
 
     /// Applies a fault at virtual time `at`.
+    /// Applies `fault.action` when virtual time reaches `fault.at`.
     pub fn schedule(&self, fault: ScheduledFault) {
         self.world.borrow_mut().schedule(fault.at, EventKind::Fault(Box::new(fault.action)));
     }
 
+    /// The fabric's virtual time.
     pub fn now(&self) -> Instant {
         self.world.borrow().now
     }
@@ -231,6 +249,7 @@ impl Sim {
         while self.step().is_some() {}
     }
 
+    /// What the fabric counted so far.
     pub fn stats(&self) -> FabricStats {
         self.world.borrow().stats()
     }
@@ -270,8 +289,12 @@ impl Sim {
 /// Live verbs objects across the fabric.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct LiveResources {
+    /// Protection domains.
     pub pds: usize,
+    /// Memory regions.
     pub mrs: usize,
+    /// Completion queues.
     pub cqs: usize,
+    /// Queue pairs.
     pub qps: usize,
 }

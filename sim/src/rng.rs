@@ -11,6 +11,7 @@ use rand_core::{RngCore, SeedableRng};
 pub struct SimRng(ChaCha8Rng);
 
 impl SimRng {
+    /// ChaCha8 seeded with `seed`.
     pub fn new(seed: u64) -> Self {
         SimRng(ChaCha8Rng::seed_from_u64(seed))
     }
@@ -25,10 +26,12 @@ impl SimRng {
         SimRng::new(splitmix64(seed ^ h))
     }
 
+    /// The next 32 random bits.
     pub fn next_u32(&mut self) -> u32 {
         self.0.next_u32()
     }
 
+    /// The next 64 random bits.
     pub fn next_u64(&mut self) -> u64 {
         self.0.next_u64()
     }

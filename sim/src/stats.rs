@@ -7,23 +7,39 @@ use rctb_engine::Packet;
 /// otherwise.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct FabricStats {
+    /// Frames put on the wire (also those a fault then lost).
     pub frames_sent: u64,
     /// Ethernet bytes put on the wire (without preamble and FCS).
     pub bytes_sent: u64,
+    /// Frames a node's QP took.
     pub delivered: u64,
+    /// ACKs sent.
     pub acks: u64,
+    /// RNR NAKs sent.
     pub rnr_naks: u64,
+    /// PSN sequence error NAKs sent.
     pub seq_naks: u64,
+    /// Other NAKs sent (invalid request, remote access, remote operation).
     pub other_naks: u64,
+    /// READ response packets sent.
     pub read_responses: u64,
+    /// Request packets sent again (go-back-N after a NAK, a timeout or RNR).
     pub retransmitted: u64,
+    /// Local ACK timeouts that fired with packets outstanding.
     pub timeouts: u64,
+    /// Lost to the links' random loss.
     pub dropped_loss: u64,
+    /// Damaged on a link, so dropped by the receiver's ICRC check.
     pub dropped_corrupt: u64,
+    /// Cut by a partition (or a crashed node).
     pub dropped_partition: u64,
+    /// Addressed to no node of the fabric.
     pub dropped_no_route: u64,
+    /// Addressed to a QP number no QP has.
     pub dropped_no_qp: u64,
+    /// Delivered twice by the links' random duplication.
     pub duplicated: u64,
+    /// Held back by the links' random reordering.
     pub reordered: u64,
     /// Lost to a packet rule's `Drop` (`Sim::add_rule`).
     pub dropped_rule: u64,

@@ -25,10 +25,12 @@ pub struct SimTransport {
 }
 
 impl SimTransport {
+    /// The name of the node this transport is.
     pub fn node_name(&self) -> String {
         self.world.borrow().nodes[self.node].cfg.name.clone()
     }
 
+    /// Its IPv4 address.
     pub fn ip(&self) -> std::net::Ipv4Addr {
         self.world.borrow().nodes[self.node].cfg.ip
     }
