@@ -32,14 +32,20 @@ use thiserror::Error;
 
 /// IBV QP state codes carried in the QP message's `state` field.
 pub const QPS_RESET: u8 = 0;
+/// `IBV_QPS_INIT`.
 pub const QPS_INIT: u8 = 1;
+/// `IBV_QPS_RTR`.
 pub const QPS_RTR: u8 = 2;
+/// `IBV_QPS_RTS`.
 pub const QPS_RTS: u8 = 3;
+/// `IBV_QPS_ERR`.
 pub const QPS_ERR: u8 = 6;
 
 /// Attribute masks of the setup sequence (surf's frozen values).
 pub const MASK_INIT: u32 = 25;
+/// The RESET/INIT to RTR step's mask.
 pub const MASK_RTR: u32 = 0x12_9300;
+/// The RTR to RTS step's mask.
 pub const MASK_RTS: u32 = 0x1_E601;
 
 /// The payload of frame `seq` on `channel` (PROTOCOLS-level contract kept in
@@ -61,12 +67,16 @@ fn state_code(s: QpState) -> u8 {
 /// Local misuse of the register file.
 #[derive(Clone, Debug, PartialEq, Eq, Error)]
 pub enum EngineError {
+    /// An address outside the engine's register file.
     #[error("register {0:#x} is not part of the engine")]
     BadRegister(u32),
+    /// Streaming before the setup sequence connected a QP.
     #[error("no connected QP to stream on")]
     NotConnected,
+    /// A [`StreamConfig`] field broke its rule.
     #[error("stream: {0}")]
     Stream(#[from] InvalidValue),
+    /// A verb of the engine's transport failed.
     #[error(transparent)]
     Transport(#[from] TransportError),
 }
@@ -82,11 +92,17 @@ struct EngineQp {
 /// no earlier than `start + i * gap`. At most `window` sends are outstanding.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct StreamConfig {
+    /// The channels frames go on, in turn.
     pub channels: Vec<u8>,
+    /// Frame lengths in bytes, in turn.
     pub sizes: Vec<u32>,
+    /// Frames to send.
     pub count: u64,
+    /// The least time between two frames' posts.
     pub gap: Duration,
+    /// Sends outstanding at most.
     pub window: u32,
+    /// What the frames carry.
     pub payload: Payload,
 }
 
@@ -123,8 +139,11 @@ impl StreamConfig {
 /// Progress of a stream.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct StreamStats {
+    /// Frames posted.
     pub posted: u64,
+    /// Frames whose send completed successfully.
     pub completed: u64,
+    /// Their bytes.
     pub bytes: u64,
     /// Error completions of the engine's sends (e.g. RETRY_EXC_ERR).
     pub errors: Vec<WcStatus>,
@@ -186,9 +205,11 @@ impl<T: Transport> FpgaEngine<T> {
         }
     }
 
+    /// The engine's transport.
     pub fn transport(&self) -> &T {
         &self.t
     }
+    /// The engine's transport, mutable.
     pub fn transport_mut(&mut self) -> &mut T {
         &mut self.t
     }
@@ -464,21 +485,32 @@ impl<T: Transport> FpgaEngine<T> {
 /// What the setup sequence returns (surf `RoCEv2FpgaParams`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FpgaParams {
+    /// The engine's QP number, for the host's RTR.
     pub qpn: Qpn,
+    /// The engine's local key.
     pub lkey: u32,
+    /// The engine's PD handle.
     pub pd_handler: u32,
+    /// The engine's remote key.
     pub rkey: u32,
 }
 
 /// Why the setup sequence failed.
 #[derive(Clone, Debug, PartialEq, Eq, Error)]
 pub enum SetupError {
+    /// A parameter out of its range.
     #[error("invalid setup parameter: {0}")]
     Invalid(#[from] InvalidValue),
+    /// The engine said no to a step; what came before was undone.
     #[error("engine refused {step} (rolled back)")]
-    Refused { step: &'static str },
+    Refused {
+        /// The step (`alloc_pd`, `reg_mr`, `create_qp`, a transition).
+        step: &'static str,
+    },
+    /// The metadata bus failed or answered out of turn.
     #[error("metadata bus: {0}")]
     Bus(String),
+    /// The engine's own error.
     #[error(transparent)]
     Engine(#[from] EngineError),
 }

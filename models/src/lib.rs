@@ -56,6 +56,8 @@
 //!   `SetupError`), kept in `NvmeTarget::last_error`, or counted in the
 //!   workload's stats. Nothing panics on a peer's input.
 
+#![warn(missing_docs)]
+
 pub mod fpga;
 pub mod nvme;
 pub mod rcsession;

@@ -22,10 +22,12 @@ impl SeededRng {
         SeededRng(ChaCha8Rng::seed_from_u64(splitmix64(seed ^ h)))
     }
 
+    /// The next 32 random bits.
     pub fn next_u32(&mut self) -> u32 {
         self.0.next_u32()
     }
 
+    /// The next 64 random bits.
     pub fn next_u64(&mut self) -> u64 {
         self.0.next_u64()
     }

@@ -11,23 +11,29 @@ use rctb_core::transport::TransportError;
 /// One namespace of a subsystem.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NamespaceConfig {
+    /// Its namespace id (1-based, unique in the subsystem).
     pub nsid: u32,
     /// 512 or 4096 (any power of two 512..=65536 works).
     pub lba_size: u32,
+    /// Its size in blocks.
     pub blocks: u64,
 }
 
 /// One NVM subsystem.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SubsystemConfig {
+    /// Its NQN (what a host's Connect names).
     pub nqn: String,
+    /// Its namespaces.
     pub namespaces: Vec<NamespaceConfig>,
 }
 
 /// The target's configuration.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TargetConfig {
+    /// The RDMA CM port it listens on (4420).
     pub port: u16,
+    /// The NVM subsystems it serves.
     pub subsystems: Vec<SubsystemConfig>,
     /// Serve the discovery subsystem too.
     pub discovery: bool,
@@ -35,6 +41,7 @@ pub struct TargetConfig {
     pub mdts: u8,
     /// CAP.MQES: largest I/O queue, 0's based.
     pub mqes: u16,
+    /// Identify Controller MAXCMD: commands outstanding per queue.
     pub maxcmd: u16,
     /// I/O command capsule size in 16-byte units (4 = no in-capsule data).
     pub ioccsz: u32,
@@ -162,6 +169,7 @@ pub struct RandomFaults {
     pub drop_ppm: u32,
     /// Executed, answered `delay` late.
     pub delay_ppm: u32,
+    /// How late a delayed response comes.
     pub delay: Duration,
 }
 
@@ -183,32 +191,49 @@ impl RandomFaults {
 /// What the target counted.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct TargetStats {
+    /// Command capsules received.
     pub commands: u64,
+    /// Commands answered with an error status.
     pub errors: u64,
+    /// Reads executed.
     pub reads: u64,
+    /// Writes executed.
     pub writes: u64,
+    /// Flushes executed.
     pub flushes: u64,
+    /// Bytes read.
     pub bytes_read: u64,
+    /// Bytes written.
     pub bytes_written: u64,
+    /// Of the writes, those whose data came in the capsule.
     pub in_capsule_writes: u64,
+    /// Responses never sent (a fault).
     pub dropped_responses: u64,
+    /// Keep Alive commands.
     pub keep_alives: u64,
+    /// Crashes (a fault, or `crash`).
     pub crashes: u64,
+    /// Connect requests refused (bad private data, down, no subsystem).
     pub rejected_connects: u64,
+    /// Connections accepted.
     pub connections: u64,
     /// Times every connection was dropped (`disconnect_at_write`).
     pub dropped_connections: u64,
-    /// Faults [`RandomFaults`] picked, by kind.
+    /// Faults [`RandomFaults`] picked: error statuses ...
     pub random_errors: u64,
+    /// ... responses dropped ...
     pub random_drops: u64,
+    /// ... responses delayed.
     pub random_delays: u64,
 }
 
 /// Local failures of the model (transport misuse, not host errors).
 #[derive(Clone, Debug, PartialEq, Eq, Error)]
 pub enum TargetError {
+    /// A configuration value broke its rule (named).
     #[error("target config: {0}")]
     Config(#[from] InvalidValue),
+    /// A verb of the target's transport failed.
     #[error(transparent)]
     Transport(#[from] TransportError),
     /// The [`DurableStore`](super::DurableStore) failed.

@@ -251,15 +251,19 @@ impl NvmeTarget {
         })
     }
 
+    /// The configuration it was built with.
     pub fn config(&self) -> &TargetConfig {
         &self.cfg
     }
+    /// What it counted so far.
     pub fn stats(&self) -> TargetStats {
         self.stats
     }
+    /// The counted faults in force.
     pub fn faults(&self) -> TargetFaults {
         self.faults
     }
+    /// The counted faults, to set (they apply from the next command on).
     pub fn faults_mut(&mut self) -> &mut TargetFaults {
         &mut self.faults
     }

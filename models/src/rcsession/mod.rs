@@ -41,6 +41,7 @@ pub use pair::SessionPair;
 /// simulator (its next event, then its events up to an instant) or a real
 /// backend's clock (no known next event; waiting until the instant).
 pub trait Fabric {
+    /// The fabric's time.
     fn now(&self) -> Instant;
     /// When the fabric next has something due without outside input (the
     /// simulator's next event); `None` when nothing is, or it cannot tell.
@@ -52,20 +53,27 @@ pub trait Fabric {
 /// What a workload runs.
 #[derive(Clone, Debug, PartialEq)]
 pub struct WorkloadConfig {
+    /// Session clients.
     pub clients: usize,
     /// Principals the clients are spread over (client i is principal i % n).
     pub principals: usize,
     /// Transfers in all, spread over the clients.
     pub transfers: u64,
+    /// Smallest object, bytes.
     pub min_size: u64,
+    /// Largest object, bytes.
     pub max_size: u64,
-    /// Probabilities per transfer.
+    /// Probabilities per transfer: a PUT (else a GET)...
     pub put: f64,
+    /// ... cancelled after PREPARE ...
     pub cancel: f64,
+    /// ... a slow GET client (posts its receive late) ...
     pub slow: f64,
+    /// ... a client that crashes mid-transfer.
     pub crash: f64,
     /// How long a slow GET client waits before posting its receive.
     pub slow_delay: Duration,
+    /// The session server's limits and timers.
     pub server: ServerConfig,
 }
 
@@ -97,14 +105,23 @@ impl Default for WorkloadConfig {
 /// Counters of a run.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct WorkloadStats {
+    /// Transfers that completed with every byte right.
     pub transfers_ok: u64,
+    /// Of them, GETs.
     pub gets_ok: u64,
+    /// Of them, PUTs.
     pub puts_ok: u64,
+    /// Their bytes.
     pub bytes_ok: u64,
+    /// Transfers cancelled after PREPARE.
     pub cancelled: u64,
+    /// Clients that crashed mid-transfer.
     pub crashed: u64,
+    /// READYs answered BUSY (tried again).
     pub busy: u64,
+    /// Transfers failed on the wire (an RC error completion).
     pub wire: u64,
+    /// PREPAREs refused by a server limit (tried again later).
     pub refused: u64,
     /// Bytes a client or the server received that were not the object of
     /// that very transfer: must stay 0.
@@ -113,7 +130,9 @@ pub struct WorkloadStats {
     pub first_foreign: Option<String>,
     /// Errors that are bugs (unexpected statuses), with their text.
     pub errors: BTreeMap<String, u64>,
+    /// The most sessions the server held at once.
     pub max_sessions_seen: u32,
+    /// The most staging bytes the server held at once.
     pub max_staging_seen: u64,
 }
 
@@ -160,6 +179,7 @@ pub struct SessionWorkload<T: Transport> {
     actors: Vec<Actor<T>>,
     rng: SeededRng,
     cfg: WorkloadConfig,
+    /// What the run counted so far.
     pub stats: WorkloadStats,
     /// READYs of crashed clients: their results are still taken (and counted).
     orphans: Vec<ReadyTicket>,
@@ -291,6 +311,7 @@ impl<T: Transport> SessionWorkload<T> {
         }
     }
 
+    /// Whether every client is done.
     pub fn finished(&self) -> bool {
         self.actors.iter().all(|a| matches!(a.phase, Phase::Finished))
     }

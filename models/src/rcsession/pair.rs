@@ -16,7 +16,9 @@ use rctb_core::time::Duration;
 /// session is reaped; every failure is a `String` naming the step.
 #[derive(Debug)]
 pub struct SessionPair<T: Transport> {
+    /// The session server.
     pub server: SessionManager<T, ChaCha8Rng>,
+    /// Its one client.
     pub client: RcClient<T>,
     principal: PrincipalId,
     sessions: u64,
