@@ -52,6 +52,7 @@ impl EndpointConfig {
 /// A packet to put on the wire, from [`Endpoint::poll_transmit`].
 #[derive(Debug)]
 pub struct Transmit {
+    /// The packet.
     pub packet: Packet,
     /// The queue pair that sent it has more ready to send now (the owner's
     /// transmit pipeline should come back soon).
@@ -93,9 +94,13 @@ pub struct EndpointCounters {
 /// Live verbs objects of one endpoint.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Resources {
+    /// Protection domains.
     pub pds: usize,
+    /// Memory regions.
     pub mrs: usize,
+    /// Completion queues.
     pub cqs: usize,
+    /// Queue pairs.
     pub qps: usize,
 }
 
@@ -215,14 +220,17 @@ impl Endpoint {
         }
     }
 
+    /// The configuration it was built with.
     pub fn config(&self) -> &EndpointConfig {
         &self.cfg
     }
 
+    /// Its IPv4 address.
     pub fn ip(&self) -> Ipv4Addr {
         self.cfg.ip
     }
 
+    /// What it counted so far.
     #[inline]
     pub fn counters(&self) -> EndpointCounters {
         self.counters
@@ -239,6 +247,7 @@ impl Endpoint {
         self.link_up = up;
     }
 
+    /// Its live verbs objects.
     pub fn resources(&self) -> Resources {
         Resources { pds: self.pds.len(), mrs: self.mem.len(), cqs: self.cqs.len(), qps: self.qps.len() }
     }

@@ -111,6 +111,8 @@
 //!   UDP source port rule.
 //! - `idmap.rs`: dense id-indexed maps for the per-packet lookups.
 
+#![warn(missing_docs)]
+
 pub mod cm;
 mod endpoint;
 #[doc(hidden)]

@@ -11,17 +11,27 @@ use rctb_core::wire::roce::{AETH_LEN, Aeth, BTH_LEN, Bth, DETH_LEN, Deth, ICRC_L
 /// Ethernet (14) + IPv4 (20) + UDP (8).
 pub const OUTER_HEADERS_LEN: usize = 14 + 20 + 8;
 
+/// One RoCEv2 packet, its headers decoded (what an endpoint takes and
+/// gives; the owner frames it for the wire).
 #[derive(Clone, Debug)]
 pub struct Packet {
+    /// The sender's IPv4 address.
     pub src_ip: Ipv4Addr,
+    /// The receiver's IPv4 address.
     pub dst_ip: Ipv4Addr,
+    /// The UDP source port (the flow's entropy; the destination is 4791).
     pub udp_src_port: u16,
+    /// The base transport header.
     pub bth: Bth,
+    /// The RDMA extended header (WRITE and READ requests).
     pub reth: Option<Reth>,
+    /// The ACK extended header (ACKs, NAKs, READ responses).
     pub aeth: Option<Aeth>,
     /// Only on the UD packets that carry CM MADs to and from QP1.
     pub deth: Option<Deth>,
+    /// The immediate (wire value).
     pub imm: Option<u32>,
+    /// The payload, without pad and ICRC.
     pub payload: Vec<u8>,
     /// Damaged on the link: the receiver's ICRC check fails and drops it.
     pub corrupt: bool,

@@ -22,8 +22,11 @@ use crate::rc::{PostError, RcQp, RoutedCompletion};
 
 /// Largest region an endpoint registers (it allocates real memory).
 pub const MAX_MR_SIZE: u64 = 1 << 32;
+/// Largest CQ.
 pub const MAX_CQE: u32 = 1 << 20;
+/// Largest send or receive queue.
 pub const MAX_QP_WR: u32 = 1 << 15;
+/// Most scatter/gather entries per work request.
 pub const MAX_SGE: u32 = 32;
 
 fn post_error(verb: Verb, e: PostError) -> TransportError {
@@ -74,6 +77,7 @@ impl Endpoint {
         }
         Ok(writes.len())
     }
+    /// What `ibv_query_device` would say: the engine's limits.
     pub fn device(&self) -> Result<DeviceInfo> {
         Ok(DeviceInfo {
             name: self.cfg.name.clone(),
@@ -86,6 +90,7 @@ impl Endpoint {
         })
     }
 
+    /// Port 1 (the only one): active, its MTU, its IPv4-mapped RoCE v2 GID.
     pub fn port(&self, port: u8) -> Result<PortInfo> {
         if port != 1 {
             return Err(TransportError::invalid(
@@ -116,6 +121,7 @@ impl Endpoint {
         })
     }
 
+    /// Allocates a protection domain.
     pub fn alloc_pd(&mut self) -> Result<PdId> {
         let n = &mut *self;
         let pd = PdId(n.alloc_id());
@@ -123,6 +129,7 @@ impl Endpoint {
         Ok(pd)
     }
 
+    /// Frees a protection domain (refused while it holds anything).
     pub fn dealloc_pd(&mut self, pd: PdId) -> Result<()> {
         let n = &mut *self;
         if !n.pds.contains(&pd) {
@@ -141,6 +148,7 @@ impl Endpoint {
         Ok(())
     }
 
+    /// Registers `len` bytes of fresh (zeroed) memory with `access`.
     pub fn reg_mr(&mut self, pd: PdId, len: u64, access: Access) -> Result<MrInfo> {
         let n = &mut *self;
         if !n.pds.contains(&pd) {
@@ -170,15 +178,18 @@ impl Endpoint {
         Ok(info)
     }
 
+    /// Deregisters a memory region.
     pub fn dereg_mr(&mut self, mr: MrId) -> Result<()> {
         let n = &mut *self;
         n.mem.remove(mr).map(|_| ()).ok_or_else(|| TransportError::handle(Verb::DeregMr, mr))
     }
 
+    /// A region's address, length, keys and access.
     pub fn mr_info(&self, mr: MrId) -> Result<MrInfo> {
         self.mem.get(mr).map(|r| r.info).ok_or_else(|| TransportError::handle(Verb::MrAccess, mr))
     }
 
+    /// Writes `data` into a region at `offset` (the application's CPU access).
     pub fn mr_write(&mut self, mr: MrId, offset: u64, data: &[u8]) -> Result<()> {
         let r = self.mem.get_mut(mr).ok_or_else(|| TransportError::handle(Verb::MrAccess, mr))?;
         let range = bounds(r.info.len, offset, data.len() as u64)?;
@@ -186,6 +197,7 @@ impl Endpoint {
         Ok(())
     }
 
+    /// Reads a region at `offset` into `buf`.
     pub fn mr_read(&self, mr: MrId, offset: u64, buf: &mut [u8]) -> Result<()> {
         let r = self.mem.get(mr).ok_or_else(|| TransportError::handle(Verb::MrAccess, mr))?;
         let range = bounds(r.info.len, offset, buf.len() as u64)?;
@@ -193,6 +205,7 @@ impl Endpoint {
         Ok(())
     }
 
+    /// Hands `f` the region's bytes at `offset` in place, without copying.
     pub fn mr_view(&self, mr: MrId, offset: u64, len: u64, f: &mut dyn MrVisitor) -> Result<()> {
         let r = self.mem.get(mr).ok_or_else(|| TransportError::handle(Verb::MrAccess, mr))?;
         let range = bounds(r.info.len, offset, len)?;
@@ -200,6 +213,7 @@ impl Endpoint {
         Ok(())
     }
 
+    /// Creates a CQ of `depth` entries.
     pub fn create_cq(&mut self, depth: u32) -> Result<CqId> {
         if depth == 0 || depth > MAX_CQE {
             return Err(TransportError::invalid(
@@ -215,6 +229,7 @@ impl Endpoint {
         Ok(cq)
     }
 
+    /// Destroys a CQ (refused while a QP uses it).
     pub fn destroy_cq(&mut self, cq: CqId) -> Result<()> {
         let n = &mut *self;
         if !n.cqs.contains_key(cq.0) {
@@ -232,6 +247,7 @@ impl Endpoint {
         Ok(())
     }
 
+    /// Creates an RC QP in RESET.
     pub fn create_qp(&mut self, init: &QpInit) -> Result<QpInfo> {
         let n = &mut *self;
         check_qp_init(n, init)?;
@@ -242,6 +258,7 @@ impl Endpoint {
         Ok(QpInfo { id, qpn, state: QpState::Reset })
     }
 
+    /// Moves a QP to the next state (INIT, RTR, RTS, ERR, RESET).
     pub fn modify_qp(&mut self, now: Instant, qp: QpId, transition: &QpTransition) -> Result<()> {
         if let QpTransition::Rtr(rtr) = transition {
             let port = self.port(1)?;
@@ -272,11 +289,13 @@ impl Endpoint {
         })
     }
 
+    /// A QP's state and attributes.
     pub fn query_qp(&self, qp: QpId) -> Result<QpInfo> {
         let q = self.qps.get(qp.0).ok_or_else(|| TransportError::handle(Verb::QueryQp, qp))?;
         Ok(QpInfo { id: qp, qpn: q.qpn, state: q.state })
     }
 
+    /// Destroys a QP (its outstanding work is dropped, not completed).
     pub fn destroy_qp(&mut self, qp: QpId) -> Result<()> {
         let n = &mut *self;
         let q = n.qps.remove(qp.0).ok_or_else(|| TransportError::handle(Verb::DestroyQp, qp))?;
@@ -290,6 +309,7 @@ impl Endpoint {
     }
 
     #[inline]
+    /// Posts a send-queue work request (SEND, WRITE, READ, with or without immediate).
     pub fn post_send<'a>(&mut self, now: Instant, qp: QpId, wr: &SendWr<'a>) -> Result<()> {
         if wr.len() > u32::MAX as u64 {
             return Err(TransportError::invalid(
@@ -304,12 +324,14 @@ impl Endpoint {
     }
 
     #[inline]
+    /// Posts a receive.
     pub fn post_recv<'a>(&mut self, now: Instant, qp: QpId, wr: &RecvWr<'a>) -> Result<()> {
         self.with_qp(now, Verb::PostRecv, qp, |q, mem, _, out| q.post_recv(wr, mem, out))?
             .map_err(|e| post_error(Verb::PostRecv, e))
     }
 
     #[inline]
+    /// Moves up to `max` completions of `cq` into `out`; how many.
     pub fn poll_cq(&mut self, cq: CqId, max: usize, out: &mut Vec<Completion>) -> Result<usize> {
         let c = self.cqs.get_mut(cq.0).ok_or_else(|| TransportError::handle(Verb::PollCq, cq))?;
         if c.overrun {
@@ -323,6 +345,7 @@ impl Endpoint {
         Ok(k)
     }
 
+    /// Listens for RDMA CM connect requests on `port`.
     pub fn cm_listen(&mut self, port: u16) -> Result<ListenId> {
         let n = &mut *self;
         if n.listeners.contains_key(&port) {
@@ -337,6 +360,7 @@ impl Endpoint {
         Ok(id)
     }
 
+    /// Creates a QP and sends a REQ to `params.remote`.
     pub fn cm_connect(&mut self, now: Instant, params: &ConnectParams) -> Result<(ConnId, QpId)> {
         if params.private_data.len() > MAX_REQ_PRIVATE_DATA {
             return Err(TransportError::invalid(
@@ -378,6 +402,7 @@ impl Endpoint {
         Ok((conn, info.id))
     }
 
+    /// Accepts a connect request: creates the QP, brings it to RTR and sends the REP.
     pub fn cm_accept(&mut self, now: Instant, conn: ConnId, params: &AcceptParams) -> Result<QpId> {
         if params.private_data.len() > MAX_REP_PRIVATE_DATA {
             return Err(TransportError::invalid(
@@ -439,6 +464,7 @@ impl Endpoint {
         Ok(info.id)
     }
 
+    /// Rejects a connect request with `private_data` (REJ, consumer defined).
     pub fn cm_reject(&mut self, conn: ConnId, private_data: &[u8]) -> Result<()> {
         if private_data.len() > MAX_REJ_PRIVATE_DATA {
             return Err(TransportError::invalid(
@@ -471,6 +497,7 @@ impl Endpoint {
         Ok(())
     }
 
+    /// Sends a DREQ; the QP goes to ERR.
     pub fn cm_disconnect(&mut self, now: Instant, conn: ConnId) -> Result<()> {
         if !self.conns.contains_key(&conn) {
             return Err(TransportError::handle(Verb::CmDisconnect, conn));
@@ -479,10 +506,12 @@ impl Endpoint {
         Ok(())
     }
 
+    /// Releases a connection id.
     pub fn cm_destroy(&mut self, conn: ConnId) -> Result<()> {
         self.conns.remove(&conn).map(|_| ()).ok_or_else(|| TransportError::handle(Verb::CmDestroy, conn))
     }
 
+    /// Stops listening.
     pub fn cm_close_listener(&mut self, listener: ListenId) -> Result<()> {
         let port = self.listeners.iter().find(|(_, l)| **l == listener).map(|(p, _)| *p);
         match port {

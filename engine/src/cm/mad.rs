@@ -58,7 +58,12 @@ pub enum MadDrop {
     Malformed(CmError),
     /// A REQ the passive side must refuse: answer it with a REJ of
     /// `reason` to the sender's communication id `to`.
-    Reject { to: ConnId, reason: u16 },
+    Reject {
+        /// The sender's communication id.
+        to: ConnId,
+        /// The IBA REJ reason code.
+        reason: u16,
+    },
 }
 
 /// The CA GUID of a port with this MAC (EUI-64, as rxe makes it).

@@ -67,19 +67,29 @@ pub const fn cm_time(code: u8) -> Duration {
 /// the communication ids of the MADs.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum CmMessage {
+    /// Connect request (REQ).
     Req {
+        /// The sender's communication id.
         src_conn: ConnId,
         /// The active side's source port (the CMA header's).
         src_port: u16,
         /// The service: the port the passive side listens on.
         port: u16,
+        /// The sender's QP number.
         qpn: u32,
+        /// The starting PSN the sender receives from.
         psn: Psn,
+        /// The path MTU asked for.
         mtu: Mtu,
+        /// The application's private data.
         private_data: Vec<u8>,
+        /// READs the sender serves at once.
         responder_resources: u8,
+        /// READs the sender has in flight at once.
         initiator_depth: u8,
+        /// The transport retry count the sender asks for.
         retry_count: u8,
+        /// The RNR retry count the sender asks for.
         rnr_retry_count: u8,
         /// The active side's CM response timeout (IBA code): how long the
         /// passive side waits for the RTU before it sends the REP again.
@@ -89,43 +99,66 @@ pub enum CmMessage {
     },
     /// "Message received, the answer will take a while" (for a REQ).
     Mra {
+        /// The receiver's communication id.
         dst_conn: ConnId,
+        /// The sender's communication id.
         src_conn: ConnId,
         /// How much longer to wait (IBA code), on top of the response timeout.
         service_timeout: u8,
     },
+    /// Connect reply (REP).
     Rep {
+        /// The receiver's communication id.
         dst_conn: ConnId,
+        /// The sender's communication id.
         src_conn: ConnId,
+        /// The sender's QP number.
         qpn: u32,
+        /// The starting PSN the sender receives from.
         psn: Psn,
         /// The path MTU the passive side chose: min of both ports' active MTUs.
         mtu: Mtu,
+        /// The application's private data.
         private_data: Vec<u8>,
+        /// READs the sender serves at once.
         responder_resources: u8,
+        /// READs the sender has in flight at once.
         initiator_depth: u8,
+        /// The RNR retry count the sender asks for.
         rnr_retry_count: u8,
     },
+    /// Ready to use (RTU): the active side is up.
     Rtu {
+        /// The receiver's communication id.
         dst_conn: ConnId,
+        /// The sender's communication id.
         src_conn: ConnId,
     },
+    /// Reject (REJ).
     Rej {
+        /// The receiver's communication id.
         dst_conn: ConnId,
         /// `ConnId(0)` when the sender has no connection (no listener).
         src_conn: ConnId,
         /// IBA table 112 ([`mad::reason`]).
         reason: u16,
+        /// The application's private data.
         private_data: Vec<u8>,
     },
+    /// Disconnect request (DREQ).
     Dreq {
+        /// The receiver's communication id.
         dst_conn: ConnId,
+        /// The sender's communication id.
         src_conn: ConnId,
         /// The receiver's QPN (a DREQ for another QP is dropped).
         remote_qpn: u32,
     },
+    /// Disconnect reply (DREP).
     Drep {
+        /// The receiver's communication id.
         dst_conn: ConnId,
+        /// The sender's communication id.
         src_conn: ConnId,
     },
 }
@@ -133,7 +166,9 @@ pub enum CmMessage {
 /// A CM message to deliver to the endpoint at `dst`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CmTransmit {
+    /// The receiving endpoint's address.
     pub dst: Ipv4Addr,
+    /// The message.
     pub msg: CmMessage,
 }
 

@@ -50,15 +50,20 @@ pub const ACK_REQ_EVERY: u32 = 64;
 /// Where a completion goes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RoutedCompletion {
+    /// The CQ it goes to.
     pub cq: CqId,
+    /// The completion.
     pub wc: Completion,
 }
 
 /// A local misuse reported at post time.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PostError {
+    /// The QP's state does not take this work request.
     State(QpState),
+    /// The queue is full (its depth).
     QueueFull(u32),
+    /// More scatter/gather entries than the QP takes (its limit).
     TooManySge(u32),
 }
 
@@ -101,8 +106,11 @@ impl Path {
 /// One RC queue pair.
 #[derive(Debug)]
 pub struct RcQp {
+    /// Its handle.
     pub id: QpId,
+    /// Its QP number on the wire.
     pub qpn: u32,
+    /// Its state.
     pub state: QpState,
     pub(crate) init: QpInit,
     pub(crate) access: Access,
@@ -117,6 +125,7 @@ pub struct RcQp {
     pub(crate) resp: Responder,
     /// Packets dropped because the QP could not take them (state, source).
     pub dropped: u64,
+    /// What its requester and responder counted.
     pub counters: QpCounters,
     /// Owner bookkeeping: queued for egress.
     pub(crate) tx_queued: bool,
@@ -134,6 +143,7 @@ pub struct QpCounters {
 }
 
 impl RcQp {
+    /// A QP in RESET.
     pub fn new(id: QpId, qpn: u32, init: QpInit) -> Self {
         RcQp {
             id,
@@ -157,6 +167,7 @@ impl RcQp {
         }
     }
 
+    /// Its protection domain.
     pub fn pd(&self) -> PdId {
         self.init.pd
     }
