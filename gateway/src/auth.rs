@@ -47,8 +47,11 @@ pub fn wall_clock() -> Clock {
 #[derive(Clone, Deserialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
 pub struct User {
+    /// The SigV4 access key id.
     pub access_key: String,
+    /// Its secret key.
     pub secret_key: String,
+    /// May list every principal's sessions.
     #[serde(default)]
     pub admin: bool,
 }
@@ -69,16 +72,45 @@ struct UsersFile {
 /// Why a users file or the environment gives no users.
 #[derive(Debug, Error)]
 pub enum UsersError {
+    /// The file could not be read.
     #[error("{path}: {source}")]
-    Read { path: String, source: std::io::Error },
+    Read {
+        /// The users file.
+        path: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The file is not valid TOML of `[[user]]` tables.
     #[error("{path}: {source}")]
-    Toml { path: String, source: Box<toml::de::Error> },
+    Toml {
+        /// The users file.
+        path: String,
+        /// What the parser said (line and column).
+        source: Box<toml::de::Error>,
+    },
+    /// The file has no user.
     #[error("{path}: no [[user]] table")]
-    Empty { path: String },
+    Empty {
+        /// The users file.
+        path: String,
+    },
+    /// Two users with one access key.
     #[error("{path}: access key {key:?} appears twice")]
-    Duplicate { path: String, key: String },
+    Duplicate {
+        /// The users file.
+        path: String,
+        /// The key.
+        key: String,
+    },
+    /// A user with an empty key.
     #[error("{path}: user {index}: access_key and secret_key must be non-empty")]
-    Blank { path: String, index: usize },
+    Blank {
+        /// The users file.
+        path: String,
+        /// The user's place in it (0-based).
+        index: usize,
+    },
+    /// Neither a file nor the environment names a user.
     #[error("no --users file and AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY are not both set")]
     NoEnv,
 }
@@ -90,6 +122,7 @@ pub struct Users {
 }
 
 impl Users {
+    /// These users.
     pub fn new(users: impl IntoIterator<Item = User>) -> Self {
         Users { by_key: users.into_iter().map(|u| (u.access_key.clone(), u)).collect() }
     }
@@ -115,6 +148,7 @@ impl Users {
         Ok(Users { by_key })
     }
 
+    /// Reads and parses the users file at `path`.
     pub fn load(path: &Path) -> Result<Self, UsersError> {
         let p = path.display().to_string();
         let text = std::fs::read_to_string(path).map_err(|source| UsersError::Read { path: p.clone(), source })?;
@@ -132,6 +166,7 @@ impl Users {
         }
     }
 
+    /// The user with `access_key`.
     pub fn get(&self, access_key: &str) -> Option<&User> {
         self.by_key.get(access_key)
     }
@@ -140,30 +175,42 @@ impl Users {
 /// An authenticated requester.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Principal {
+    /// The access key the request was signed with.
     pub access_key: String,
+    /// Whether it is an admin.
     pub admin: bool,
+    /// Its id in the session server (sessions belong to it).
     pub id: PrincipalId,
 }
 
 /// Why a request is not authenticated (HTTP 403).
 #[derive(Clone, Debug, PartialEq, Eq, Error)]
 pub enum AuthError {
+    /// No `Authorization` header.
     #[error("missing Authorization header")]
     Missing,
+    /// An `Authorization` header that is not SigV4 (what is wrong).
     #[error("Authorization: {0}")]
     Malformed(&'static str),
+    /// An access key no user has.
     #[error("the access key is not known")]
     UnknownKey,
+    /// A bad `x-amz-date` (what is wrong).
     #[error("x-amz-date: {0}")]
     BadDate(&'static str),
+    /// A credential scope of another date, region or service.
     #[error("credential scope: {0}")]
     Scope(&'static str),
+    /// Signed more than [`MAX_SKEW`] from the server's clock.
     #[error("the request time is more than 15 minutes from the server's")]
     Skewed,
+    /// The body's hash is not the one signed.
     #[error("x-amz-content-sha256 does not match the body")]
     PayloadHash,
+    /// A header the signature covers is not in the request.
     #[error("signed header {0:?} is missing from the request")]
     MissingSignedHeader(String),
+    /// The signature is wrong (a wrong secret, or a changed request).
     #[error("the signature does not match")]
     Signature,
 }

@@ -68,26 +68,51 @@ pub enum ObjectError {
     /// `capabilities`: the answer's `x-amz-rdma-capabilities`, when it had
     /// one (the request had reached a session).
     #[error("{route}: HTTP {status} {code}: {message}")]
-    Http { route: String, status: u16, code: String, message: String, capabilities: Option<String> },
+    Http {
+        /// The route (`PREPARE`, `READY`, `HeadObject`, ...).
+        route: String,
+        /// The HTTP status.
+        status: u16,
+        /// The S3 error code (`NoSuchKey`, `SlowDown`, ...).
+        code: String,
+        /// The error message.
+        message: String,
+        /// The answer's capabilities header.
+        capabilities: Option<String>,
+    },
+    /// The gateway URL is not `http://host:port`.
     #[error("{0}")]
     Endpoint(String),
+    /// The TCP connection failed.
     #[error("connecting to {addr}: {source}")]
-    Connect { addr: String, source: std::io::Error },
+    Connect {
+        /// `host:port`.
+        addr: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The HTTP exchange failed.
     #[error("HTTP: {0}")]
     Transport(String),
+    /// The request could not be signed.
     #[error("signing: {0}")]
     Sign(String),
     /// A reply header is missing or malformed.
     #[error("reply: {0}")]
     Reply(String),
+    /// The RDMA side failed.
     #[error("RDMA: {0}")]
     Rdma(#[from] ClientError),
+    /// The data phase took longer than allowed.
     #[error("the data phase did not complete within {0:?}")]
     DataTimeout(StdDuration),
+    /// READY kept answering BUSY.
     #[error("READY answered BUSY {0} times")]
     BusyExhausted(u32),
+    /// The RDMA runner is gone.
     #[error("the RDMA client has stopped")]
     Stopped,
+    /// The bucket or key breaks a rule.
     #[error("bucket/key: {0}")]
     BadPath(String),
 }
@@ -105,7 +130,9 @@ impl ObjectError {
 /// Credentials and region: what signs our requests.
 #[derive(Clone, PartialEq, Eq)]
 pub struct Credentials {
+    /// The access and secret key.
     pub user: User,
+    /// The SigV4 region.
     pub region: String,
 }
 
@@ -116,6 +143,7 @@ impl fmt::Debug for Credentials {
 }
 
 impl Credentials {
+    /// These keys in `region`.
     pub fn new(access_key: &str, secret_key: &str, region: &str) -> Self {
         Credentials {
             user: User { access_key: access_key.into(), secret_key: secret_key.into(), admin: false },
@@ -136,6 +164,7 @@ impl Credentials {
         Ok(Credentials::new(&a, &s, &region))
     }
 
+    /// The principal id the gateway gives these credentials.
     pub fn principal(&self) -> PrincipalId {
         PrincipalId::from_credentials(&self.user.access_key, &self.user.secret_key)
     }
@@ -149,6 +178,7 @@ pub struct Endpoint {
 }
 
 impl Endpoint {
+    /// Parses `http://host:port`.
     pub fn parse(url: &str) -> Result<Self, ObjectError> {
         let uri: hyper::Uri = url.parse().map_err(|e| ObjectError::Endpoint(format!("{url:?}: {e}")))?;
         if uri.scheme_str() != Some("http") {
@@ -171,12 +201,16 @@ impl Endpoint {
 /// One gateway answer.
 #[derive(Clone, Debug)]
 pub struct Answer {
+    /// The HTTP status.
     pub status: u16,
+    /// Its headers, in order.
     pub headers: Vec<(String, String)>,
+    /// Its body.
     pub body: Bytes,
 }
 
 impl Answer {
+    /// Header `name` (case-insensitive).
     pub fn header(&self, name: &str) -> Option<&str> {
         self.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
     }
@@ -211,9 +245,13 @@ impl Answer {
 /// What READY answered.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ReadyAnswer {
+    /// 200: the data phase is done.
     Ok {
+        /// Bytes moved.
         bytes: u64,
+        /// The object's ETag (a PUT's).
         etag: Option<String>,
+        /// The object's version id (a PUT's).
         version_id: Option<String>,
         /// `x-amz-rdma-capabilities` (`mp` from a versitygw-like gateway).
         capabilities: Option<String>,
@@ -225,8 +263,11 @@ pub enum ReadyAnswer {
 /// An object's size, ETag and version id (HeadObject).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ObjectInfo {
+    /// Bytes.
     pub size: u64,
+    /// ETag.
     pub etag: String,
+    /// Version id.
     pub version_id: String,
 }
 
@@ -270,8 +311,11 @@ impl Default for TransferOptions {
 /// What a PUT or GET did.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Transferred {
+    /// Bytes moved.
     pub size: u64,
+    /// The object's ETag.
     pub etag: String,
+    /// The object's version id.
     pub version_id: String,
     /// READYs answered BUSY before the one that worked.
     pub busy_retries: u32,
@@ -284,6 +328,7 @@ pub struct ObjectClient {
     cp: Arc<ControlPlane>,
     rdma: Arc<dyn RdmaRunner>,
     rng: Mutex<ChaCha8Rng>,
+    /// Timeouts, retries and sizes of each transfer.
     pub opts: TransferOptions,
 }
 
@@ -299,6 +344,7 @@ impl ObjectClient {
         ObjectClient { cp, rdma, rng: Mutex::new(ChaCha8Rng::seed_from_u64(seed)), opts: TransferOptions::default() }
     }
 
+    /// Its control plane.
     pub fn control_plane(&self) -> &Arc<ControlPlane> {
         &self.cp
     }

@@ -32,10 +32,13 @@ use crate::store::{ObjectMeta, ObjectPath, StoreError};
 /// Why a job failed: the session API's error, or the backend's.
 #[derive(Debug, thiserror::Error)]
 pub enum EngineError {
+    /// The session server refused or failed.
     #[error(transparent)]
     Rc(#[from] RcError),
+    /// The object store failed.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// The engine thread is gone.
     #[error("the session engine has stopped")]
     Stopped,
 }
@@ -43,8 +46,11 @@ pub enum EngineError {
 /// What the gateway keeps per session beside the manager.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SessionMeta {
+    /// GET or PUT.
     pub op: Op,
+    /// The object.
     pub path: ObjectPath,
+    /// A PUT's expected CRC64-NVMe, if the client sent one.
     pub checksum: Option<Crc64Nvme>,
 }
 
@@ -63,7 +69,9 @@ pub enum ReadyWait {
 /// A PUT's received data, borrowed from its staging region.
 #[derive(Debug)]
 pub struct PutData {
+    /// The session's view of its staging region (returned by `finish_put`).
     pub view: PutView,
+    /// The bytes received.
     pub data: Vec<u8>,
 }
 
@@ -96,14 +104,18 @@ pub trait Sessions {
     /// The final answer of a GET (or a control-plane-only READY) is out:
     /// the session is reaped.
     fn finish_final(&mut self, id: &SessionId) -> Result<(), EngineError>;
+    /// CANCEL by `who` (its own sessions only).
     fn cancel(&mut self, id: &SessionId, who: &PrincipalId) -> Result<(), EngineError>;
+    /// Every session (the admin listing).
     fn list(&mut self) -> Vec<SessionSummary>;
+    /// Sessions and staging bytes held now.
     fn usage(&mut self) -> Usage;
     /// Data phases running now.
     fn in_flight(&self) -> usize;
     /// Stops admissions (every later job answers `ShuttingDown`), ends the
     /// data phases in flight, and tears every session down.
     fn close(&mut self);
+    /// Whether `close` has begun.
     fn is_closing(&self) -> bool;
 }
 

@@ -70,12 +70,19 @@ impl Default for GatewayOptions {
 /// The gateway's shared state.
 #[derive(Clone)]
 pub struct Gateway {
+    /// The session engine's handle.
     pub engine: Engine,
+    /// The object backend.
     pub store: Arc<dyn ObjectStore>,
+    /// Who may sign requests.
     pub users: Arc<Users>,
+    /// The SigV4 region requests must be signed for.
     pub region: String,
+    /// The time SigV4 checks skew against.
     pub clock: Clock,
+    /// Admission control during shutdown.
     pub gate: Arc<Gate>,
+    /// Test and compatibility switches.
     pub opts: GatewayOptions,
 }
 
@@ -93,6 +100,7 @@ impl Gateway {
         }
     }
 
+    /// The same gateway with `opts`.
     pub fn with_options(mut self, opts: GatewayOptions) -> Self {
         self.opts = opts;
         self
@@ -138,6 +146,7 @@ impl Gate {
         }
     }
 
+    /// Whether shutdown has begun (new requests are refused).
     pub fn is_closing(&self) -> bool {
         self.closing.load(Ordering::SeqCst)
     }
@@ -177,9 +186,13 @@ impl std::fmt::Debug for Gateway {
 /// carries [`CAPABILITIES`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ErrorReply {
+    /// The HTTP status.
     pub status: u16,
+    /// The S3 error code.
     pub code: &'static str,
+    /// The message.
     pub message: String,
+    /// Whether the answer carries the capabilities header.
     pub capabilities: bool,
 }
 
@@ -203,6 +216,7 @@ impl ErrorReply {
         Self::new(400, "InvalidRdmaRequest", message)
     }
 
+    /// The S3-style XML body, naming `resource`.
     pub fn xml(&self, resource: &str) -> String {
         format!(
             "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>{}</Code><Message>{}</Message><Resource>{}</Resource></Error>",

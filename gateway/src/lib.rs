@@ -30,6 +30,8 @@
 //!   them as [`client::ObjectError`] with the gateway's status. Bad input
 //!   never panics the server.
 
+#![warn(missing_docs)]
+
 pub mod auth;
 pub mod client;
 pub mod engine;

@@ -18,19 +18,26 @@ use crate::client::{ControlPlane, ObjectError, ReadyAnswer};
 /// What to run.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LoadOptions {
+    /// Concurrent clients.
     pub clients: usize,
+    /// PREPARE + READY pairs in all.
     pub prepares: usize,
     /// The PREPARE size (staging the server allocates per session).
     pub size: u64,
+    /// The bucket the PREPAREs name.
     pub bucket: String,
 }
 
 /// Latency percentiles of one request kind.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Latency {
+    /// Requests measured.
     pub count: usize,
+    /// Median.
     pub p50: Duration,
+    /// 99th percentile.
     pub p99: Duration,
+    /// Slowest.
     pub max: Duration,
 }
 
@@ -50,14 +57,18 @@ impl Latency {
 pub struct LoadReport {
     /// PREPARE + READY pairs that both answered 200.
     pub ok: usize,
+    /// PREPARE latencies.
     pub prepare: Latency,
+    /// READY latencies.
     pub ready: Latency,
     /// Errors by `"<route> <status> <code>"` (or the transport error).
     pub errors: BTreeMap<String, usize>,
+    /// Wall time of the run.
     pub elapsed: Duration,
 }
 
 impl LoadReport {
+    /// Errors of every kind.
     pub fn error_count(&self) -> usize {
         self.errors.values().sum()
     }

@@ -27,9 +27,13 @@ use crate::store::FsStore;
 /// What `serve_*` needs.
 #[derive(Debug)]
 pub struct ServeOptions {
+    /// The object store's directory.
     pub root: PathBuf,
+    /// The HTTP listen address.
     pub listen: SocketAddr,
+    /// Who may sign requests.
     pub users: Users,
+    /// The SigV4 region.
     pub region: String,
     /// Seeds version ids, temporary names and session ids.
     pub seed: [u8; 32],

@@ -63,22 +63,49 @@ pub enum StoreError {
     BadPart(&'static str),
     /// A target's query breaks a rule of §3a (the key it names, the rule).
     #[error("query key '{key}': {rule}")]
-    BadQuery { key: String, rule: &'static str },
+    BadQuery {
+        /// The query key.
+        key: String,
+        /// The rule it broke.
+        rule: &'static str,
+    },
     /// GetPart of a part the object does not have.
     #[error("part {number} of an object of {parts} part(s)")]
-    InvalidPartNumber { number: u32, parts: usize },
+    InvalidPartNumber {
+        /// The part asked for (1-based).
+        number: u32,
+        /// The parts the object has.
+        parts: usize,
+    },
+    /// No object at that path.
     #[error("no such object")]
     NoSuchKey,
     /// `offset + size` is past the end of the object.
     #[error("range {offset}+{size} is outside the object's {len} bytes")]
-    Range { offset: u64, size: u64, len: u64 },
+    Range {
+        /// The range's first byte.
+        offset: u64,
+        /// Its length.
+        size: u64,
+        /// The object's length.
+        len: u64,
+    },
     /// An object file without our header (damaged, or not ours).
     #[error("object file {path} is corrupt: {why}")]
-    Corrupt { path: PathBuf, why: &'static str },
+    Corrupt {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with it.
+        why: &'static str,
+    },
+    /// A filesystem call failed.
     #[error("{op} {path}: {source}")]
     Io {
+        /// The call.
         op: &'static str,
+        /// On what.
         path: PathBuf,
+        /// What the kernel said.
         #[source]
         source: io::Error,
     },
@@ -91,15 +118,20 @@ fn io_err<'a>(op: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> Sto
 /// One part of a multipart upload (`?partNumber=N&uploadId=U`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Part {
+    /// `partNumber` (1..=10000).
     pub number: u32,
+    /// `uploadId`.
     pub upload_id: String,
 }
 
 /// Where an object (or a part) lives: bucket, decoded key, optional part.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ObjectPath {
+    /// The bucket (S3's naming rules).
     pub bucket: String,
+    /// The key, percent-decoded.
     pub key: String,
+    /// The upload's part, for a part upload.
     pub part: Option<Part>,
 }
 
@@ -192,6 +224,7 @@ impl ObjectPath {
 /// What a stored object is.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ObjectMeta {
+    /// Bytes.
     pub size: u64,
     /// MD5 of the data, 32 lowercase hex (S3's ETag of a single PUT).
     pub etag: String,
@@ -248,6 +281,7 @@ pub struct PartMeta {
     pub object: ObjectMeta,
     /// The part's first byte within the object, and its size.
     pub start: u64,
+    /// The part's size in bytes.
     pub size: u64,
     /// How many parts the object has.
     pub parts: usize,
@@ -275,7 +309,9 @@ impl Header {
 /// One object of a listing.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Listed {
+    /// Its key.
     pub key: String,
+    /// What it is.
     pub meta: ObjectMeta,
 }
 
@@ -313,6 +349,7 @@ impl FsStore {
         Ok(FsStore { root, rng: Mutex::new(rng), fail_after: Mutex::new(None) })
     }
 
+    /// The directory the store lives in.
     pub fn root(&self) -> &Path {
         &self.root
     }

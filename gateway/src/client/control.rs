@@ -47,6 +47,7 @@ pub fn parse_s3_url(url: &str) -> Result<(String, String), ObjectError> {
 }
 
 impl ControlPlane {
+    /// Requests to `endpoint`, signed with `creds` at `clock`'s time.
     pub fn new(endpoint: Endpoint, creds: Credentials, clock: Clock) -> Self {
         ControlPlane { endpoint, creds, clock, conn: tokio::sync::Mutex::new(None), capabilities: Mutex::new(None) }
     }
@@ -63,10 +64,12 @@ impl ControlPlane {
         self.capabilities().is_some_and(|c| c.split(',').any(|t| t.trim() == CAPABILITIES.1))
     }
 
+    /// The gateway it talks to.
     pub fn endpoint(&self) -> &Endpoint {
         &self.endpoint
     }
 
+    /// What signs its requests.
     pub fn credentials(&self) -> &Credentials {
         &self.creds
     }

@@ -19,7 +19,9 @@ pub trait RdmaPort {
         psn: u32,
         cookie: u32,
     ) -> Result<(ClientTransfer, PrepareRequest), ObjectError>;
+    /// Copies `data` into the client's staging buffer at `offset` (a PUT's source).
     fn write_at(&mut self, offset: u64, data: &[u8]) -> Result<(), ObjectError>;
+    /// Copies the staging buffer at `offset` into `buf` (a GET's result).
     fn read_at(&mut self, offset: u64, buf: &mut [u8]) -> Result<(), ObjectError>;
     /// Connects our QP to the server's (GET: posts the receive).
     fn connect(&mut self, xfer: &mut ClientTransfer, reply: &PrepareReply) -> Result<ReadyRequest, ObjectError>;
@@ -98,6 +100,7 @@ pub type RdmaJob = Box<dyn FnOnce(&mut dyn RdmaPort) + Send>;
 
 /// Runs jobs on the thread that owns an [`RdmaPort`].
 pub trait RdmaRunner: Send + Sync + fmt::Debug {
+    /// Queues `job` for that thread.
     fn submit(&self, job: RdmaJob) -> Result<(), ObjectError>;
 }
 

@@ -13,13 +13,17 @@ use super::{NoProgress, ObjectClient};
 /// What [`roundtrip`] did.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct RoundtripReport {
+    /// Objects put and got back.
     pub objects: usize,
+    /// Their bytes.
     pub bytes: u64,
     /// Keys whose GET differed from their PUT (or failed), with why.
     pub failures: Vec<(String, String)>,
+    /// READYs answered BUSY, over all transfers.
     pub busy_retries: u32,
-    /// Wall time of the PUT phase and of the GET phase.
+    /// Wall time of the PUT phase ...
     pub put_time: StdDuration,
+    /// ... and of the GET phase.
     pub get_time: StdDuration,
 }
 

@@ -26,7 +26,9 @@ use super::{MAX_PART_NUMBER, ObjectPath, Part, StoreError};
 /// completed object (GetPart); an upload's part is `path.part`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Target {
+    /// The object (or the upload's part).
     pub path: ObjectPath,
+    /// The completed object's part to GET (GetPart).
     pub get_part: Option<u32>,
 }
 
