@@ -175,10 +175,16 @@ struct Resources {
     qp: QpId,
 }
 
-/// The bytes of ping `seq`: its number, then a pattern of it.
+/// The bytes of ping `seq`: a tag, its number, then a pattern of it.
+///
+/// The tag comes first so that no SEND payload begins like an IPoIB
+/// header (an EtherType and two zero bytes): Wireshark's InfiniBand
+/// dissector would decode such a payload as that EtherType's protocol, and
+/// a small number first (ping 6: `06 00 00 00`) reads as XNS IDP.
 pub fn ping_bytes(seq: u64) -> Vec<u8> {
-    let mut b = seq.to_le_bytes().to_vec();
-    b.extend((8..MSG as u64).map(|i| (seq.wrapping_mul(31) ^ i) as u8));
+    let mut b = b"rcpp".to_vec();
+    b.extend(seq.to_le_bytes());
+    b.extend((12..MSG as u64).map(|i| (seq.wrapping_mul(31) ^ i) as u8));
     b
 }
 
