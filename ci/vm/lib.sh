@@ -241,3 +241,32 @@ fio_randread() {
         --randrepeat=0 --output-format=terse --terse-version=3 >"$4.terse" 2>"$4.err" &&
         awk -F';' 'NF > 8 { print $8 }' "$4.terse" | tail -n 1
 }
+
+# wait_listening FILE: waits up to 10 s for a server's `LISTENING ...` line
+# in FILE (its stdout); returns 0 once it is there.
+wait_listening() {
+    _wl=0
+    while [ $_wl -lt 100 ] && ! grep -q '^LISTENING' "$1" 2>/dev/null; do
+        sleep 0.1
+        _wl=$((_wl + 1))
+    done
+    grep -q '^LISTENING' "$1"
+}
+
+# new_block_device BEFORE GLOB: waits up to 10 s for a block device that
+# matches GLOB (e.g. /dev/nvme*n1) and is not in BEFORE (" dev dev ... ",
+# spaces around each); prints it.
+new_block_device() {
+    _nb=0
+    while [ $_nb -lt 100 ]; do
+        for _d in $2; do
+            case "$1" in
+                *" $_d "*) ;;
+                *) [ -b "$_d" ] && echo "$_d" && return 0 ;;
+            esac
+        done
+        sleep 0.1
+        _nb=$((_nb + 1))
+    done
+    return 1
+}

@@ -38,13 +38,8 @@ printf '[[namespace]]\nlba_size = 4096\nblocks = 8192\n' >"$W/target.toml"
 $IP netns exec udp "$TIMEOUT" 300 "$RCTB" nvme target --backend udp --device "$TGT" -n "$NQN" \
     --config "$W/target.toml" --for 280 >"$W/target.out" 2>"$W/target.err" &
 tpid=$!
-i=0
-while [ $i -lt 100 ] && ! grep -q '^LISTENING' "$W/target.out" 2>/dev/null; do
-    sleep 0.1
-    i=$((i + 1))
-done
 before=" $(ls /dev/nvme*n* 2>/dev/null | tr '\n' ' ') "
-if ! grep -q '^LISTENING' "$W/target.out"; then
+if ! wait_listening "$W/target.out"; then
     echo "rctb nvme target did not listen: $(last_line "$W/target.err")" >&2
     rc=1
 elif ! "$TIMEOUT" 60 nvme connect -t rdma -a "$TGT" -s 4420 -w 10.10.2.1 -n "$NQN" --hostnqn=$HOSTNQN \
@@ -52,17 +47,9 @@ elif ! "$TIMEOUT" 60 nvme connect -t rdma -a "$TGT" -s 4420 -w 10.10.2.1 -n "$NQ
     echo "nvme connect to rctb's target: $(last_line "$W/connect.log")" >&2
     rc=1
 else
-    blk=""
-    i=0
-    while [ $i -lt 100 ] && [ -z "$blk" ]; do
-        for d in /dev/nvme*n1; do
-            case "$before" in *" $d "*) ;; *) [ -b "$d" ] && blk=$d ;; esac
-        done
-        [ -n "$blk" ] || sleep 0.1
-        i=$((i + 1))
-    done
-    if [ -z "$blk" ]; then
+    if ! blk=$(new_block_device "$before" '/dev/nvme*n1'); then
         echo "no new /dev/nvme*n1 after connecting" >&2
+        blk=""
         rc=1
     fi
     for qd in 1 32; do

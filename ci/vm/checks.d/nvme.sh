@@ -128,27 +128,14 @@ dd if=/dev/urandom of="$W/vt-new.bin" bs=1048576 count=1 2>/dev/null
 "$TIMEOUT" 120 "$RCTB" nvme target --backend verbs --device "$DEV" -s 4421 -n "$VNQN" \
     --namespace "$W/vt.img:4096" --for 100 >"$W/vt-target.out" 2>"$W/vt-target.err" &
 vtpid=$!
-i=0
-while [ $i -lt 100 ] && ! grep -q '^LISTENING' "$W/vt-target.out" 2>/dev/null; do
-    sleep 0.1
-    i=$((i + 1))
-done
+wait_listening "$W/vt-target.out"
 before=" $(ls /dev/nvme*n* 2>/dev/null | tr '\n' ' ') "
 if ! grep -q "^LISTENING $DEV_IP:4421 $VNQN" "$W/vt-target.out"; then
     fail verbs-target/listen "$(last_line "$W/vt-target.err") $(last_line "$W/vt-target.out")"
 elif ! "$TIMEOUT" 60 nvme connect -t rdma -a "$DEV_IP" -s 4421 -w "$PEER_IP" -n "$VNQN" >"$W/vt-connect.log" 2>&1; then
     fail verbs-target/connect "$(last_line "$W/vt-connect.log")"
 else
-    blk=""
-    i=0
-    while [ $i -lt 100 ] && [ -z "$blk" ]; do
-        for d in /dev/nvme*n1; do
-            case "$before" in *" $d "*) ;; *) [ -b "$d" ] && blk=$d ;; esac
-        done
-        [ -n "$blk" ] || sleep 0.1
-        i=$((i + 1))
-    done
-    if [ -z "$blk" ]; then
+    if ! blk=$(new_block_device "$before" '/dev/nvme*n1'); then
         fail verbs-target/connect "no new /dev/nvme*n1"
     else
         pass "verbs-target/connect $blk ($(cat "/sys/block/${blk#/dev/}/size") sectors)"

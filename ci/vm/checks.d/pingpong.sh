@@ -28,11 +28,7 @@ run() {
     shift 3
     "$TIMEOUT" 90 "$PP" server --backend verbs --device "$_dev" --for 80 >"$W/server-$_n.out" 2>"$W/server-$_n.err" &
     _spid=$!
-    _i=0
-    while [ $_i -lt 100 ] && ! grep -q '^LISTENING' "$W/server-$_n.out" 2>/dev/null; do
-        sleep 0.1
-        _i=$((_i + 1))
-    done
+    wait_listening "$W/server-$_n.out"
     if ! grep -q "^LISTENING $_ip:7471" "$W/server-$_n.out"; then
         echo "FAIL $_n server did not listen: $(last_line "$W/server-$_n.err")"
         fails=1

@@ -204,8 +204,8 @@ const DEFAULT_FILE_LBA: u32 = 512;
 struct Namespace {
     cfg: NamespaceConfig,
     path: Option<PathBuf>,
-    /// Until the target's store takes it.
-    file: Option<(PathBuf, File)>,
+    /// The open file behind `path`, until the target's store takes it.
+    file: Option<File>,
 }
 
 /// Everything `serve` needs, from the flags and the file together.
@@ -248,7 +248,7 @@ fn open_namespace(nsid: u32, path: &Path, lba: u32) -> Result<Namespace, Failure
         )));
     }
     let cfg = NamespaceConfig { nsid, lba_size: lba, blocks: len / lba as u64 };
-    Ok(Namespace { cfg, path: Some(path.to_path_buf()), file: Some((path.to_path_buf(), file)) })
+    Ok(Namespace { cfg, path: Some(path.to_path_buf()), file: Some(file) })
 }
 
 /// `FILE[:LBA_SIZE]` (the last `:` splits when what follows is a number).
@@ -338,10 +338,10 @@ impl Plan {
         target.set_random_faults(self.random).map_err(|e| usage(e.to_string()))?;
         let mut store = FileStore::default();
         for ns in &mut self.namespaces {
-            let Some((path, file)) = ns.file.take() else { continue };
+            let (Some(path), Some(file)) = (&ns.path, ns.file.take()) else { continue };
             let data = target.namespace_data_mut(&self.nqn, ns.cfg.nsid).expect("configured above");
             file.read_exact_at(data, 0).map_err(|e| Failure::Io(format!("reading {}: {e}", path.display())))?;
-            store.files.push((ns.cfg.nsid, path, file));
+            store.files.push((ns.cfg.nsid, file));
         }
         if !store.files.is_empty() {
             target.set_store(Some(Box::new(store)));
@@ -354,12 +354,12 @@ impl Plan {
 /// and synced (`fdatasync`) before the Flush is answered.
 #[derive(Debug, Default)]
 struct FileStore {
-    files: Vec<(u32, PathBuf, File)>,
+    files: Vec<(u32, File)>,
 }
 
 impl FileStore {
     fn file(&self, nsid: u32) -> std::io::Result<&File> {
-        let found = self.files.iter().find(|(n, ..)| *n == nsid).map(|(.., f)| f);
+        let found = self.files.iter().find(|(n, _)| *n == nsid).map(|(_, f)| f);
         found.ok_or_else(|| std::io::Error::other(format!("namespace {nsid} has no file")))
     }
 }
