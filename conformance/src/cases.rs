@@ -114,6 +114,7 @@ pub fn all<T: Transport>() -> Vec<(String, CaseFn<T>)> {
     v.push(("cm/connect_accept_private_data".into(), cm_connect_accept));
     v.push(("cm/reject_private_data".into(), cm_reject));
     v.push(("cm/passive_reads_what_the_request_offers".into(), cm_passive_reads));
+    v.extend(crate::atomic_cases::cases());
     v
 }
 

@@ -69,11 +69,29 @@ pub struct Link {
     pub timeout: u8,
     /// The responder's (b's) min RNR timer.
     pub min_rnr_timer: RnrTimer,
+    /// What the responder's (b's) QP lets the requester do remotely.
+    pub responder_access: Access,
+    /// READs and atomics the requester keeps outstanding (a's `max_rd_atomic`).
+    pub max_rd_atomic: u8,
+    /// READs and atomics the responder keeps resources for (b's `max_dest_rd_atomic`).
+    pub max_dest_rd_atomic: u8,
 }
+
+/// Every remote access a QP can grant, and local write.
+pub const QP_ACCESS_ALL: Access =
+    Access::LOCAL_WRITE.union(Access::REMOTE_WRITE).union(Access::REMOTE_READ).union(Access::REMOTE_ATOMIC);
 
 impl Default for Link {
     fn default() -> Self {
-        Link { rnr_retry: 7, retry_cnt: 7, timeout: 14, min_rnr_timer: RnrTimer::from_code(1).expect("code 1 exists") }
+        Link {
+            rnr_retry: 7,
+            retry_cnt: 7,
+            timeout: 14,
+            min_rnr_timer: RnrTimer::from_code(1).expect("code 1 exists"),
+            responder_access: QP_ACCESS_ALL,
+            max_rd_atomic: 16,
+            max_dest_rd_atomic: 16,
+        }
     }
 }
 
@@ -176,7 +194,6 @@ impl<'t, T: Transport> Endpoints<'t, T> {
 
     /// Two RC QPs in RTS, connected to each other by explicit transitions.
     pub fn connect(&mut self, link: Link) -> Result<QpPair, String> {
-        let access = Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ;
         let caps = QpCaps { max_send_wr: 64, max_recv_wr: 64, max_send_sge: 1, max_recv_sge: 1, max_inline_data: 0 };
         let (ia, ib) = (
             QpInit { pd: self.sa.pd, send_cq: self.sa.cq, recv_cq: self.sa.cq, caps, sq_sig_all: false },
@@ -189,17 +206,29 @@ impl<'t, T: Transport> Endpoints<'t, T> {
         let mtu = self.path_mtu();
         // Fixed, distinct starting PSNs near the 24-bit wrap.
         let (psn_a, psn_b) = (Psn::wrapping(0xFF_FF00), Psn::wrapping(0x12_3456));
-        let init = QpTransition::Init(InitAttr { pkey_index: 0, port: 1, access });
-        for (t, qp, peer_gid, my_index, dest, rq_psn, sq_psn, rnr) in [
-            (&mut *self.a, qa.id, self.sb.gid, self.sa.gid_index, qb.qpn, psn_b, psn_a, RnrTimer::default()),
-            (&mut *self.b, qb.id, self.sa.gid, self.sb.gid_index, qa.qpn, psn_a, psn_b, link.min_rnr_timer),
-        ] {
+        let (sa, sb) = (&self.sa, &self.sb);
+        let ends = [
+            (&mut *self.a, qa.id, sb.gid, sa.gid_index, qb.qpn, psn_b, psn_a, RnrTimer::default(), QP_ACCESS_ALL),
+            (
+                &mut *self.b,
+                qb.id,
+                sa.gid,
+                sb.gid_index,
+                qa.qpn,
+                psn_a,
+                psn_b,
+                link.min_rnr_timer,
+                link.responder_access,
+            ),
+        ];
+        for (t, qp, peer_gid, my_index, dest, rq_psn, sq_psn, rnr, access) in ends {
+            let init = QpTransition::Init(InitAttr { pkey_index: 0, port: 1, access });
             t.modify_qp(qp, &init).map_err(|x| e("RESET->INIT", x))?;
             let rtr = RtrAttr {
                 path_mtu: mtu,
                 dest_qpn: dest,
                 rq_psn,
-                max_dest_rd_atomic: 16,
+                max_dest_rd_atomic: link.max_dest_rd_atomic,
                 min_rnr_timer: rnr,
                 av: AddressVector::new(peer_gid, my_index),
             };
@@ -209,7 +238,7 @@ impl<'t, T: Transport> Endpoints<'t, T> {
                 timeout: link.timeout,
                 retry_cnt: link.retry_cnt,
                 rnr_retry: link.rnr_retry,
-                max_rd_atomic: 16,
+                max_rd_atomic: link.max_rd_atomic,
             };
             t.modify_qp(qp, &QpTransition::Rts(rts)).map_err(|x| e("RTR->RTS", x))?;
         }

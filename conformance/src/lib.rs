@@ -57,12 +57,15 @@
 
 #![warn(missing_docs)]
 
+mod atomic_cases;
 mod cases;
 mod harness;
 
 use rctb_core::Transport;
 
-pub use harness::{Endpoints, Link, QpPair, Side, WAIT_LIMIT, cm_event, completions, expect_wc, pattern, pause};
+pub use harness::{
+    Endpoints, Link, QP_ACCESS_ALL, QpPair, Side, WAIT_LIMIT, cm_event, completions, expect_wc, pattern, pause,
+};
 
 /// How one case ended.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -76,6 +76,8 @@ pub struct EndpointCounters {
     pub retransmitted: u64,
     /// Local ACK timeouts that fired with packets outstanding.
     pub timeouts: u64,
+    /// Duplicate atomics answered from a saved result, not executed again.
+    pub atomics_replayed: u64,
     /// CM messages sent again: unanswered within their response timeout,
     /// or as the answer to a duplicate.
     pub cm_retransmitted: u64,
@@ -343,7 +345,9 @@ impl Endpoint {
     pub fn handle_packet(&mut self, now: Instant, pkt: &Packet) -> Result<(), PacketDrop> {
         let Some(&qp) = self.qpn_to_qp.get(&pkt.bth.dest_qp) else { return self.handle_gsi(now, pkt) };
         if let Some(q) = self.qps.get_mut(qp.0) {
+            let before = q.counters.atomics_replayed;
             q.handle_packet(now, pkt, &mut self.mem, &mut self.comps);
+            self.counters.atomics_replayed += q.counters.atomics_replayed - before;
         }
         self.route();
         self.after_qp_change(now, qp);

@@ -108,6 +108,8 @@ pub fn cm_receive(data: &[u8]) -> Result<(), String> {
                     ),
                     reth: None,
                     aeth: None,
+                    atomic: None,
+                    atomic_ack: None,
                     deth: Some(rctb_core::wire::roce::Deth {
                         qkey: rctb_core::wire::cm::GSI_QKEY,
                         resv8: 0,

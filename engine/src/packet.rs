@@ -6,7 +6,10 @@
 
 use std::net::Ipv4Addr;
 
-use rctb_core::wire::roce::{AETH_LEN, Aeth, BTH_LEN, Bth, DETH_LEN, Deth, ICRC_LEN, IMMDT_LEN, RETH_LEN, Reth};
+use rctb_core::wire::roce::{
+    AETH_LEN, ATOMIC_ACK_ETH_LEN, ATOMIC_ETH_LEN, Aeth, AtomicAckEth, AtomicEth, BTH_LEN, Bth, DETH_LEN, Deth,
+    ExtHeaders, ICRC_LEN, IMMDT_LEN, RETH_LEN, Reth,
+};
 
 /// Ethernet (14) + IPv4 (20) + UDP (8).
 pub const OUTER_HEADERS_LEN: usize = 14 + 20 + 8;
@@ -25,8 +28,12 @@ pub struct Packet {
     pub bth: Bth,
     /// The RDMA extended header (WRITE and READ requests).
     pub reth: Option<Reth>,
-    /// The ACK extended header (ACKs, NAKs, READ responses).
+    /// The atomic extended header (compare-and-swap and fetch-and-add requests).
+    pub atomic: Option<AtomicEth>,
+    /// The ACK extended header (ACKs, NAKs, READ responses, atomic ACKs).
     pub aeth: Option<Aeth>,
+    /// The original remote value an atomic acknowledge returns.
+    pub atomic_ack: Option<AtomicAckEth>,
     /// Only on the UD packets that carry CM MADs to and from QP1.
     pub deth: Option<Deth>,
     /// The immediate (wire value).
@@ -46,11 +53,27 @@ impl Packet {
             + BTH_LEN
             + self.deth.map_or(0, |_| DETH_LEN)
             + self.reth.map_or(0, |_| RETH_LEN)
+            + self.atomic.map_or(0, |_| ATOMIC_ETH_LEN)
             + self.aeth.map_or(0, |_| AETH_LEN)
+            + self.atomic_ack.map_or(0, |_| ATOMIC_ACK_ETH_LEN)
             + self.imm.map_or(0, |_| IMMDT_LEN)
             + self.payload.len()
             + pad
             + ICRC_LEN
+    }
+
+    /// Its extended headers, as the frame encoder takes them.
+    #[inline]
+    pub fn ext_headers(&self) -> ExtHeaders {
+        ExtHeaders {
+            deth: self.deth,
+            reth: self.reth,
+            atomic: self.atomic,
+            aeth: self.aeth,
+            atomic_ack: self.atomic_ack,
+            imm: self.imm,
+            ieth: None,
+        }
     }
 }
 

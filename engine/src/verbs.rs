@@ -319,6 +319,28 @@ impl Endpoint {
                 "a message is at most 2^32-1 bytes",
             ));
         }
+        if wr.op.is_atomic() {
+            if wr.len() != ATOMIC_LEN as u64 {
+                return Err(TransportError::invalid(
+                    Verb::PostSend,
+                    "length",
+                    wr.len(),
+                    "an atomic's scatter/gather list holds exactly 8 bytes (the original value)",
+                ));
+            }
+            // rxe's provider refuses it here too (EINVAL); the responder's
+            // own check (a NAK invalid request) then sees only other
+            // requesters' misaligned atomics.
+            let addr = wr.op.remote().map_or(0, |r| r.addr);
+            if addr % ATOMIC_LEN as u64 != 0 {
+                return Err(TransportError::invalid(
+                    Verb::PostSend,
+                    "remote_addr",
+                    addr,
+                    "an atomic's remote address is a multiple of 8",
+                ));
+            }
+        }
         self.with_qp(now, Verb::PostSend, qp, |q, mem, _, out| q.post_send(wr, mem, out))?
             .map_err(|e| post_error(Verb::PostSend, e))
     }

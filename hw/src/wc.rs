@@ -19,6 +19,8 @@ pub(crate) fn opcode_from_raw(raw: u32) -> Option<WcOpcode> {
         ibv_wc_opcode::IBV_WC_SEND => Some(WcOpcode::Send),
         ibv_wc_opcode::IBV_WC_RDMA_WRITE => Some(WcOpcode::RdmaWrite),
         ibv_wc_opcode::IBV_WC_RDMA_READ => Some(WcOpcode::RdmaRead),
+        ibv_wc_opcode::IBV_WC_COMP_SWAP => Some(WcOpcode::CompSwap),
+        ibv_wc_opcode::IBV_WC_FETCH_ADD => Some(WcOpcode::FetchAdd),
         ibv_wc_opcode::IBV_WC_RECV => Some(WcOpcode::Recv),
         ibv_wc_opcode::IBV_WC_RECV_RDMA_WITH_IMM => Some(WcOpcode::RecvRdmaWithImm),
         _ => None,

@@ -161,9 +161,9 @@ impl PacketMatch {
         self
     }
 
-    /// Request packets only: not ACKs (or NAKs), not READ responses.
+    /// Request packets only: not ACKs (or NAKs), atomic ACKs or READ responses.
     pub fn requests(self) -> Self {
-        self.when(|p| p.bth.opcode != Opcode::ACKNOWLEDGE && !p.bth.opcode.is_read_response())
+        self.when(|p| !p.bth.opcode.is_response())
     }
 
     #[inline]

@@ -6,7 +6,7 @@
 use pcap_file::DataLink;
 use pcap_file::pcap::{PcapHeader, PcapPacket, PcapWriter};
 use rctb_core::time::{Duration, Instant};
-use rctb_core::wire::roce::{ExtHeaders, FrameBuilder, MacAddr};
+use rctb_core::wire::roce::{FrameBuilder, MacAddr};
 
 use rctb_engine::Packet;
 
@@ -36,7 +36,7 @@ impl PcapSink {
     pub(crate) fn record(&mut self, at: Instant, src_mac: [u8; 6], dst_mac: [u8; 6], pkt: &Packet) {
         let mut b = FrameBuilder::new(MacAddr(src_mac), MacAddr(dst_mac), pkt.src_ip, pkt.dst_ip);
         b.udp_src_port = pkt.udp_src_port;
-        let ext = ExtHeaders { reth: pkt.reth, aeth: pkt.aeth, imm: pkt.imm, ..ExtHeaders::NONE };
+        let ext = pkt.ext_headers();
         self.frame.clear();
         if b.build(pkt.bth, ext, &pkt.payload, &mut self.frame).is_err() {
             self.encode_errors += 1;

@@ -27,6 +27,11 @@ pub struct FabricStats {
     pub retransmitted: u64,
     /// Local ACK timeouts that fired with packets outstanding.
     pub timeouts: u64,
+    /// Atomic acknowledges sent (each carrying the original value).
+    pub atomic_acks: u64,
+    /// Duplicate atomics a responder answered from its saved result,
+    /// without executing them again.
+    pub atomics_replayed: u64,
     /// Lost to the links' random loss.
     pub dropped_loss: u64,
     /// Damaged on a link, so dropped by the receiver's ICRC check.
@@ -56,6 +61,8 @@ impl FabricStats {
         let op = pkt.bth.opcode;
         if op.is_read_response() {
             self.read_responses += 1;
+        } else if op == Opcode::ATOMIC_ACKNOWLEDGE {
+            self.atomic_acks += 1;
         } else if op == Opcode::ACKNOWLEDGE
             && let Some(aeth) = pkt.aeth
         {

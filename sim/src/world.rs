@@ -343,6 +343,7 @@ impl World {
             let c = n.ep.counters();
             s.retransmitted += c.retransmitted;
             s.timeouts += c.timeouts;
+            s.atomics_replayed += c.atomics_replayed;
         }
         s
     }

@@ -1,7 +1,9 @@
 //! The targeted RC fault cases, written once for every backend that can
 //! put a fault on chosen packets: the RC machinery of both sides must
 //! recover exactly (PSN-gap NAK and go-back-N, duplicate requests, a lost
-//! ACK and the requester's timeout).
+//! ACK and the requester's timeout, and atomics that arrive twice or whose
+//! acknowledge is lost: the responder answers the repeat from the result it
+//! saved and does not execute it again).
 //!
 //! A backend says where it puts the fault through a [`FaultPath`]: the UDP
 //! endpoint's path hook ([`crate::udp_faults`]: against kernel rxe, or
@@ -19,7 +21,7 @@
 use rctb_core::time::Duration;
 use rctb_core::transport::*;
 
-use rctb_conformance::{CaseResult, Endpoints, Link, completions, expect_wc, pattern, pause};
+use rctb_conformance::{CaseResult, Endpoints, Link, QpPair, completions, expect_wc, pattern, pause};
 
 /// A fault on chosen packets between `a` (the requester) and `b`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -30,6 +32,8 @@ pub enum PacketFault {
     DuplicateRequests,
     /// The first ACK from `b` to `a` is lost.
     DropFirstAck,
+    /// The first atomic acknowledge from `b` to `a` is lost.
+    DropFirstAtomicAck,
 }
 
 /// Recovery counters a backend can see; `None` where it cannot (the side
@@ -68,6 +72,8 @@ pub fn cases<T: Transport, P: FaultPath<T>>() -> Vec<(&'static str, Case<T, P>)>
         ("faults/psn_gap_go_back_n", psn_gap as Case<T, P>),
         ("faults/duplicate_requests", duplicates as Case<T, P>),
         ("faults/lost_ack_timeout", lost_ack as Case<T, P>),
+        ("faults/atomic_ack_lost_replayed_once", atomic_ack_lost as Case<T, P>),
+        ("faults/atomic_duplicated_applied_once", atomic_duplicated as Case<T, P>),
     ]
 }
 
@@ -223,6 +229,91 @@ fn lost_ack<T: Transport, P: FaultPath<T>>(x: &mut Endpoints<'_, T>, path: &mut 
     }
     if moved(before.timeouts, path.recovery(x).timeouts) == Some(false) {
         return Err("the requester's ACK timer never fired".into());
+    }
+    Ok(())
+}
+
+/// A responder word for atomics, set to `initial`, and a local buffer for
+/// the original values; the QPs connected with a 17 ms ACK timeout.
+fn atomic_setup<T: Transport>(x: &mut Endpoints<'_, T>, initial: u64) -> Result<(MrInfo, MrInfo, QpPair), String> {
+    let local = x.mr(true, 4096, Access::LOCAL_WRITE)?;
+    let access = Access::LOCAL_WRITE | Access::REMOTE_ATOMIC;
+    let remote = x.mr(false, 4096, access)?;
+    x.b.mr_write(remote.id, 0, &initial.to_le_bytes()).map_err(|er| e("mr_write", er))?;
+    let pair = x.connect(Link { timeout: 12, ..Link::default() })?;
+    Ok((local, remote, pair))
+}
+
+fn read_word<T: Transport>(t: &T, mr: &MrInfo, offset: u64) -> Result<u64, String> {
+    let mut b = [0u8; 8];
+    t.mr_read(mr.id, offset, &mut b).map_err(|er| e("mr_read", er))?;
+    Ok(u64::from_le_bytes(b))
+}
+
+/// The acknowledge of a fetch-and-add is lost: the requester times out and
+/// sends the atomic again, the responder answers it from its saved result.
+/// The requester gets the value as first found, and the word grew once.
+fn atomic_ack_lost<T: Transport, P: FaultPath<T>>(x: &mut Endpoints<'_, T>, path: &mut P) -> Result<(), String> {
+    let (local, remote, pair) = atomic_setup(x, 5)?;
+    let before = path.recovery(x);
+    path.install(x, PacketFault::DropFirstAtomicAck)?;
+    let sge = [Sge::new(local.id, 0, ATOMIC_LEN)];
+    let op = SendOp::FetchAdd { remote: remote.remote(0), add: 3 };
+    x.a.post_send(pair.a.id, &SendWr::new(1, op, &sge)).map_err(|er| e("post_send", er))?;
+    let wcs = completions(x.a, &x.sa, 1)?;
+    expect_wc(wcs.first(), "fetch-and-add", WcStatus::Success, Some(WcOpcode::FetchAdd), None, None)?;
+    if path.acted() == 0 {
+        return Err("no atomic acknowledge went by to lose".into());
+    }
+    let (orig, now) = (read_word(x.a, &local, 0)?, read_word(x.b, &remote, 0)?);
+    if (orig, now) != (5, 8) {
+        return Err(format!("fetched {orig}, word now {now} (expected 5 and 8: applied once)"));
+    }
+    if moved(before.timeouts, path.recovery(x).timeouts) == Some(false) {
+        return Err("the requester's ACK timer never fired".into());
+    }
+    Ok(())
+}
+
+/// Every request packet arrives twice, across a run of fetch-and-adds and
+/// compare-and-swaps: each completes once, with the value its first
+/// execution found, and the word shows each applied once.
+fn atomic_duplicated<T: Transport, P: FaultPath<T>>(x: &mut Endpoints<'_, T>, path: &mut P) -> Result<(), String> {
+    let (local, remote, pair) = atomic_setup(x, 1)?;
+    path.install(x, PacketFault::DuplicateRequests)?;
+    let r = remote.remote(0);
+    let ops = [
+        SendOp::FetchAdd { remote: r, add: 1 },
+        SendOp::CompareSwap { remote: r, compare: 2, swap: 10 },
+        SendOp::FetchAdd { remote: r, add: 5 },
+        SendOp::CompareSwap { remote: r, compare: 15, swap: 100 },
+    ];
+    for (i, op) in ops.iter().enumerate() {
+        let sge = [Sge::new(local.id, 8 * i as u64, ATOMIC_LEN)];
+        x.a.post_send(pair.a.id, &SendWr::new(i as u64, *op, &sge)).map_err(|er| e("post_send", er))?;
+    }
+    let wcs = completions(x.a, &x.sa, ops.len())?;
+    for (i, op) in ops.iter().enumerate() {
+        expect_wc(wcs.get(i), op.name(), WcStatus::Success, Some(op.wc_opcode()), None, None)?;
+    }
+    for (i, want) in [1u64, 2, 10, 15].into_iter().enumerate() {
+        let got = read_word(x.a, &local, 8 * i as u64)?;
+        if got != want {
+            return Err(format!("atomic {i} fetched {got} (expected {want})"));
+        }
+    }
+    let now = read_word(x.b, &remote, 0)?;
+    if now != 100 {
+        return Err(format!("the word is {now} (expected 100: each atomic applied once)"));
+    }
+    pause(x.a, Duration::from_millis(30))?;
+    let mut extra = Vec::new();
+    x.a.poll_cq(x.sa.cq, 8, &mut extra).map_err(|er| e("poll_cq", er))?;
+    if !extra.is_empty() {
+        return Err(format!("duplicates completed again: {extra:?}"));
+    }
+    if path.acted() == 0 {
+        return Err("no request packet went by to duplicate".into());
     }
     Ok(())
 }

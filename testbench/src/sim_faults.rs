@@ -41,6 +41,10 @@ impl SimPath {
                 let acks = PacketMatch::any().from(self.b).to(self.a).opcode(Opcode::ACKNOWLEDGE);
                 PacketRule::new(acks, PacketAction::Drop).once()
             }
+            PacketFault::DropFirstAtomicAck => {
+                let acks = PacketMatch::any().from(self.b).to(self.a).opcode(Opcode::ATOMIC_ACKNOWLEDGE);
+                PacketRule::new(acks, PacketAction::Drop).once()
+            }
         }
     }
 

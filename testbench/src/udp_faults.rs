@@ -44,9 +44,9 @@ fn udp<O>(t: &Either<UdpTransport, O>) -> Option<&UdpTransport> {
     }
 }
 
-/// A request packet (not an ACK, not a READ response).
+/// A request packet (not an ACK, atomic ACK or READ response).
 fn is_request(op: Opcode) -> bool {
-    op != Opcode::ACKNOWLEDGE && !op.is_read_response()
+    !op.is_response()
 }
 
 impl UdpPath {
@@ -75,14 +75,14 @@ impl UdpPath {
         any
     }
 
-    /// Loses the first ACK from `b` to `a`: on `a`'s way in, or else on
+    /// Loses the first `opcode` packet from `b` to `a`: on `a`'s way in, or else on
     /// `b`'s way out.
-    fn lose_first_ack<O: Transport>(&self, x: &Ends<'_, O>) -> bool {
+    fn lose_first<O: Transport>(&self, x: &Ends<'_, O>, opcode: Opcode) -> bool {
         for (t, dir) in [(&*x.a, Dir::Rx), (&*x.b, Dir::Tx)] {
             if let Some(u) = udp(t) {
                 let acted = self.acted.clone();
                 u.set_hook(Some(Box::new(move |d, p| {
-                    if d == dir && p.bth.opcode == Opcode::ACKNOWLEDGE && acted.get() == 0 {
+                    if d == dir && p.bth.opcode == opcode && acted.get() == 0 {
                         acted.set(1);
                         Fate::Drop
                     } else {
@@ -102,7 +102,8 @@ impl<O: Transport> FaultPath<Either<UdpTransport, O>> for UdpPath {
         let hooked = match fault {
             PacketFault::DropRequest(k) => self.on_requests(x, move |n| if n == k { Fate::Drop } else { Fate::Pass }),
             PacketFault::DuplicateRequests => self.on_requests(x, |_| Fate::Duplicate),
-            PacketFault::DropFirstAck => self.lose_first_ack(x),
+            PacketFault::DropFirstAck => self.lose_first(x, Opcode::ACKNOWLEDGE),
+            PacketFault::DropFirstAtomicAck => self.lose_first(x, Opcode::ATOMIC_ACKNOWLEDGE),
         };
         if hooked { Ok(()) } else { Err("no UDP endpoint to put the fault on".into()) }
     }

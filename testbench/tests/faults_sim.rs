@@ -1,5 +1,6 @@
 //! The targeted fault cases (`rctb::fault_cases`: PSN gap → NAK and
-//! go-back-N, duplicate requests, lost ACK → the requester's timeout) on
+//! go-back-N, duplicate requests, lost ACK → the requester's timeout,
+//! atomics repeated or unacknowledged → answered from the saved result) on
 //! the simulator, from a seed: the same cases `rctb conformance --backend
 //! udp` runs over UDP and against rxe, here with exact counts of what the
 //! packet rule did and what the RC engine made of it.
@@ -37,11 +38,18 @@ fn every_fault_case_passes_on_the_simulator() {
         let names: Vec<&str> = results.iter().map(|r| r.name.as_str()).collect();
         assert_eq!(
             names,
-            ["faults/psn_gap_go_back_n", "faults/duplicate_requests", "faults/lost_ack_timeout"],
+            [
+                "faults/psn_gap_go_back_n",
+                "faults/duplicate_requests",
+                "faults/lost_ack_timeout",
+                "faults/atomic_ack_lost_replayed_once",
+                "faults/atomic_duplicated_applied_once",
+            ],
             "{replay}"
         );
-        // One packet lost in the first and in the third case, four duplicated in the second.
-        assert_eq!((st.dropped_rule, st.duplicated), (2, 4), "{st:?}; {replay}");
+        // One packet lost in the first, third and fourth case; four
+        // duplicated in the second and four in the fifth.
+        assert_eq!((st.dropped_rule, st.duplicated), (3, 8), "{st:?}; {replay}");
     }
 }
 
@@ -75,5 +83,31 @@ fn a_lost_ack_makes_the_requester_time_out_and_resend() {
         // The WRITE goes again after one timeout; the responder ACKs the
         // duplicate without writing twice.
         assert_eq!((st.dropped_rule, st.timeouts, st.retransmitted, st.acks), (1, 1, 1, 2), "{st:?}; {replay}");
+    }
+}
+
+#[test]
+fn a_lost_atomic_ack_is_answered_from_the_saved_result() {
+    for seed in SEEDS {
+        let (_, st, acted, replay) = run(seed, "atomic_ack_lost");
+        assert_eq!(acted, 1, "{replay}");
+        // The fetch-and-add goes again after one timeout; the responder
+        // answers it from its resource (a second atomic ACK), not by adding again.
+        assert_eq!(
+            (st.dropped_rule, st.timeouts, st.retransmitted, st.atomic_acks, st.atomics_replayed),
+            (1, 1, 1, 2, 1),
+            "{st:?}; {replay}"
+        );
+    }
+}
+
+#[test]
+fn duplicated_atomics_are_applied_once() {
+    for seed in SEEDS {
+        let (_, st, acted, replay) = run(seed, "atomic_duplicated");
+        assert_eq!(acted, 4, "every atomic request; {replay}");
+        // Each duplicate is answered from its saved result: eight atomic ACKs for four atomics.
+        assert_eq!((st.duplicated, st.atomics_replayed, st.atomic_acks), (4, 4, 8), "{st:?}; {replay}");
+        assert_eq!((st.retransmitted, st.timeouts, st.seq_naks + st.other_naks), (0, 0, 0), "{st:?}; {replay}");
     }
 }

@@ -201,6 +201,7 @@ impl Reactor {
             let c = e.engine.counters();
             s.retransmitted += c.retransmitted;
             s.timeouts += c.timeouts;
+            s.atomics_replayed += c.atomics_replayed;
         }
         s
     }

@@ -71,6 +71,10 @@ pub struct EngineStats {
     pub retransmitted: u64,
     /// Local ACK timeouts that fired with packets outstanding.
     pub timeouts: u64,
+    /// Atomic acknowledges sent.
+    pub atomic_acks: u64,
+    /// Duplicate atomics answered from a saved result, not executed again.
+    pub atomics_replayed: u64,
     /// Frames handed to an engine for a QPN it does not have.
     pub dropped_no_qp: u64,
     /// QP1 frames whose MAD was not CM (the engine counts the rest of CM).
@@ -89,6 +93,8 @@ impl EngineStats {
             self.cm_sent += 1;
         } else if op.is_read_response() {
             self.read_responses += 1;
+        } else if op == Opcode::ATOMIC_ACKNOWLEDGE {
+            self.atomic_acks += 1;
         } else if op == Opcode::ACKNOWLEDGE
             && let Some(aeth) = pkt.aeth
         {

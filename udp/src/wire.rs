@@ -17,8 +17,8 @@ use std::net::{Ipv4Addr, SocketAddrV4};
 use rctb_core::wire::cm::GSI_QKEY;
 use rctb_core::wire::roce::Opcode;
 use rctb_core::wire::roce::{
-    ExtHeaders, FrameBuilder, IP_PROTO_UDP, IPV4_DF, MacAddr, ROCEV2_UDP_PORT, RoceError, RoceFrame, UDP_HEADER_LEN,
-    icrc_ipv4, icrc_on_wire,
+    FrameBuilder, IP_PROTO_UDP, IPV4_DF, MacAddr, ROCEV2_UDP_PORT, RoceError, RoceFrame, UDP_HEADER_LEN, icrc_ipv4,
+    icrc_on_wire,
 };
 use rctb_engine::Packet;
 use rctb_engine::cm::mad::GSI_QPN;
@@ -57,7 +57,7 @@ pub enum RxDrop {
 pub fn encode(pkt: &Packet, src_port: u16, dst_port: u16, out: &mut Vec<u8>) -> Result<usize, RoceError> {
     let mut b = FrameBuilder::new(MacAddr([0; 6]), MacAddr([0; 6]), pkt.src_ip, pkt.dst_ip);
     b.udp_src_port = src_port;
-    let ext = ExtHeaders { deth: pkt.deth, reth: pkt.reth, aeth: pkt.aeth, imm: pkt.imm, ..ExtHeaders::NONE };
+    let ext = pkt.ext_headers();
     let mut frame = b.frame(pkt.bth, ext, &pkt.payload)?;
     frame.eth = None;
     if dst_port != ROCEV2_UDP_PORT {
@@ -138,8 +138,6 @@ pub fn decode(ip: &mut [u8], local: Ipv4Addr, port: u16, mut payload: Vec<u8>) -
         Some("UD datagrams to a QP other than the GSI (QP1)")
     } else if gsi && ext.deth.is_none_or(|d| d.qkey != GSI_QKEY) {
         Some("a QP1 packet without the GSI's Q_Key")
-    } else if ext.atomic.is_some() || ext.atomic_ack.is_some() {
-        Some("atomic operations")
     } else if ext.ieth.is_some() {
         Some("SEND with invalidate")
     } else {
@@ -156,7 +154,9 @@ pub fn decode(ip: &mut [u8], local: Ipv4Addr, port: u16, mut payload: Vec<u8>) -
         udp_src_port: frame.udp.src_port,
         bth: frame.bth,
         reth: ext.reth,
+        atomic: ext.atomic,
         aeth: ext.aeth,
+        atomic_ack: ext.atomic_ack,
         deth: ext.deth,
         imm: ext.imm,
         payload,
@@ -179,7 +179,9 @@ mod tests {
             udp_src_port: 0xC001,
             bth,
             reth: Some(Reth { va: 0x7f00_0000_1000, rkey: 0x1234, dma_len: payload.len() as u32 }),
+            atomic: None,
             aeth: None,
+            atomic_ack: None,
             deth: None,
             imm: None,
             payload,

@@ -39,6 +39,8 @@ fn bad_icrc_malformed_and_unsupported_frames_are_dropped_and_counted() {
         bth: Bth::new(op, 0x99, Psn::wrapping(5)),
         reth: None,
         aeth: None,
+        atomic: None,
+        atomic_ack: None,
         deth: None,
         imm: None,
         payload,

@@ -289,6 +289,8 @@ pub fn gsi_packet(src: Ipv4Addr, dst: Ipv4Addr, psn: Psn, mad: &[u8], mut payloa
         bth: Bth::new(Opcode::UD_SEND_ONLY, GSI_QPN, psn),
         reth: None,
         aeth: None,
+        atomic: None,
+        atomic_ack: None,
         deth: Some(Deth { qkey: GSI_QKEY, resv8: 0, src_qp: GSI_QPN }),
         imm: None,
         payload,

@@ -94,7 +94,9 @@ impl Path {
             udp_src_port: self.udp_src_port,
             bth,
             reth,
+            atomic: None,
             aeth,
+            atomic_ack: None,
             deth: None,
             imm,
             payload,
@@ -140,6 +142,9 @@ pub struct QpCounters {
     pub retransmitted: u64,
     /// Local ACK timeouts that fired with packets outstanding.
     pub timeouts: u64,
+    /// Duplicate atomics the responder answered from a saved result,
+    /// without executing them again.
+    pub atomics_replayed: u64,
 }
 
 impl RcQp {
@@ -313,7 +318,7 @@ impl RcQp {
             return;
         }
         let op = pkt.bth.opcode;
-        if op == rctb_core::wire::roce::Opcode::ACKNOWLEDGE || op.is_read_response() {
+        if op.is_response() {
             if self.state == QpState::Rts {
                 requester::handle_response(self, now, pkt, mem, out);
             } else {

@@ -1,12 +1,14 @@
 //! The requester half of an RC QP: segments send WRs into packets, tracks
 //! what the responder acknowledged, retransmits (go-back-N) on NAK, timeout
-//! or RNR, and completes WRs in order.
+//! or RNR, and completes WRs in order. READs and atomics wait for their
+//! response data; an ACK past one of them means the response was lost, and
+//! the request is sent again.
 
 use std::collections::VecDeque;
 
 use rctb_core::time::Instant;
 use rctb_core::transport::{Psn, SendOp, SendWr, WcStatus};
-use rctb_core::wire::roce::{AckKind, Bth, NakCode, Opcode, Reth};
+use rctb_core::wire::roce::{AckKind, AtomicEth, Bth, NakCode, Opcode, Reth};
 
 use super::{ACK_REQ_EVERY, MAX_WINDOW_PACKETS, Path, RcQp, RoutedCompletion, SgeList};
 use crate::memory::Memory;
@@ -23,9 +25,9 @@ pub(crate) struct SendWqe {
     pub first_psn: Psn,
     /// PSNs this WR consumes: its packets, or a READ's response packets.
     pub npkts: u32,
-    /// READ: response packets received in order so far.
+    /// READ or atomic: response packets received in order so far.
     pub read_done: u32,
-    /// Fully acknowledged (or, for READ, all data received).
+    /// Fully acknowledged (or, for READ and atomics, all data received).
     pub done: bool,
     /// A local error found when the WR was processed.
     pub local_error: Option<WcStatus>,
@@ -43,6 +45,11 @@ impl SendWqe {
 
     fn is_read(&self) -> bool {
         matches!(self.op, SendOp::Read { .. })
+    }
+
+    /// A READ or an atomic: done when its response data arrives, not on an ACK.
+    fn awaits_response(&self) -> bool {
+        self.op.is_read_or_atomic()
     }
 }
 
@@ -64,7 +71,8 @@ pub(crate) struct Requester {
     rnr_until: Option<Instant>,
     /// rxe's `noack_pkts`: packets sent since the last AckReq.
     pkts_since_ack_req: u32,
-    /// READ requests transmitted whose data has not all arrived.
+    /// READ and atomic requests transmitted whose response has not all
+    /// arrived (bounded by `max_rd_atomic`).
     reads_in_flight: u32,
     /// The READ response PSN we last re-issued a READ for: responses of the
     /// original flight keep arriving after a gap, and each must not trigger
@@ -141,7 +149,7 @@ impl Requester {
     fn skip_acked(&mut self) {
         let Some(idx) = self.sq.iter().position(|w| w.contains(self.una)) else { return };
         let w = &self.sq[idx];
-        if w.is_read() {
+        if w.awaits_response() {
             return;
         }
         let acked = self.una.diff(w.first_psn) as u32;
@@ -169,12 +177,12 @@ impl Requester {
             return false;
         }
         let pkt = if self.sq.get(self.tx_idx).is_some_and(|x| x.done) { 0 } else { self.tx_pkt };
-        let psn = if w.is_read() { w.first_psn.add(w.read_done) } else { w.first_psn.add(pkt) };
+        let psn = if w.awaits_response() { w.first_psn.add(w.read_done) } else { w.first_psn.add(pkt) };
         let is_new = psn.diff(self.sent_end) >= 0;
         if is_new && self.outstanding() >= MAX_WINDOW_PACKETS {
             return false;
         }
-        if w.is_read() && is_new && self.reads_in_flight >= max_rd_atomic as u32 {
+        if w.awaits_response() && is_new && self.reads_in_flight >= max_rd_atomic as u32 {
             return false;
         }
         true
@@ -192,7 +200,7 @@ impl Requester {
         if let Some(idx) = self.sq.iter().position(|w| w.contains(psn)) {
             let w = &self.sq[idx];
             self.tx_idx = idx;
-            self.tx_pkt = if w.is_read() { 0 } else { psn.diff(w.first_psn) as u32 };
+            self.tx_pkt = if w.awaits_response() { 0 } else { psn.diff(w.first_psn) as u32 };
         }
         // Re-issued READ requests count again.
         self.reads_in_flight = 0;
@@ -242,7 +250,7 @@ fn ack_before(qp: &mut RcQp, psn: Psn) -> bool {
         if w.first_psn.diff(psn) >= 0 {
             break;
         }
-        if w.is_read() {
+        if w.awaits_response() {
             new_una = w.first_psn.add(w.read_done);
             if req.tx_idx > i {
                 req.tx_idx = i;
@@ -287,6 +295,10 @@ pub(super) fn handle_response(
     }
     if pkt.bth.opcode.is_read_response() {
         handle_read_response(qp, now, pkt, mem, out);
+        return;
+    }
+    if pkt.bth.opcode == Opcode::ATOMIC_ACKNOWLEDGE {
+        handle_atomic_ack(qp, now, pkt, mem, out);
         return;
     }
     let Some(aeth) = pkt.aeth else {
@@ -409,6 +421,47 @@ fn handle_read_response(qp: &mut RcQp, now: Instant, pkt: &Packet, mem: &mut Mem
     retire(qp, out);
 }
 
+/// An atomic acknowledge: the original remote value goes to the WR's
+/// 8-byte SGE, in the host's order, and the atomic is done.
+fn handle_atomic_ack(qp: &mut RcQp, now: Instant, pkt: &Packet, mem: &mut Memory, out: &mut Vec<RoutedCompletion>) {
+    let psn = pkt.bth.psn;
+    let Some(idx) = qp.req.sq.iter().position(|w| w.contains(psn)) else {
+        qp.dropped += 1;
+        return;
+    };
+    let (Some(orig), true) = (pkt.atomic_ack, qp.req.sq[idx].op.is_atomic()) else {
+        // An atomic acknowledge for a PSN that is not an atomic (or without
+        // its AtomicAckETH): a bad response.
+        qp.enter_error(Some(WcStatus::BadRespErr), out);
+        return;
+    };
+    if qp.req.sq[idx].done {
+        qp.dropped += 1; // duplicate
+        return;
+    }
+    // Everything before the atomic is implicitly acknowledged -- unless an
+    // earlier READ or atomic still waits for its response.
+    if ack_before(qp, psn) {
+        on_progress(qp, now);
+    }
+    if qp.req.una != psn {
+        qp.dropped += 1;
+        return;
+    }
+    let w = &mut qp.req.sq[idx];
+    if mem.scatter(&w.sges, 0, &orig.orig.to_le_bytes()).is_err() {
+        qp.enter_error(Some(WcStatus::LocLenErr), out);
+        return;
+    }
+    w.read_done = 1;
+    w.done = true;
+    qp.req.una = psn.add(1);
+    qp.req.read_gap = None;
+    qp.req.reads_in_flight = qp.req.reads_in_flight.saturating_sub(1);
+    on_progress(qp, now);
+    retire(qp, out);
+}
+
 pub(super) fn handle_timeout(qp: &mut RcQp, now: Instant, out: &mut Vec<RoutedCompletion>) {
     if qp.req.rnr_until.is_some_and(|t| t <= now) {
         qp.req.rnr_until = None;
@@ -456,7 +509,25 @@ pub(super) fn poll_transmit(
     let Some(w) = req.sq.get(req.tx_idx) else { return Err(buf) };
     buf.clear();
     let (opcode, psn, reth, imm, ends, retx);
-    if let SendOp::Read { remote } = w.op {
+    let mut atomic = None;
+    let atomic_op = match w.op {
+        SendOp::CompareSwap { remote, compare, swap } => Some((Opcode::COMPARE_SWAP, remote, swap, compare)),
+        SendOp::FetchAdd { remote, add } => Some((Opcode::FETCH_ADD, remote, add, 0)),
+        _ => None,
+    };
+    if let Some((op, remote, swap_add, compare)) = atomic_op {
+        psn = w.first_psn;
+        retx = psn.diff(req.sent_end) < 0;
+        opcode = op;
+        atomic = Some(AtomicEth { va: remote.addr, rkey: remote.rkey, swap_add, compare });
+        (reth, imm, ends) = (None, None, true);
+        req.reads_in_flight += 1;
+        if psn.diff(req.sent_end) >= 0 {
+            req.sent_end = psn.add(1);
+        }
+        req.tx_idx += 1;
+        req.tx_pkt = 0;
+    } else if let SendOp::Read { remote } = w.op {
         let done = w.read_done as u64 * pmtu;
         psn = w.first_psn.add(w.read_done);
         retx = psn.diff(req.sent_end) < 0;
@@ -489,7 +560,9 @@ pub(super) fn poll_transmit(
             SendOp::SendWithImm { .. } => (true, false),
             SendOp::Write { .. } => (false, true),
             SendOp::WriteWithImm { .. } => (true, true),
-            SendOp::Read { .. } => unreachable!("handled above"),
+            SendOp::Read { .. } | SendOp::CompareSwap { .. } | SendOp::FetchAdd { .. } => {
+                unreachable!("handled above")
+            }
         };
         opcode = match (is_write, first, last, with_imm) {
             (false, true, true, false) => Opcode::SEND_ONLY,
@@ -543,5 +616,7 @@ pub(super) fn poll_transmit(
     let mut bth = Bth::new(opcode, path.dest_qpn, psn);
     bth.ack_req = ack_req;
     bth.se = solicited;
-    Ok(path.packet(bth, reth, None, imm, buf))
+    let mut pkt = path.packet(bth, reth, None, imm, buf);
+    pkt.atomic = atomic;
+    Ok(pkt)
 }

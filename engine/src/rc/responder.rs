@@ -1,11 +1,12 @@
 //! The responder half of an RC QP: checks PSNs, places SEND data into posted
-//! receives and WRITE data into registered memory, answers READs, and sends
-//! ACK, RNR NAK and NAK as IBA's responder rules (and rxe) do.
+//! receives and WRITE data into registered memory, answers READs, executes
+//! atomics (saving each result to replay a duplicate), and sends ACK, RNR
+//! NAK and NAK as IBA's responder rules (and rxe) do.
 
 use std::collections::VecDeque;
 
-use rctb_core::transport::{Access, MrId, Psn, RecvWr, WcOpcode, WcStatus};
-use rctb_core::wire::roce::{Aeth, Bth, NakCode, Opcode, Reth};
+use rctb_core::transport::{ATOMIC_LEN, Access, MrId, Psn, RecvWr, WcOpcode, WcStatus};
+use rctb_core::wire::roce::{Aeth, AtomicAckEth, AtomicEth, Bth, NakCode, Opcode, Reth};
 
 use super::{Path, RcQp, RoutedCompletion, SgeList};
 use crate::memory::Memory;
@@ -31,6 +32,21 @@ enum InMsg {
 enum Reply {
     Ack { psn: Psn, aeth: Aeth },
     Read { psn: Psn, target: Option<(MrId, u64)>, sent: u64, total: u64, msn: u32 },
+    Atomic { psn: Psn, orig: u64, msn: u32 },
+}
+
+/// One of the `max_dest_rd_atomic` responder resources (IBA 9.7.5.1.4): a
+/// READ or an atomic the responder executed, oldest first. READs and
+/// atomics share them, so a newer one recycles the oldest, as rxe does.
+#[derive(Debug, Clone, Copy)]
+enum Resource {
+    Read,
+    /// The atomic at `psn` found `orig` and answered with it: a duplicate
+    /// gets the same answer and is not executed again.
+    Atomic {
+        psn: Psn,
+        orig: u64,
+    },
 }
 
 #[derive(Debug, Default)]
@@ -44,6 +60,8 @@ pub(crate) struct Responder {
     replies: VecDeque<Reply>,
     /// The last reply queued is an ACK not yet sent (coalescing point).
     coalescible: bool,
+    /// READs and atomics executed, oldest first, at most `max_dest_rd_atomic`.
+    resources: VecDeque<Resource>,
 }
 
 impl Responder {
@@ -54,6 +72,7 @@ impl Responder {
         self.nak_sent = false;
         self.replies.clear();
         self.coalescible = false;
+        self.resources.clear();
     }
 
     pub(crate) fn rq_len(&self) -> usize {
@@ -92,6 +111,22 @@ impl Responder {
     fn queue_nak(&mut self, psn: Psn, aeth: Aeth) {
         self.replies.push_back(Reply::Ack { psn, aeth });
         self.coalescible = false;
+    }
+
+    /// Takes a responder resource, recycling the oldest when all `max` are in use.
+    fn take_resource(&mut self, max: u8, resource: Resource) {
+        while self.resources.len() >= max.max(1) as usize {
+            self.resources.pop_front();
+        }
+        self.resources.push_back(resource);
+    }
+
+    /// The saved result of the atomic at `psn`, while its resource lasts.
+    fn saved_atomic(&self, psn: Psn) -> Option<u64> {
+        self.resources.iter().rev().find_map(|r| match *r {
+            Resource::Atomic { psn: p, orig } if p == psn => Some(orig),
+            _ => None,
+        })
     }
 }
 
@@ -134,7 +169,7 @@ fn fatal(qp: &mut RcQp, failed_recv: Option<WcStatus>, out: &mut Vec<RoutedCompl
 
 pub(super) fn handle_request(qp: &mut RcQp, pkt: &Packet, mem: &mut Memory, out: &mut Vec<RoutedCompletion>) {
     let op = pkt.bth.opcode;
-    if !op.is_known() || !op.is_rc() || op.has_atomic_eth() {
+    if !op.is_known() || !op.is_rc() {
         qp.dropped += 1;
         return;
     }
@@ -160,7 +195,7 @@ pub(super) fn handle_request(qp: &mut RcQp, pkt: &Packet, mem: &mut Memory, out:
     // In sequence: the opcode must continue (or start) a message correctly.
     let continuing = qp.resp.cur;
     let ok = match continuing {
-        None => op.starts_message() || op == Opcode::READ_REQUEST,
+        None => op.starts_message() || op == Opcode::READ_REQUEST || op.has_atomic_eth(),
         Some(InMsg::Send { .. }) => op.is_send() && !op.starts_message(),
         Some(InMsg::Write { .. }) => op.is_write() && !op.starts_message(),
     };
@@ -170,6 +205,8 @@ pub(super) fn handle_request(qp: &mut RcQp, pkt: &Packet, mem: &mut Memory, out:
     }
     if op == Opcode::READ_REQUEST {
         handle_read_request(qp, pkt, mem, out);
+    } else if op.has_atomic_eth() {
+        handle_atomic(qp, pkt, mem, out);
     } else if op.is_send() {
         handle_send(qp, pkt, mem, out);
     } else {
@@ -194,6 +231,20 @@ fn handle_duplicate(qp: &mut RcQp, pkt: &Packet, mem: &Memory) {
                 msn,
             });
             qp.resp.coalescible = false;
+        }
+        return;
+    }
+    if pkt.bth.opcode.has_atomic_eth() {
+        // A duplicate atomic gets the answer saved when it was executed and
+        // is not executed again (IBA 9.7.5.1.4, C9-112). Once a newer READ
+        // or atomic recycled its resource, it is dropped (rxe: class D).
+        if let Some(orig) = qp.resp.saved_atomic(pkt.bth.psn) {
+            let msn = qp.resp.msn;
+            qp.resp.replies.push_back(Reply::Atomic { psn: pkt.bth.psn, orig, msn });
+            qp.resp.coalescible = false;
+            qp.counters.atomics_replayed += 1;
+        } else {
+            qp.dropped += 1;
         }
         return;
     }
@@ -341,6 +392,7 @@ fn handle_read_request(qp: &mut RcQp, pkt: &Packet, mem: &mut Memory, out: &mut 
     };
     let pmtu = qp.path.map_or(4096, |p| p.pmtu) as u64;
     let npkts = (dma_len as u64).div_ceil(pmtu).max(1) as u32;
+    qp.resp.take_resource(qp.max_dest_rd_atomic, Resource::Read);
     qp.resp.msn = (qp.resp.msn + 1) & 0x00FF_FFFF;
     let msn = qp.resp.msn;
     qp.resp.replies.push_back(Reply::Read { psn, target, sent: 0, total: dma_len as u64, msn });
@@ -348,11 +400,64 @@ fn handle_read_request(qp: &mut RcQp, pkt: &Packet, mem: &mut Memory, out: &mut 
     qp.resp.epsn = qp.resp.epsn.add(npkts);
 }
 
-/// Builds the next ACK, NAK or READ response packet.
+/// CmpSwap or FetchAdd, checked in rxe's order: the QP must grant remote
+/// atomics (else an invalid request: rxe's unsupported opcode), take READs
+/// or atomics at all, the rkey must cover 8 bytes with REMOTE_ATOMIC (else
+/// a remote access error), and the address must be 8-byte aligned (else an
+/// invalid request). Each is a class C error: NAK, then ERR.
+fn handle_atomic(qp: &mut RcQp, pkt: &Packet, mem: &mut Memory, out: &mut Vec<RoutedCompletion>) {
+    let psn = pkt.bth.psn;
+    let Some(AtomicEth { va, rkey, swap_add, compare }) = pkt.atomic else {
+        invalid_request(qp, psn, None, out);
+        return;
+    };
+    if !qp.access.contains(Access::REMOTE_ATOMIC) || qp.max_dest_rd_atomic == 0 {
+        invalid_request(qp, psn, None, out);
+        return;
+    }
+    let Ok(Some((mr, offset))) = mem.resolve_remote(qp.pd(), rkey, va, ATOMIC_LEN as u64, Access::REMOTE_ATOMIC) else {
+        access_error(qp, psn, out);
+        return;
+    };
+    if va % ATOMIC_LEN as u64 != 0 {
+        invalid_request(qp, psn, None, out);
+        return;
+    }
+    let mut bytes = Vec::with_capacity(ATOMIC_LEN as usize);
+    mem.read_resolved(mr, offset, ATOMIC_LEN as usize, &mut bytes);
+    // Memory holds the operand in the host's order (little-endian), the
+    // wire in network order; both conversions happen here and in the
+    // requester, nowhere else.
+    let orig = u64::from_le_bytes(bytes.as_slice().try_into().unwrap_or_default());
+    let new = if pkt.bth.opcode == Opcode::COMPARE_SWAP {
+        if orig == compare { swap_add } else { orig }
+    } else {
+        orig.wrapping_add(swap_add)
+    };
+    if new != orig {
+        mem.write_resolved(mr, offset, &new.to_le_bytes());
+    }
+    qp.resp.take_resource(qp.max_dest_rd_atomic, Resource::Atomic { psn, orig });
+    qp.resp.msn = (qp.resp.msn + 1) & 0x00FF_FFFF;
+    let msn = qp.resp.msn;
+    qp.resp.replies.push_back(Reply::Atomic { psn, orig, msn });
+    qp.resp.coalescible = false;
+    qp.resp.epsn = qp.resp.epsn.add(1);
+}
+
+/// Builds the next ACK, NAK, READ response or atomic acknowledge packet.
 pub(super) fn poll_transmit(qp: &mut RcQp, path: &Path, mem: &Memory, mut buf: Vec<u8>) -> Result<Packet, Vec<u8>> {
     let Some(reply) = qp.resp.replies.front_mut() else { return Err(buf) };
     buf.clear();
     let (bth, aeth) = match reply {
+        Reply::Atomic { psn, orig, msn } => {
+            let bth = Bth::new(Opcode::ATOMIC_ACKNOWLEDGE, path.dest_qpn, *psn);
+            let (aeth, orig) = (Aeth::ack(*msn), *orig);
+            qp.resp.replies.pop_front();
+            let mut pkt = path.packet(bth, None, Some(aeth), None, buf);
+            pkt.atomic_ack = Some(AtomicAckEth { orig });
+            return Ok(pkt);
+        }
         Reply::Ack { psn, aeth } => {
             let bth = Bth::new(Opcode::ACKNOWLEDGE, path.dest_qpn, *psn);
             let aeth = *aeth;

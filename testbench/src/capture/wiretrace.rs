@@ -6,7 +6,8 @@
 //! UDP source port, which Linux derives from both QPNs and uses in both
 //! directions), in capture order, each frame's direction, opcode, PSN
 //! relative to the connection's first request, AckReq, pad count, payload
-//! length, RETH length, and the AETH's kind and MSN. What is left out varies
+//! length, RETH length, the AETH's kind and MSN, and an atomic's operands
+//! and the original value its acknowledge returns. What is left out varies
 //! legitimately between implementations: addresses, QPNs, absolute PSNs,
 //! keys and virtual addresses, IP ids, timestamps.
 
@@ -32,6 +33,10 @@ pub struct Record {
     pub imm: bool,
     /// AETH: kind (ACK, RNR NAK with timer, NAK with code) and MSN.
     pub aeth: Option<(String, u32)>,
+    /// AtomicETH: the swap or add operand and the compare operand.
+    pub atomic: Option<(u64, u64)>,
+    /// AtomicAckETH: the original remote value.
+    pub atomic_orig: Option<u64>,
 }
 
 impl fmt::Display for Record {
@@ -51,8 +56,14 @@ impl fmt::Display for Record {
         if self.imm {
             f.write_str(" imm")?;
         }
+        if let Some((swap_add, compare)) = self.atomic {
+            write!(f, " swap/add {swap_add:#x} compare {compare:#x}")?;
+        }
         if let Some((kind, msn)) = &self.aeth {
             write!(f, " {kind} msn {msn}")?;
+        }
+        if let Some(orig) = self.atomic_orig {
+            write!(f, " orig {orig:#x}")?;
         }
         Ok(())
     }
@@ -114,6 +125,8 @@ pub fn connections(pcap: &[u8]) -> Result<Vec<Connection>, TraceError> {
             reth_len: frame.ext.reth.map(|r| r.dma_len),
             imm: frame.ext.imm.is_some(),
             aeth: frame.ext.aeth.map(|a| (a.kind().to_string(), a.msn)),
+            atomic: frame.ext.atomic.map(|a| (a.swap_add, a.compare)),
+            atomic_orig: frame.ext.atomic_ack.map(|a| a.orig),
         });
     }
     Ok(conns.into_iter().map(|(c, _)| c).collect())
