@@ -2,11 +2,13 @@
 //! and the structured fuzz target (`fuzz/fuzz_targets/sim_rc.rs`). Not a
 //! stable API.
 //!
-//! A [`Case`] is a sequence of the five send opcodes from node `a` to node
+//! A [`Case`] is a sequence of the seven send opcodes from node `a` to node
 //! `b` over a link with faults. [`run`] executes it and compares what
 //! happened with an ideal RC channel: every message delivered exactly once,
 //! in order, with its data and immediate intact, every WR completed
-//! successfully. When the faults exceed the retry budget (a partition that
+//! successfully, and every atomic applied exactly once, in order, to one
+//! 8-byte counter at `b` (each returning the value a model counter held
+//! before it). When the faults exceed the retry budget (a partition that
 //! never heals), RC promises less and the model predicts exactly what: the
 //! sender sees a prefix of successes, one RETRY_EXC_ERR, then WR_FLUSH_ERR
 //! for the rest; the receiver sees an in-order, intact prefix at least as long
@@ -30,13 +32,25 @@ pub enum Kind {
     Write,
     WriteImm,
     Read,
+    /// Compare-and-swap on the shared counter. The case's size decides
+    /// the operands: an even size compares with what the model counter
+    /// holds (the swap happens), an odd one with something else (it
+    /// does not).
+    CompareSwap,
+    /// Fetch-and-add of the case's size plus one on the shared counter.
+    FetchAdd,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 5] = [Kind::Send, Kind::SendImm, Kind::Write, Kind::WriteImm, Kind::Read];
+    pub const ALL: [Kind; 7] =
+        [Kind::Send, Kind::SendImm, Kind::Write, Kind::WriteImm, Kind::Read, Kind::CompareSwap, Kind::FetchAdd];
 
     pub fn consumes_receive(self) -> bool {
         matches!(self, Kind::Send | Kind::SendImm | Kind::WriteImm)
+    }
+
+    pub fn is_atomic(self) -> bool {
+        matches!(self, Kind::CompareSwap | Kind::FetchAdd)
     }
 }
 
@@ -66,7 +80,7 @@ impl Case {
         let partition_at_us = if u.ratio(1, 4).ok()? { Some(u.int_in_range(0..=2000u64).ok()?) } else { None };
         let mut ops = Vec::new();
         while ops.len() < 8 && !u.is_empty() {
-            let kind = Kind::ALL[u.int_in_range(0..=4usize).ok()?];
+            let kind = Kind::ALL[u.int_in_range(0..=Kind::ALL.len() - 1).ok()?];
             ops.push((kind, u.int_in_range(0..=8192u32).ok()?));
         }
         if ops.is_empty() {
@@ -92,6 +106,30 @@ fn imm_of(op: usize) -> u32 {
     0xA000_0000 | op as u32
 }
 
+/// What the shared counter at `b` holds before the first atomic.
+const COUNTER_START: u64 = 0x0123_4567_89AB_CDEF;
+
+/// The model of the shared counter: the verb for atomic `i` of `size`, the
+/// value it must return, and the counter moved on as the responder must.
+fn atomic_op(counter: &mut u64, i: usize, kind: Kind, size: u32, remote: RemoteAddr) -> (SendOp, u64) {
+    let orig = *counter;
+    match kind {
+        Kind::CompareSwap => {
+            let compare = if size % 2 == 0 { orig } else { !orig };
+            let swap = (i as u64) << 40 | u64::from(size) << 8 | 0xC5;
+            if compare == orig {
+                *counter = swap;
+            }
+            (SendOp::CompareSwap { remote, compare, swap }, orig)
+        }
+        _ => {
+            let add = u64::from(size) + 1;
+            *counter = orig.wrapping_add(add);
+            (SendOp::FetchAdd { remote, add }, orig)
+        }
+    }
+}
+
 macro_rules! check {
     ($cond:expr, $($msg:tt)+) => {
         if !$cond {
@@ -99,6 +137,9 @@ macro_rules! check {
         }
     };
 }
+
+const ACCESS: Access =
+    Access::LOCAL_WRITE.union(Access::REMOTE_WRITE).union(Access::REMOTE_READ).union(Access::REMOTE_ATOMIC);
 
 struct End {
     t: SimTransport,
@@ -113,7 +154,7 @@ fn end(sim: &Sim, name: &str, ip: &str, mr_len: u64) -> Result<End, String> {
     let e = |x: TransportError| x.to_string();
     let pd = t.alloc_pd().map_err(e)?;
     let cq = t.create_cq(4096).map_err(e)?;
-    let mr = t.reg_mr(pd, mr_len, Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ).map_err(e)?;
+    let mr = t.reg_mr(pd, mr_len, ACCESS).map_err(e)?;
     let caps = QpCaps { max_send_wr: 256, max_recv_wr: 256, max_send_sge: 1, max_recv_sge: 1, max_inline_data: 0 };
     let qp = t.create_qp(&QpInit { pd, send_cq: cq, recv_cq: cq, caps, sq_sig_all: false }).map_err(e)?;
     Ok(End { t, cq, qp, mr })
@@ -121,7 +162,7 @@ fn end(sim: &Sim, name: &str, ip: &str, mr_len: u64) -> Result<End, String> {
 
 fn connect(me: &mut End, mtu: Mtu, peer_qpn: u32, peer_ip: &str, rq_psn: Psn, sq_psn: Psn) -> Result<(), String> {
     let e = |x: TransportError| x.to_string();
-    let access = Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ;
+    let access = ACCESS;
     me.t.modify_qp(me.qp.id, &QpTransition::Init(InitAttr { pkey_index: 0, port: 1, access })).map_err(e)?;
     let av = AddressVector::new(Gid::from_ipv4(peer_ip.parse().map_err(|_| "bad ip")?), 1);
     let rtr = RtrAttr {
@@ -182,6 +223,12 @@ pub fn run(c: &Case) -> Result<(), String> {
             b.t.post_recv(b.qp.id, &RecvWr::new(i as u64, &sge)).map_err(e)?;
         }
     }
+    // The atomics' counter lives in b's first unused slot; `counters[j]` is
+    // what the model counter holds after `j` atomics.
+    let counter_at = c.ops.len() as u64 * SLOT;
+    b.t.mr_write(b.mr.id, counter_at, &COUNTER_START.to_le_bytes()).map_err(e)?;
+    let mut counters = vec![COUNTER_START];
+    let mut origs = vec![None; c.ops.len()];
     for (i, &(k, len)) in c.ops.iter().enumerate() {
         let slot = i as u64 * SLOT;
         let remote = b.mr.remote(slot);
@@ -191,7 +238,21 @@ pub fn run(c: &Case) -> Result<(), String> {
             Kind::Write => SendOp::Write { remote },
             Kind::WriteImm => SendOp::WriteWithImm { remote, imm: imm_of(i) },
             Kind::Read => SendOp::Read { remote },
+            Kind::CompareSwap | Kind::FetchAdd => {
+                let mut counter = *counters.last().expect("starts with one");
+                let (op, orig) = atomic_op(&mut counter, i, k, len, b.mr.remote(counter_at));
+                counters.push(counter);
+                origs[i] = Some(orig);
+                op
+            }
         };
+        if k.is_atomic() {
+            // The original value lands in a's slot, over bytes it is not.
+            a.t.mr_write(a.mr.id, slot, &[0xEE; ATOMIC_LEN as usize]).map_err(e)?;
+            let sge = [Sge::new(a.mr.id, slot, ATOMIC_LEN)];
+            a.t.post_send(a.qp.id, &SendWr::new(i as u64, op, &sge)).map_err(e)?;
+            continue;
+        }
         let local = if k == Kind::Read {
             // Read b's slot into a's second half.
             b.t.mr_write(b.mr.id, slot, &pattern(i, len, 0x55)).map_err(e)?;
@@ -233,6 +294,8 @@ pub fn run(c: &Case) -> Result<(), String> {
                 Kind::Send | Kind::SendImm => WcOpcode::Send,
                 Kind::Write | Kind::WriteImm => WcOpcode::RdmaWrite,
                 Kind::Read => WcOpcode::RdmaRead,
+                Kind::CompareSwap => WcOpcode::CompSwap,
+                Kind::FetchAdd => WcOpcode::FetchAdd,
             };
             check!(w.opcode == expect, "WR {i}: opcode {:?}", w.opcode);
         }
@@ -268,8 +331,27 @@ pub fn run(c: &Case) -> Result<(), String> {
                 let dst = (c.ops.len() as u64 + 1 + i as u64) * SLOT;
                 check!(read(&a, dst, len)? == pattern(i, len, 0x55), "read {i}: data differs")
             }
+            Kind::CompareSwap | Kind::FetchAdd => {
+                let got = u64::from_le_bytes(read(&a, i as u64 * SLOT, ATOMIC_LEN)?.try_into().expect("8 bytes"));
+                let want = origs[i].expect("set for atomics");
+                check!(got == want, "atomic {i}: returned {got:#018x}, the model counter held {want:#018x}");
+            }
             _ => {}
         }
+    }
+    // The counter saw each atomic exactly once, in order: it holds the model
+    // after some prefix of them, at least every acknowledged one, and after
+    // all of them when every WR succeeded.
+    let held = u64::from_le_bytes(read(&b, counter_at, ATOMIC_LEN)?.try_into().expect("8 bytes"));
+    let acked = c.ops[..ok].iter().filter(|(k, _)| k.is_atomic()).count();
+    let applied = (acked..counters.len()).find(|&j| counters[j] == held);
+    check!(
+        applied.is_some(),
+        "counter {held:#018x} is no state of the model after {acked} or more atomics: {counters:#x?}"
+    );
+    if ok == c.ops.len() {
+        let want = counters[counters.len() - 1];
+        check!(held == want, "counter {held:#018x} after every atomic succeeded, the model holds {want:#018x}");
     }
     Ok(())
 }

@@ -1,4 +1,4 @@
-//! Reference-model test: random sequences of the five send opcodes over a
+//! Reference-model test: random sequences of the seven send opcodes over a
 //! faulty link, compared with an ideal RC channel by
 //! `rctb_sim::fuzzing::run` (which the structured fuzz target uses too; its
 //! docs say what the model promises, including the exact completions when
@@ -71,7 +71,7 @@ fn moderate_faults_always_converge() {
             reorder_window: Duration::from_micros(20),
             ..LinkFaults::default()
         };
-        let ops = (0..8).map(|i| (Kind::ALL[i % 5], (i as u32 + 1) * 3001)).collect();
+        let ops = (0..8).map(|i| (Kind::ALL[i % Kind::ALL.len()], (i as u32 + 1) * 3001)).collect();
         let c = Case { seed, mtu: Mtu::ALL[(seed % 5) as usize], faults, partition_at_us: None, ops };
         if let Err(e) = run(&c) {
             panic!("seed {seed}: {e}\nreplay: cargo test -p rctb-sim --test model moderate (deterministic)");
