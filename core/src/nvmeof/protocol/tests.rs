@@ -301,6 +301,10 @@ fn discovery_log_layout() {
     let mut huge = b.clone();
     huge[8..16].copy_from_slice(&u64::MAX.to_le_bytes());
     assert!(DiscoveryLog::decode(&huge).is_err());
+    // A page length from a target's NUMREC never overflows.
+    assert_eq!(DiscoveryLog::len_for(2), 3 * 1024);
+    assert_eq!(DiscoveryLog::len_for(u64::MAX), u64::MAX);
+    assert_eq!(DiscoveryLog::len_for(u64::MAX / 1024), u64::MAX);
 }
 
 proptest! {
