@@ -39,6 +39,8 @@
 //!   bad input. The wire codecs ([`wire`]) never panic on input: a bad
 //!   frame is a typed decode error (they are fuzzed, `fuzz/`).
 
+#![warn(missing_docs)]
+
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod nvmeof;

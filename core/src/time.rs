@@ -15,14 +15,17 @@ pub use std::time::Duration;
 pub struct Instant(u64);
 
 impl Instant {
+    /// The transport's epoch; the simulator's clock starts here.
     pub const ZERO: Instant = Instant(0);
     /// A deadline that never comes.
     pub const FAR_FUTURE: Instant = Instant(u64::MAX);
 
+    /// The instant `nanos` nanoseconds after the epoch.
     pub const fn from_nanos(nanos: u64) -> Self {
         Instant(nanos)
     }
 
+    /// Nanoseconds since the epoch.
     pub const fn as_nanos(self) -> u64 {
         self.0
     }
@@ -32,6 +35,8 @@ impl Instant {
         Duration::from_nanos(self.0.saturating_sub(earlier.0))
     }
 
+    /// `self + d`, or `None` when the sum passes `u64::MAX` nanoseconds
+    /// (about 584 years); `+` saturates to [`Instant::FAR_FUTURE`] instead.
     pub fn checked_add(self, d: Duration) -> Option<Instant> {
         u64::try_from(d.as_nanos()).ok().and_then(|n| self.0.checked_add(n)).map(Instant)
     }

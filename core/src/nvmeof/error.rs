@@ -24,42 +24,105 @@ pub enum NvmeError {
     /// The target sent something that breaks the protocol.
     #[error("protocol error from the target: {0}")]
     Protocol(ProtocolError),
-    /// A response named a command id with no command outstanding.
+    /// A response named a command id with no command outstanding (or one
+    /// already answered); the queue fails with it.
     #[error("protocol error from the target: response for unknown command id {cid} on queue {qid}")]
-    UnknownCid { qid: u16, cid: u16 },
-    /// Every command id of the queue is in use.
+    UnknownCid {
+        /// The queue the response arrived on (0 = admin).
+        qid: u16,
+        /// The command id the response carried.
+        cid: u16,
+    },
+    /// Every command id of the queue is in use. Unlike the other queue
+    /// errors it leaves the queue usable: submit again once a command
+    /// finishes.
     #[error("queue {qid} is full ({outstanding} commands outstanding, depth {depth})")]
-    QueueFull { qid: u16, depth: u16, outstanding: u16 },
-    /// The command completed with an NVMe error status.
+    QueueFull {
+        /// The refusing queue (for tickets: the first I/O queue, standing
+        /// for all of them).
+        qid: u16,
+        /// That queue's depth in entries.
+        depth: u16,
+        /// Commands it had outstanding when it refused.
+        outstanding: u16,
+    },
+    /// The command completed with an NVMe error status; the queue stays
+    /// usable.
     #[error("{command} failed: {error}")]
-    Status { command: &'static str, error: StatusError },
-    /// Fabrics Connect was refused for an invalid parameter.
+    Status {
+        /// The command's name, e.g. `"Read"`, `"Identify"`, `"Keep Alive"`.
+        command: &'static str,
+        /// The status (SCT, SC, DNR) and the completion's DW0/DW1.
+        error: StatusError,
+    },
+    /// Fabrics Connect was refused for an invalid parameter (command
+    /// specific status "Connect Invalid Parameters").
     #[error("connect refused: invalid {} ({error})", parameter.name())]
-    ConnectInvalid { parameter: InvalidParameter, error: StatusError },
+    ConnectInvalid {
+        /// The parameter the target named in DW0 (command or connect data,
+        /// and its byte offset).
+        parameter: InvalidParameter,
+        /// The full status of the refused Connect.
+        error: StatusError,
+    },
     /// The controller demands in-band authentication, which rctb does not do.
     #[error("the controller requires authentication (NVMe in-band authentication is not supported)")]
     AuthRequired,
     /// The target rejected the RDMA CM connect request.
     #[error("connect to {addr} rejected by the target: {}", reason.map_or("no NVMe/RDMA reason given".to_string(), |r| r.to_string()))]
-    Rejected { addr: SocketAddrV4, reason: Option<RejectStatus> },
+    Rejected {
+        /// The target's address.
+        addr: SocketAddrV4,
+        /// The NVMe/RDMA reject status from the reject's private data;
+        /// `None` when it carried none or it did not decode.
+        reason: Option<RejectStatus>,
+    },
     /// Nothing answered, or nothing listens at the address.
     #[error("cannot reach an NVMe/RDMA target at {addr}: {}", unreachable_text(*.reason))]
-    Unreachable { addr: SocketAddrV4, reason: UnreachableReason },
+    Unreachable {
+        /// The address the connect went to.
+        addr: SocketAddrV4,
+        /// What the RDMA CM reported: no route, no listener, or a timeout.
+        reason: UnreachableReason,
+    },
     /// A command did not complete in time (the queue is unusable after it).
     #[error("{command} on queue {qid} timed out after {after:?}")]
-    Timeout { command: &'static str, qid: u16, after: Duration },
+    Timeout {
+        /// The command's name, or `"RDMA CM connect"` for a connect.
+        command: &'static str,
+        /// The queue it ran on (0 = admin).
+        qid: u16,
+        /// The configured timeout that elapsed (transport time).
+        after: Duration,
+    },
     /// A work request of the queue failed (the connection is gone).
     #[error("queue {qid}: {op} completed with {}", status.name())]
-    Completion { qid: u16, op: &'static str, status: WcStatus },
-    /// The queue was disconnected (by the target or a failure).
+    Completion {
+        /// The queue whose work request failed (0 = admin).
+        qid: u16,
+        /// `"command SEND"` or `"response receive"`.
+        op: &'static str,
+        /// The work completion's error status.
+        status: WcStatus,
+    },
+    /// The queue was disconnected (by the target or a failure), or closed
+    /// locally; also the error of a closed controller and of tickets a
+    /// reconnect cut short.
     #[error("queue {qid} is disconnected")]
-    Disconnected { qid: u16 },
+    Disconnected {
+        /// The queue (0 = admin, and for controller-wide cases).
+        qid: u16,
+    },
     /// CSTS.CFS: the controller reports a fatal error.
     #[error("the controller reports a fatal status (CSTS.CFS)")]
     ControllerFatal,
     /// CSTS.RDY did not come up within CAP.TO.
     #[error("the controller did not become ready within {waited:?} (CAP.TO)")]
-    NotReady { waited: Duration },
+    NotReady {
+        /// Transport time from the answer to the CC.EN write to the last
+        /// CSTS read that still lacked RDY: at least (CAP.TO + 1) x 500 ms.
+        waited: Duration,
+    },
     /// The target lacks something this initiator needs.
     #[error("unsupported by this initiator: {0}")]
     Unsupported(String),

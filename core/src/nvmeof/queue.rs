@@ -42,7 +42,10 @@ use crate::transport::*;
 /// How a queue is set up.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct QueueConfig {
+    /// The target's NVMe/RDMA listener the RDMA CM request goes to.
     pub addr: SocketAddrV4,
+    /// Queue id: 0 for the admin queue, 1.. for I/O queues; carried in the
+    /// CM private data and in Fabrics Connect.
     pub qid: u16,
     /// Entries (2..=256); at most depth - 1 commands are outstanding.
     pub depth: u16,
@@ -251,6 +254,7 @@ impl Queue {
         self.connecting
     }
 
+    /// The queue id (0 = admin).
     pub fn qid(&self) -> u16 {
         self.qid
     }
@@ -262,12 +266,18 @@ impl Queue {
     pub fn capacity(&self) -> u16 {
         self.slots.len() as u16
     }
+    /// Commands submitted and not finished yet (a command finishes once
+    /// both its SEND completion and its response have arrived).
     pub fn outstanding(&self) -> u16 {
         self.outstanding
     }
+    /// The one CQ of the queue's sends and receives: what a driver loop
+    /// waits on before [`Queue::poll`].
     pub fn cq(&self) -> CqId {
         self.cq
     }
+    /// The RDMA CM connection id; CM events naming it belong to this
+    /// queue (see [`Queue::handle_cm`]).
     pub fn conn(&self) -> ConnId {
         self.conn
     }
@@ -279,6 +289,8 @@ impl Queue {
     pub fn failure(&self) -> Option<&NvmeError> {
         self.failed.as_ref()
     }
+    /// Whether the queue was closed and its resources released; a closed
+    /// queue refuses commands with `Disconnected`.
     pub fn is_closed(&self) -> bool {
         self.closed
     }
@@ -542,6 +554,7 @@ impl Queue {
         }
     }
 
+    /// The target address the queue connects (or connected) to.
     pub fn addr(&self) -> SocketAddrV4 {
         self.addr
     }

@@ -27,13 +27,22 @@ const DATA_WR: u64 = 7;
 /// The client's knobs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ClientConfig {
+    /// IB port of the client's QP (1-based; default 1).
     pub port: u8,
+    /// Index of our GID in the port's table (default 1, the IPv4 GID on
+    /// rxe and the simulator); it goes into the token. `new` fails with a
+    /// `Transport` error when the entry does not exist.
     pub gid_index: u32,
     /// Size of the client's data region (the largest object it moves).
     pub capacity: u64,
+    /// RTS local ACK timeout code: 4.096 us x 2^code (default 14).
     pub timeout: u8,
+    /// RTS transport retries, 0..=7 (default 7).
     pub retry_cnt: u8,
+    /// RTS RNR retries, 0..=7, 7 = without end (default 7).
     pub rnr_retry: u8,
+    /// RTR minimum RNR NAK timer code (default 12); a code outside the
+    /// table falls back to the transport's default.
     pub min_rnr_timer: u8,
     /// READY attempts after BUSY before giving up.
     pub max_busy_retries: u32,
@@ -60,20 +69,47 @@ impl Default for ClientConfig {
 /// A client-side failure.
 #[derive(Clone, Debug, PartialEq, Eq, Error)]
 pub enum ClientError {
+    /// A local verb failed (the error names the verb).
     #[error(transparent)]
     Transport(#[from] TransportError),
+    /// The session server refused a call; never made by the client itself,
+    /// it lets code driving both sides use `?`.
     #[error("server: {0}")]
     Server(#[from] RcError),
+    /// [`RcClient::begin`] asked for more bytes than our region holds.
     #[error("size {size} exceeds the client's region of {capacity} bytes")]
-    TooLarge { size: u64, capacity: u64 },
+    TooLarge {
+        /// Bytes requested.
+        size: u64,
+        /// [`ClientConfig::capacity`].
+        capacity: u64,
+    },
+    /// The data phase's work request completed with an error status
+    /// (flush errors are skipped).
     #[error("the data phase completed with {0}")]
     Completion(WcStatus),
+    /// A GET's data arrived without the session's cookie as immediate.
     #[error("received immediate {got:?}, expected the cookie {expected:#010x}")]
-    Immediate { got: Option<u32>, expected: u32 },
+    Immediate {
+        /// The immediate received (`None`: none).
+        got: Option<u32>,
+        /// The transfer's cookie.
+        expected: u32,
+    },
+    /// A GET received a byte count other than the transfer's size.
     #[error("received {got} bytes, expected {expected}")]
-    Length { got: u32, expected: u64 },
+    Length {
+        /// Bytes received.
+        got: u32,
+        /// The transfer's size.
+        expected: u64,
+    },
+    /// READY answered BUSY again after [`ClientConfig::max_busy_retries`]
+    /// retries; carries the retries made.
     #[error("READY answered BUSY {0} times")]
     BusyExhausted(u32),
+    /// A step called out of order (the text names it): `start_put` before
+    /// PREPARE's reply or on a GET, `post_get_recv` on a PUT or twice.
     #[error("{0} called in the wrong phase")]
     Phase(&'static str),
 }
@@ -87,21 +123,32 @@ pub enum TransferPhase {
     Connected,
     /// READY sent; the data phase runs.
     Moving,
+    /// [`RcClient::poll`] saw this transfer's data-phase completion.
     Done,
 }
 
 /// One transfer's client-side state.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ClientTransfer {
+    /// The principal the transfer runs as (also READY's).
     pub principal: PrincipalId,
+    /// GET or PUT.
     pub op: Op,
+    /// The target PREPARE names.
     pub target: String,
+    /// Bytes to move, at most [`ClientConfig::capacity`].
     pub size: u64,
+    /// Our QP's first send PSN, 1..=0xFFFFFF.
     pub psn: Psn,
+    /// The immediate the data carries and READY repeats.
     pub cookie: u32,
+    /// Where the transfer is.
     pub phase: TransferPhase,
+    /// The session, once [`RcClient::connect`] took PREPARE's reply.
     pub session: Option<SessionId>,
+    /// PREPARE's reply, once [`RcClient::connect`] took it.
     pub reply: Option<PrepareReply>,
+    /// BUSY answers retried so far (see [`RcClient::on_busy`]).
     pub busy_retries: u32,
     /// Not before this instant may READY be retried (backoff).
     pub retry_at: Instant,
@@ -166,22 +213,30 @@ impl<T: Transport> RcClient<T> {
         }
     }
 
+    /// The transport the client runs on.
     pub fn transport(&self) -> &T {
         &self.t
     }
 
+    /// The transport, e.g. to `wait` on [`RcClient::cq`].
     pub fn transport_mut(&mut self) -> &mut T {
         &mut self.t
     }
 
+    /// Our QP's number; [`RcClient::begin`] makes a new QP, so it changes
+    /// with every transfer.
     pub fn qpn(&self) -> u32 {
         self.qp.qpn
     }
 
+    /// Our one CQ (the data phase's completions): what a driver waits on
+    /// before [`RcClient::poll`].
     pub fn cq(&self) -> CqId {
         self.cq
     }
 
+    /// Our data region ([`ClientConfig::capacity`] bytes): a GET lands and
+    /// a PUT's object is sent from its offset 0.
     pub fn region(&self) -> MrInfo {
         self.mr
     }
@@ -339,6 +394,8 @@ impl<T: Transport> RcClient<T> {
         Ok(())
     }
 
+    /// Whether the GET receive is posted on the transfer's current
+    /// connection (a reconnect clears it).
     pub fn recv_posted(&self, xfer: &ClientTransfer) -> bool {
         xfer.recv_posted
     }

@@ -8,11 +8,18 @@ use crate::time::Duration;
 /// owns one QP, so it bounds the user's session count like the global one).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Limits {
+    /// Live sessions on the whole server.
     pub max_sessions: u32,
+    /// Staging bytes (the sum of the live sessions' sizes) on the whole
+    /// server.
     pub max_staging_bytes: u64,
+    /// QPs on the whole server (one per session).
     pub max_qps: u32,
+    /// Live sessions per principal.
     pub max_user_sessions: u32,
+    /// Staging bytes per principal.
     pub max_user_staging_bytes: u64,
+    /// QPs per principal; 0 = unlimited.
     pub max_user_qps: u32,
 }
 
@@ -43,6 +50,7 @@ pub struct ServerConfig {
     pub port: u8,
     /// Source GID index for RTR (rxe and the simulator: 1 is the IPv4 GID).
     pub gid_index: u32,
+    /// What PREPARE may take ([`Limits::generous`] by default).
     pub limits: Limits,
     /// PREPARE -> READY window; zero disables the deadline.
     pub t_prep: Duration,

@@ -163,10 +163,12 @@ impl<T: Transport, R: RngCore> SessionManager<T, R> {
         })
     }
 
+    /// The configuration the server was opened with.
     pub fn config(&self) -> &ServerConfig {
         &self.cfg
     }
 
+    /// The transport the sessions live on.
     pub fn transport(&self) -> &T {
         &self.t
     }
@@ -176,6 +178,7 @@ impl<T: Transport, R: RngCore> SessionManager<T, R> {
         &mut self.t
     }
 
+    /// The transport's clock: the time every deadline is measured in.
     pub fn now(&self) -> Instant {
         self.t.now()
     }
@@ -473,6 +476,8 @@ impl<T: Transport, R: RngCore> SessionManager<T, R> {
         Ok(())
     }
 
+    /// Returns a staging slot taken by [`Self::try_acquire_stage`]. Extra
+    /// releases are ignored (the pool never exceeds its size).
     pub fn release_stage(&mut self) {
         self.stage_slots_free = (self.stage_slots_free + 1).min(self.cfg.stage_slots());
     }
@@ -603,6 +608,8 @@ impl<T: Transport, R: RngCore> SessionManager<T, R> {
             .collect()
     }
 
+    /// What the live sessions hold against the limits, free slots, and
+    /// what was leaked on purpose.
     pub fn usage(&self) -> Usage {
         Usage {
             sessions: self.acct.sessions,

@@ -53,6 +53,8 @@ fn lock<X>(m: &Mutex<X>) -> MutexGuard<'_, X> {
 }
 
 impl<T: Transport, R: RngCore> RcService<T, R> {
+    /// Wraps an opened manager; the service admits calls until
+    /// [`RcService::close`].
     pub fn new(manager: SessionManager<T, R>) -> Self {
         RcService {
             manager: Mutex::new(manager),

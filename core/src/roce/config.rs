@@ -54,21 +54,30 @@ impl ServerConfig {
         ServerConfigBuilder { cfg: ServerConfig::new(fpga_ip, device) }
     }
 
+    /// The FPGA's IPv4 address: the RC peer, and with [`GidIndex::Auto`] the /24
+    /// the host GID must be on.
     pub fn fpga_ip(&self) -> Ipv4Addr {
         self.fpga_ip
     }
+    /// The RDMA device the transport must drive (`create` says
+    /// `DeviceMismatch` otherwise).
     pub fn device(&self) -> &str {
         &self.device
     }
+    /// The host port, 1-based (default 1).
     pub fn ib_port(&self) -> u8 {
         self.ib_port
     }
+    /// Which GID the host QP sources from (default [`GidIndex::Auto`]).
     pub fn gid_index(&self) -> GidIndex {
         self.gid_index
     }
+    /// Bytes per receive slot, the largest frame accepted (default 4096).
     pub fn max_payload(&self) -> u32 {
         self.max_payload
     }
+    /// Receive slots, 1..=32768 (default 256): receives posted, and the CQ's
+    /// depth.
     pub fn rx_queue_depth(&self) -> u32 {
         self.rx_queue_depth
     }
@@ -109,22 +118,29 @@ pub struct ServerConfigBuilder {
 }
 
 impl ServerConfigBuilder {
+    /// Sets the host port (1-based; 0 fails in `build`).
     pub fn ib_port(mut self, port: u8) -> Self {
         self.cfg.ib_port = port;
         self
     }
+    /// Sets which GID the host QP sources from.
     pub fn gid_index(mut self, index: GidIndex) -> Self {
         self.cfg.gid_index = index;
         self
     }
+    /// Sets the slot size in bytes (must be > 0).
     pub fn max_payload(mut self, bytes: u32) -> Self {
         self.cfg.max_payload = bytes;
         self
     }
+    /// Sets the slot count (1..=32768).
     pub fn rx_queue_depth(mut self, depth: u32) -> Self {
         self.cfg.rx_queue_depth = depth;
         self
     }
+    /// Checks every field, in this order: device non-empty, port >= 1,
+    /// payload > 0, depth 1..=32768, depth x payload < 2^32 bytes. The first
+    /// rule broken is the error.
     pub fn build(self) -> Result<ServerConfig, InvalidValue> {
         self.cfg.validate()?;
         Ok(self.cfg)
@@ -170,15 +186,21 @@ impl TransportConfig {
         TransportConfig::new(Mtu::from_code(pmtu)?, RnrTimer::from_code(min_rnr_timer)?, rnr_retry, retry_count)
     }
 
+    /// The path MTU asked for (default 4096); the host QP uses the smaller of
+    /// this and the port's active MTU (see `RoceServer::path_mtu`).
     pub fn pmtu(&self) -> Mtu {
         self.pmtu
     }
+    /// The host QP's min RNR timer (default code 12, 0.64 ms): how long the
+    /// FPGA waits after an RNR NAK before it sends again.
     pub fn min_rnr_timer(&self) -> RnrTimer {
         self.min_rnr_timer
     }
+    /// RNR retries for the FPGA's QP, 0..=7 (default 7 = forever).
     pub fn rnr_retry(&self) -> u8 {
         self.rnr_retry
     }
+    /// Transport retries for the FPGA's QP, 0..=7 (default 3).
     pub fn retry_count(&self) -> u8 {
         self.retry_count
     }

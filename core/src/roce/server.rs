@@ -28,39 +28,74 @@ const HOP_LIMIT: u8 = 64;
 /// Errors of the receive server.
 #[derive(Clone, Debug, PartialEq, Eq, Error)]
 pub enum RoceError {
+    /// A configuration value or argument broke a rule: also an `fpga_qpn`
+    /// above 24 bits, or a queue depth above the device's `max_qp_wr` or
+    /// `max_cqe`.
     #[error("invalid configuration: {0}")]
     Config(#[from] InvalidValue),
+    /// A transport call failed; the error names the verb.
     #[error(transparent)]
     Transport(#[from] TransportError),
+    /// The transport drives another device than the configuration names.
     #[error("the transport drives device {actual:?}, the configuration names {configured:?}")]
-    DeviceMismatch { configured: String, actual: String },
+    DeviceMismatch {
+        /// The device the configuration names.
+        configured: String,
+        /// The device the transport drives.
+        actual: String,
+    },
+    /// [`GidIndex::Auto`] found no RoCE v2 IPv4-mapped GID on the FPGA's /24.
     #[error("no RoCE v2 IPv4 GID on the /24 of {fpga_ip} in the GID table of port {port}")]
-    NoGid { fpga_ip: Ipv4Addr, port: u8 },
+    NoGid {
+        /// The FPGA address whose /24 was searched for.
+        fpga_ip: Ipv4Addr,
+        /// The port whose GID table was searched.
+        port: u8,
+    },
+    /// The GID at the chosen index is all zeros or absent (an unused slot).
     #[error("GID index {index} of port {port} is all zeros (unused slot)")]
-    ZeroGid { index: u32, port: u8 },
+    ZeroGid {
+        /// The GID index.
+        index: u32,
+        /// The port whose GID table it indexes.
+        port: u8,
+    },
+    /// `complete_connection` was called before, successfully or not.
     #[error("complete_connection was already called")]
     AlreadyConnected,
+    /// `poll` (or a call built on it) before `complete_connection`.
     #[error("the connection is not complete yet")]
     NotConnected,
+    /// The call needs a running server, and `stop` has run.
     #[error("the server is stopped")]
     Stopped,
+    /// A channel id above 255 (`Channel::new`).
     #[error("channel {0} is out of range: channels are 0..=255")]
     ChannelOutOfRange(u32),
+    /// The frame handle is another server's, was already released, or its
+    /// slab was freed.
     #[error("frame (slot {slot}) does not belong to this server or was already released")]
-    ForeignFrame { slot: u32 },
+    ForeignFrame {
+        /// The frame's receive slot.
+        slot: u32,
+    },
 }
 
 /// What the FPGA engine needs from the host (rogue `getHostParams`), plus the
 /// rkey for engines that write rather than send.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct HostParams {
+    /// The host QP's number: the FPGA's RTR dest QPN.
     pub qpn: Qpn,
     /// The FPGA's RTR `rq_psn`.
     pub rq_psn: Psn,
     /// The FPGA's RTS `sq_psn` (and what the host expects first).
     pub sq_psn: Psn,
+    /// The receive slab's address, as registered.
     pub mr_addr: u64,
+    /// The slab's length in bytes: depth x max payload.
     pub mr_len: u64,
+    /// The slab's rkey, for engines that RDMA WRITE rather than SEND.
     pub rkey: u32,
 }
 
@@ -97,9 +132,12 @@ impl Frame {
     pub fn ring_position(&self) -> u32 {
         self.ring_position
     }
+    /// The frame's length in bytes, 1..=max payload.
     pub fn len(&self) -> u32 {
         self.len
     }
+    /// Always false for a delivered frame: a length-0 completion is not a
+    /// frame (it counts in `bad_length`).
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
@@ -110,9 +148,11 @@ impl Frame {
 pub struct Channel(u8);
 
 impl Channel {
+    /// The channel `channel`; `ChannelOutOfRange` above 255.
     pub fn new(channel: u32) -> Result<Self, RoceError> {
         u8::try_from(channel).map(Channel).map_err(|_| RoceError::ChannelOutOfRange(channel))
     }
+    /// The channel id, 0..=255.
     pub fn get(self) -> u8 {
         self.0
     }
@@ -121,8 +161,9 @@ impl Channel {
 /// Counters of the receive path. Every completion lands in exactly one.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct RxCounters {
-    /// Good frames delivered downstream, and their bytes.
+    /// Good frames delivered downstream.
     pub frames: u64,
+    /// Bytes of those frames.
     pub bytes: u64,
     /// wr_id not a slot: dropped (warned in rogue).
     pub bad_wr_id: u64,
@@ -141,21 +182,36 @@ pub struct RxCounters {
 /// The 15 status fields of rogue's `RoCEv2Server`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Status {
+    /// FpgaIp: the configured FPGA address.
     pub fpga_ip: Ipv4Addr,
+    /// FpgaGid: the FPGA's IPv4-mapped GID.
     pub fpga_gid: Gid,
+    /// HostQpn: the host QP's number.
     pub host_qpn: Qpn,
+    /// HostGid: the GID at the host's source GID index.
     pub host_gid: Gid,
+    /// HostIp: the host GID's IPv4 address, when it is IPv4-mapped.
     pub host_ip: Option<Ipv4Addr>,
+    /// MrAddr: the receive slab's address.
     pub mr_addr: u64,
+    /// MrRkey: the slab's rkey.
     pub mr_rkey: u32,
+    /// RxFrameCount: good frames delivered so far.
     pub rx_frame_count: u64,
+    /// RxByteCount: bytes of those frames.
     pub rx_byte_count: u64,
+    /// MaxPayload: bytes per receive slot.
     pub max_payload: u32,
+    /// RxQueueDepth: receive slots.
     pub rx_queue_depth: u32,
+    /// HostRqPsn: handed to the FPGA as its RTR `rq_psn`.
     pub host_rq_psn: Psn,
+    /// HostSqPsn: the FPGA's RTS `sq_psn`, and the host QP's RTR `rq_psn` and
+    /// RTS `sq_psn`.
     pub host_sq_psn: Psn,
     /// `None` until `complete_connection`.
     pub fpga_qpn: Option<Qpn>,
+    /// FpgaLkey: the FPGA's lkey from `complete_connection`; `None` until then.
     pub fpga_lkey: Option<u32>,
 }
 
@@ -646,14 +702,17 @@ impl<T: Transport> RoceServer<T> {
         Ok(())
     }
 
+    /// Whether `stop` has run.
     pub fn is_stopped(&self) -> bool {
         self.phase == Phase::Stopped
     }
 
+    /// The receive path's counters so far.
     pub fn counters(&self) -> RxCounters {
         self.counters
     }
 
+    /// The configuration the server was created with.
     pub fn config(&self) -> &ServerConfig {
         &self.cfg
     }
@@ -690,6 +749,7 @@ impl<T: Transport> RoceServer<T> {
         }
     }
 
+    /// The transport the server owns.
     pub fn transport(&self) -> &T {
         &self.t
     }

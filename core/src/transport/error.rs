@@ -11,12 +11,18 @@ use super::QpState;
 #[derive(Clone, Debug, PartialEq, Eq, Error)]
 #[error("{field} = {value}: {rule}")]
 pub struct InvalidValue {
+    /// The argument or field that broke the rule, as the API names it (e.g.
+    /// `rx_queue_depth`, `private_data`).
     pub field: &'static str,
+    /// The offending value; a byte string's length, or 0 when the value is not
+    /// a number (an empty name).
     pub value: u64,
+    /// The rule it broke, with the valid range (e.g. "must be 0..=7").
     pub rule: &'static str,
 }
 
 impl InvalidValue {
+    /// An error saying `field` = `value` breaks `rule`.
     pub fn new(field: &'static str, value: u64, rule: &'static str) -> Self {
         InvalidValue { field, value, rule }
     }
@@ -25,28 +31,55 @@ impl InvalidValue {
 /// The verb (transport entry point) an error came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Verb {
+    /// [`Transport::device`](super::Transport::device) (`ibv_query_device`).
     QueryDevice,
+    /// [`Transport::port`](super::Transport::port) (`ibv_query_port`, `ibv_query_gid`).
     QueryPort,
+    /// [`Transport::alloc_pd`](super::Transport::alloc_pd) (`ibv_alloc_pd`).
     AllocPd,
+    /// [`Transport::dealloc_pd`](super::Transport::dealloc_pd) (`ibv_dealloc_pd`).
     DeallocPd,
+    /// [`Transport::reg_mr`](super::Transport::reg_mr) (`ibv_reg_mr`).
     RegMr,
+    /// [`Transport::dereg_mr`](super::Transport::dereg_mr) (`ibv_dereg_mr`).
     DeregMr,
+    /// [`mr_info`](super::Transport::mr_info), [`mr_read`](super::Transport::mr_read),
+    /// [`mr_write`](super::Transport::mr_write) and [`mr_view`](super::Transport::mr_view): the
+    /// application's own access to registered memory.
     MrAccess,
+    /// [`Transport::create_cq`](super::Transport::create_cq) (`ibv_create_cq`).
     CreateCq,
+    /// [`Transport::destroy_cq`](super::Transport::destroy_cq) (`ibv_destroy_cq`).
     DestroyCq,
+    /// [`Transport::create_qp`](super::Transport::create_qp) (`ibv_create_qp`).
     CreateQp,
+    /// [`Transport::modify_qp`](super::Transport::modify_qp) (`ibv_modify_qp`).
     ModifyQp,
+    /// [`Transport::query_qp`](super::Transport::query_qp) (`ibv_query_qp`).
     QueryQp,
+    /// [`Transport::destroy_qp`](super::Transport::destroy_qp) (`ibv_destroy_qp`).
     DestroyQp,
+    /// [`Transport::post_send`](super::Transport::post_send) (`ibv_post_send`).
     PostSend,
+    /// [`Transport::post_recv`](super::Transport::post_recv) (`ibv_post_recv`).
     PostRecv,
+    /// [`Transport::poll_cq`](super::Transport::poll_cq) (`ibv_poll_cq`).
     PollCq,
+    /// [`Transport::wait`](super::Transport::wait) (`ibv_req_notify_cq`,
+    /// `ibv_get_cq_event`, `rdma_get_cm_event`).
     Wait,
+    /// [`Transport::cm_listen`](super::Transport::cm_listen) (`rdma_bind_addr`, `rdma_listen`).
     CmListen,
+    /// [`Transport::cm_connect`](super::Transport::cm_connect) (`rdma_resolve_addr`, `rdma_connect`).
     CmConnect,
+    /// [`Transport::cm_accept`](super::Transport::cm_accept) (`rdma_accept`).
     CmAccept,
+    /// [`Transport::cm_reject`](super::Transport::cm_reject) (`rdma_reject`).
     CmReject,
+    /// [`Transport::cm_disconnect`](super::Transport::cm_disconnect) (`rdma_disconnect`).
     CmDisconnect,
+    /// [`Transport::cm_destroy`](super::Transport::cm_destroy) and
+    /// [`Transport::cm_close_listener`](super::Transport::cm_close_listener) (`rdma_destroy_id`).
     CmDestroy,
 }
 
@@ -84,35 +117,107 @@ impl fmt::Display for Verb {
 /// A local error of a transport call. Every variant names the verb.
 #[derive(Clone, Debug, PartialEq, Eq, Error)]
 pub enum TransportError {
+    /// No RDMA device is present, or none has the configured name.
     #[error("{verb}: no RDMA device{}", hint.map(|h| format!(" ({h})")).unwrap_or_default())]
-    NoDevice { verb: Verb, hint: Option<&'static str> },
+    NoDevice {
+        /// The verb that failed.
+        verb: Verb,
+        /// What to check (e.g. load rxe, or the device list), when the
+        /// backend knows.
+        hint: Option<&'static str>,
+    },
+    /// A handle is unknown to this transport or already destroyed.
     #[error("{verb}: unknown or destroyed {handle}")]
-    InvalidHandle { verb: Verb, handle: String },
+    InvalidHandle {
+        /// The verb that failed.
+        verb: Verb,
+        /// The handle in its display form, e.g. `QpId#3`.
+        handle: String,
+    },
+    /// An argument broke a rule (a range, a length, a device limit).
     #[error("{verb}: {source}")]
     InvalidArgument {
+        /// The verb that failed.
         verb: Verb,
+        /// The field, its value and the rule.
         #[source]
         source: InvalidValue,
     },
+    /// The QP's state does not allow the call: posting before RTS (receives:
+    /// in RESET), or a transition not allowed from that state.
     #[error("{verb}: QP in state {state:?} does not allow {what}")]
-    InvalidState { verb: Verb, state: QpState, what: &'static str },
+    InvalidState {
+        /// The verb that failed.
+        verb: Verb,
+        /// The QP's state when the call was made.
+        state: QpState,
+        /// What was refused: "posting work requests" or a transition name
+        /// such as "INIT->RTR".
+        what: &'static str,
+    },
+    /// The resource still has users, as verbs returns EBUSY: a PD with MRs or
+    /// QPs, a CQ with QPs, a port with a listener, or a connection past its
+    /// request.
     #[error("{verb}: {what} still in use ({by})")]
-    Busy { verb: Verb, what: String, by: String },
+    Busy {
+        /// The verb that failed.
+        verb: Verb,
+        /// The resource refused, e.g. `PdId#1` or `port 4420`.
+        what: String,
+        /// What still holds it, e.g. "2 memory regions, 0 queue pairs".
+        by: String,
+    },
+    /// The send or receive queue already holds its capacity of work requests
+    /// (verbs: ENOMEM from a post).
     #[error("{verb}: queue full ({what}: {limit})")]
-    QueueFull { verb: Verb, what: &'static str, limit: u32 },
+    QueueFull {
+        /// The verb that failed.
+        verb: Verb,
+        /// What filled up ("work requests").
+        what: &'static str,
+        /// The capacity: the QP's `max_send_wr` or `max_recv_wr`.
+        limit: u32,
+    },
+    /// A resource ran out: memory for a region, or CQ entries (an overrun
+    /// lost completions).
     #[error("{verb}: out of {what}")]
-    Exhausted { verb: Verb, what: &'static str },
+    Exhausted {
+        /// The verb that failed.
+        verb: Verb,
+        /// The resource that ran out.
+        what: &'static str,
+    },
+    /// An OS or library call failed (verbs and UDP backends).
     #[error("{verb}: {what} failed: errno {errno} ({message})")]
-    Os { verb: Verb, what: &'static str, errno: i32, message: String },
+    Os {
+        /// The verb that failed.
+        verb: Verb,
+        /// The C function or system call that failed, e.g. `ibv_modify_qp`.
+        what: &'static str,
+        /// Its `errno` (0 when the OS gave none).
+        errno: i32,
+        /// The error's text (`strerror`).
+        message: String,
+    },
+    /// The backend cannot do this, e.g. RDMA CM on a device without a RoCE v2
+    /// IPv4-mapped GID.
     #[error("{verb}: not supported: {what}")]
-    Unsupported { verb: Verb, what: &'static str },
+    Unsupported {
+        /// The verb that failed.
+        verb: Verb,
+        /// What is not supported.
+        what: &'static str,
+    },
 }
 
 impl TransportError {
+    /// An [`InvalidArgument`](Self::InvalidArgument) of `verb`: `field` =
+    /// `value` breaks `rule`.
     pub fn invalid(verb: Verb, field: &'static str, value: u64, rule: &'static str) -> Self {
         TransportError::InvalidArgument { verb, source: InvalidValue::new(field, value, rule) }
     }
 
+    /// An [`InvalidHandle`](Self::InvalidHandle) of `verb` naming `handle`.
     pub fn handle(verb: Verb, handle: impl fmt::Display) -> Self {
         TransportError::InvalidHandle { verb, handle: handle.to_string() }
     }
@@ -133,4 +238,5 @@ impl TransportError {
     }
 }
 
+/// The result of a transport call; the error defaults to [`TransportError`].
 pub type Result<T, E = TransportError> = std::result::Result<T, E>;

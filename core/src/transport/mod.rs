@@ -34,6 +34,8 @@ use crate::time::Instant;
 /// Receives a borrowed view of registered memory (see [`Transport::mr_view`]).
 /// Any `FnMut(&[u8])` closure is one.
 pub trait MrVisitor {
+    /// Called once with the requested bytes, borrowed from the region for the
+    /// duration of the call.
     fn visit(&mut self, bytes: &[u8]);
 }
 
@@ -59,13 +61,19 @@ pub trait Transport {
 
     // ---- resources ----
 
+    /// Allocates a protection domain (`ibv_alloc_pd`).
     fn alloc_pd(&mut self) -> Result<PdId>;
+    /// Frees a protection domain (`ibv_dealloc_pd`). `Busy` while memory
+    /// regions or QPs still belong to it.
     fn dealloc_pd(&mut self, pd: PdId) -> Result<()>;
 
     /// Registers a new zeroed, page-aligned region of `len` bytes owned by the
     /// transport.
     fn reg_mr(&mut self, pd: PdId, len: u64, access: Access) -> Result<MrInfo>;
+    /// Deregisters a region and frees its memory (`ibv_dereg_mr`). The caller
+    /// must make sure no posted WR still names it.
     fn dereg_mr(&mut self, mr: MrId) -> Result<()>;
+    /// A region's address, length, keys and access, as `reg_mr` returned them.
     fn mr_info(&self, mr: MrId) -> Result<MrInfo>;
 
     /// Copies `data` into the region at `offset` (bounds-checked).
@@ -78,34 +86,66 @@ pub trait Transport {
 
     /// Creates a completion queue of at least `depth` entries.
     fn create_cq(&mut self, depth: u32) -> Result<CqId>;
+    /// Destroys a completion queue (`ibv_destroy_cq`). `Busy` while a QP uses
+    /// it as its send or receive CQ.
     fn destroy_cq(&mut self, cq: CqId) -> Result<()>;
 
     /// Creates an RC QP in RESET.
     fn create_qp(&mut self, init: &QpInit) -> Result<QpInfo>;
     /// Moves a QP through its state machine with the attributes verbs takes.
     fn modify_qp(&mut self, qp: QpId, transition: &QpTransition) -> Result<()>;
+    /// A QP's number and current state (`ibv_query_qp`); the state may have
+    /// moved to ERR on its own after a fatal completion error.
     fn query_qp(&self, qp: QpId) -> Result<QpInfo>;
+    /// Destroys a QP (`ibv_destroy_qp`); its outstanding work is dropped without
+    /// completions. To see that work flushed, move it to ERR and drain the CQ
+    /// first.
     fn destroy_qp(&mut self, qp: QpId) -> Result<()>;
 
     // ---- data path ----
 
+    /// Posts one work request to the send queue (`ibv_post_send`). Needs RTS
+    /// (`InvalidState` in RESET, INIT or RTR; in ERR the WR completes at once
+    /// with WR_FLUSH_ERR); `QueueFull` with `max_send_wr` WRs outstanding;
+    /// `InvalidArgument` with more SGEs than `max_send_sge`. An SGE naming an
+    /// unknown region or bytes outside it is refused here by the verbs
+    /// backend (`InvalidHandle`, `InvalidArgument`); the simulator completes
+    /// the WR with LOC_PROT_ERR or LOC_LEN_ERR instead, as a NIC would.
     fn post_send<'a>(&mut self, qp: QpId, wr: &SendWr<'a>) -> Result<()>;
+    /// Posts one receive to the receive queue (`ibv_post_recv`). Allowed from
+    /// INIT on (`InvalidState` in RESET; in ERR it completes at once with
+    /// WR_FLUSH_ERR); `QueueFull` with `max_recv_wr` receives posted;
+    /// `InvalidArgument` with more SGEs than `max_recv_sge`.
     fn post_recv<'a>(&mut self, qp: QpId, wr: &RecvWr<'a>) -> Result<()>;
     /// Appends up to `max` completions of `cq` to `out`; returns how many.
+    /// `Exhausted` once the CQ overran (more completions than its depth;
+    /// the simulator detects it): completions were lost.
     fn poll_cq(&mut self, cq: CqId, max: usize, out: &mut Vec<Completion>) -> Result<usize>;
 
     // ---- connection management (RDMA CM semantics) ----
 
     /// Listens for connect requests on `port` of this node's address.
+    /// `Busy` when the port already has a listener.
     fn cm_listen(&mut self, port: u16) -> Result<ListenId>;
-    /// Creates a QP and starts connecting it to `params.remote`.
+    /// Creates a QP and starts connecting it to `params.remote`; the outcome
+    /// arrives as a [`CmEvent`] for the returned `ConnId`.
     fn cm_connect(&mut self, params: &ConnectParams) -> Result<(ConnId, QpId)>;
     /// Accepts a connect request: creates the QP and brings it to RTS.
+    /// `Busy` when `conn` is not a pending request.
     fn cm_accept(&mut self, conn: ConnId, params: &AcceptParams) -> Result<QpId>;
+    /// Rejects a connect request (`rdma_reject`) with at most
+    /// [`MAX_REJ_PRIVATE_DATA`] bytes of private data; the peer sees
+    /// [`CmEvent::Rejected`]. `Busy` once the request was accepted or rejected.
     fn cm_reject(&mut self, conn: ConnId, private_data: &[u8]) -> Result<()>;
+    /// Disconnects an established connection (`rdma_disconnect`): sends a
+    /// DREQ and moves the QP to ERR; both sides then see
+    /// [`CmEvent::Disconnected`].
     fn cm_disconnect(&mut self, conn: ConnId) -> Result<()>;
-    /// Releases a connection id (and a listener's, via its `ListenId`).
+    /// Releases a connection id (`rdma_destroy_id`). Its QP outlives it and
+    /// is freed by `destroy_qp`; a listener is released by `cm_close_listener`.
     fn cm_destroy(&mut self, conn: ConnId) -> Result<()>;
+    /// Stops listening and frees the port (`rdma_destroy_id` on the listening
+    /// id); errors name [`Verb::CmDestroy`].
     fn cm_close_listener(&mut self, listener: ListenId) -> Result<()>;
     /// The next pending CM event, if any. Never blocks.
     fn cm_poll(&mut self) -> Option<CmEvent>;

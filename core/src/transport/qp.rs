@@ -7,10 +7,19 @@ use super::*;
 /// Queue pair capacities (`struct ibv_qp_cap`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct QpCaps {
+    /// Send queue capacity (`ibv_qp_cap.max_send_wr`): send WRs outstanding at
+    /// once; one more is `QueueFull`.
     pub max_send_wr: u32,
+    /// Receive queue capacity (`max_recv_wr`): receives posted at once; one
+    /// more is `QueueFull`.
     pub max_recv_wr: u32,
+    /// Most SGEs per send WR (`max_send_sge`); more is `InvalidArgument`.
     pub max_send_sge: u32,
+    /// Most SGEs per receive WR (`max_recv_sge`); more is `InvalidArgument`.
     pub max_recv_sge: u32,
+    /// Most bytes a send WR may carry inline (`max_inline_data`). The verbs
+    /// backend passes it to `ibv_create_qp`; no `SendWr` is posted inline
+    /// and the simulator ignores it.
     pub max_inline_data: u32,
 }
 
@@ -23,9 +32,13 @@ impl Default for QpCaps {
 /// Everything needed to create an RC queue pair.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct QpInit {
+    /// The protection domain whose regions this QP's WRs may name.
     pub pd: PdId,
+    /// Where the send queue's completions go.
     pub send_cq: CqId,
+    /// Where the receive queue's completions go (may be `send_cq`).
     pub recv_cq: CqId,
+    /// Queue capacities.
     pub caps: QpCaps,
     /// Generate a completion for every send WR, ignoring `SendWr::signaled`.
     pub sq_sig_all: bool,
@@ -34,24 +47,44 @@ pub struct QpInit {
 /// Queue pair state (`enum ibv_qp_state`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum QpState {
+    /// RESET: new, or reset; nothing can be posted and nothing is received.
     Reset,
+    /// INIT: receives may be posted; arriving packets are still dropped.
     Init,
+    /// RTR, Ready To Receive: the responder runs; sends cannot be posted yet.
     Rtr,
+    /// RTS, Ready To Send: requester and responder both run.
     Rts,
+    /// SQD, Send Queue Drained (`IBV_QPS_SQD`): only a verbs device can report
+    /// it; no [`QpTransition`] leads there.
     Sqd,
+    /// SQE, Send Queue Error (`IBV_QPS_SQE`): the send-side error state of
+    /// unreliable QPs; only a verbs device can report it (RC QPs go to ERR).
     Sqe,
+    /// ERR: after a fatal completion error or an explicit move; outstanding and
+    /// newly posted work completes with WR_FLUSH_ERR.
     Err,
 }
 
 /// Address vector for RoCEv2 (a GRH is always present).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct AddressVector {
+    /// The peer's GID (`ibv_ah_attr.grh.dgid`); over IPv4 RoCEv2 it is
+    /// [`Gid::from_ipv4`] of the peer's address.
     pub dest_gid: Gid,
+    /// Our source GID's index in the port's GID table (`grh.sgid_index`), a
+    /// RoCE v2 entry for RoCEv2. The verbs backend refuses indexes above 255
+    /// (`InvalidArgument`) rather than truncate them.
     pub sgid_index: u32,
+    /// IP TTL of the packets (`grh.hop_limit`).
     pub hop_limit: u8,
+    /// IP DSCP and ECN byte of the packets (`grh.traffic_class`).
     pub traffic_class: u8,
+    /// IPv6 flow label, 20 bits (`grh.flow_label`).
     pub flow_label: u32,
+    /// Service level, 0..=15 (`ibv_ah_attr.sl`).
     pub sl: u8,
+    /// The local port the path leaves from, 1-based (`ibv_ah_attr.port_num`).
     pub port: u8,
 }
 
@@ -65,25 +98,42 @@ impl AddressVector {
 /// RESET -> INIT attributes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct InitAttr {
+    /// Index into the port's P_Key table (`ibv_qp_attr.pkey_index`); 0 is the
+    /// default partition.
     pub pkey_index: u16,
+    /// The port the QP uses, 1-based (`port_num`); the simulator has port 1 only.
     pub port: u8,
+    /// What peers may do through this QP (`qp_access_flags`): REMOTE_WRITE,
+    /// REMOTE_READ, REMOTE_ATOMIC. The target region must grant the same flag.
     pub access: Access,
 }
 
 /// INIT -> RTR attributes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RtrAttr {
+    /// Payload bytes per packet (`path_mtu`); at most the port's active MTU
+    /// (`InvalidArgument` otherwise), and the same on both sides.
     pub path_mtu: Mtu,
+    /// The peer's QP number (`dest_qp_num`), 1..=0xFFFFFF.
     pub dest_qpn: Qpn,
+    /// The first PSN this QP expects to receive (`rq_psn`): the peer's RTS
+    /// `sq_psn`.
     pub rq_psn: Psn,
+    /// RDMA READs and atomics this QP serves for the peer at once
+    /// (`max_dest_rd_atomic`; at most the device's `max_qp_rd_atom`).
     pub max_dest_rd_atomic: u8,
+    /// How long the peer is told to wait (RNR NAK) when a SEND finds no posted
+    /// receive (`min_rnr_timer`).
     pub min_rnr_timer: RnrTimer,
+    /// The path to the peer (`ah_attr`).
     pub av: AddressVector,
 }
 
 /// RTR -> RTS attributes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RtsAttr {
+    /// The PSN of this QP's first request packet (`sq_psn`): the peer's RTR
+    /// `rq_psn`. The simulator applies it on RTR->RTS only, not on RTS->RTS.
     pub sq_psn: Psn,
     /// Local ACK timeout code: 4.096 us * 2^timeout, 0 = infinite.
     pub timeout: u8,
@@ -91,10 +141,14 @@ pub struct RtsAttr {
     pub retry_cnt: u8,
     /// RNR retries before RNR_RETRY_EXC_ERR (0..=6; 7 = forever).
     pub rnr_retry: u8,
+    /// RDMA READs and atomics this QP may have outstanding as requester
+    /// (`max_rd_atomic`; at most the device's `max_qp_init_rd_atom`).
     pub max_rd_atomic: u8,
 }
 
 impl RtsAttr {
+    /// Checks `timeout` (0..=31), `retry_cnt` and `rnr_retry` (0..=7) and
+    /// names the first one out of range; `modify_qp` runs it.
     pub fn validate(&self) -> Result<(), InvalidValue> {
         if self.timeout > 31 {
             return Err(InvalidValue::new("timeout", self.timeout as u64, "must be 0..=31"));
@@ -162,7 +216,10 @@ impl QpTransition {
 /// Queried QP facts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct QpInfo {
+    /// The handle the other QP calls take.
     pub id: QpId,
+    /// The 24-bit QP number peers address (BTH destination QP).
     pub qpn: Qpn,
+    /// The state when created (RESET) or queried.
     pub state: QpState,
 }

@@ -76,6 +76,7 @@ impl Psn {
         Psn(value & MAX_24BIT)
     }
 
+    /// The value, 0..=0xFFFFFF.
     pub const fn get(self) -> u32 {
         self.0
     }
@@ -129,6 +130,8 @@ impl Gid {
         }
     }
 
+    /// Whether all 16 bytes are zero, which is how rxe reports an unused GID
+    /// table slot.
     pub fn is_zero(&self) -> bool {
         self.0.iter().all(|&b| b == 0)
     }
@@ -165,8 +168,12 @@ pub enum GidType {
 /// One entry of a port's GID table.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct GidEntry {
+    /// Position in the port's GID table: what `sgid_index` takes. A `u32`, as
+    /// tables can have more than 256 entries.
     pub index: u32,
+    /// The GID at that position.
     pub gid: Gid,
+    /// RoCE v1 or v2 (sysfs `gid_attrs/types/<index>`).
     pub gid_type: GidType,
 }
 
@@ -174,14 +181,20 @@ pub struct GidEntry {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 #[repr(u8)]
 pub enum Mtu {
+    /// 256 bytes (code 1).
     Mtu256 = 1,
+    /// 512 bytes (code 2).
     Mtu512 = 2,
+    /// 1024 bytes (code 3); rxe's active MTU on a 1500-byte netdev.
     Mtu1024 = 3,
+    /// 2048 bytes (code 4).
     Mtu2048 = 4,
+    /// 4096 bytes (code 5), the largest RoCE MTU.
     Mtu4096 = 5,
 }
 
 impl Mtu {
+    /// Every MTU, in code order.
     pub const ALL: [Mtu; 5] = [Mtu::Mtu256, Mtu::Mtu512, Mtu::Mtu1024, Mtu::Mtu2048, Mtu::Mtu4096];
 
     /// The MTU for an `ibv_mtu` code (1..=5).
@@ -201,10 +214,12 @@ impl Mtu {
             .ok_or_else(|| InvalidValue::new("mtu", bytes as u64, "must be 256, 512, 1024, 2048 or 4096"))
     }
 
+    /// The `ibv_mtu` code, 1..=5.
     pub const fn code(self) -> u8 {
         self as u8
     }
 
+    /// The MTU in bytes, 256..=4096.
     pub const fn bytes(self) -> u32 {
         128 << (self as u32)
     }
@@ -251,6 +266,7 @@ impl RnrTimer {
         491_520_000,
     ];
 
+    /// The timer of an IBA table 45 code; `InvalidValue` for codes above 31.
     pub fn from_code(code: u8) -> Result<Self, InvalidValue> {
         if code > 31 {
             return Err(InvalidValue::new("min_rnr_timer", code as u64, "must be an IBA table 45 code 0..=31"));
@@ -258,6 +274,8 @@ impl RnrTimer {
         Ok(RnrTimer(code))
     }
 
+    /// The 5-bit code, as `ibv_qp_attr.min_rnr_timer` and the RNR NAK's AETH
+    /// syndrome carry it.
     pub const fn code(self) -> u8 {
         self.0
     }
@@ -289,16 +307,30 @@ pub fn local_ack_timeout(code: u8) -> Option<Duration> {
 pub struct Access(u32);
 
 impl Access {
+    /// No flags: the HCA may only read the region (as the source of a SEND or
+    /// WRITE).
     pub const NONE: Access = Access(0);
+    /// `IBV_ACCESS_LOCAL_WRITE`: the HCA may write the region for local work
+    /// (receives, READ responses, atomic results). REMOTE_WRITE and
+    /// REMOTE_ATOMIC need it too (`reg_mr` says `InvalidArgument` otherwise).
     pub const LOCAL_WRITE: Access = Access(1);
+    /// `IBV_ACCESS_REMOTE_WRITE`: peers may RDMA WRITE into the region with its
+    /// rkey; otherwise their WRITE completes with REM_ACCESS_ERR.
     pub const REMOTE_WRITE: Access = Access(1 << 1);
+    /// `IBV_ACCESS_REMOTE_READ`: peers may RDMA READ from the region with its
+    /// rkey.
     pub const REMOTE_READ: Access = Access(1 << 2);
+    /// `IBV_ACCESS_REMOTE_ATOMIC`: peers may run atomic operations on 8-byte
+    /// words of the region with its rkey.
     pub const REMOTE_ATOMIC: Access = Access(1 << 3);
 
+    /// The raw `ibv_access_flags` bits.
     pub const fn bits(self) -> u32 {
         self.0
     }
 
+    /// Flags from raw bits; `InvalidValue` when a bit beyond these four (0xF)
+    /// is set.
     pub fn from_bits(bits: u32) -> Result<Self, InvalidValue> {
         if bits & !0xF != 0 {
             return Err(InvalidValue::new(
@@ -310,10 +342,12 @@ impl Access {
         Ok(Access(bits))
     }
 
+    /// Whether every flag of `other` is set in `self`.
     pub const fn contains(self, other: Access) -> bool {
         self.0 & other.0 == other.0
     }
 
+    /// The flags of both (also `a | b`).
     pub const fn union(self, other: Access) -> Access {
         Access(self.0 | other.0)
     }
@@ -342,43 +376,74 @@ impl fmt::Debug for Access {
 /// Facts about a device (what `ibv_query_device` gives that rctb uses).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DeviceInfo {
+    /// The device name verbs lists (`ibv_get_device_name`, e.g. `rxe0`,
+    /// `mlx5_0`); in the simulator, the node's configured name.
     pub name: String,
+    /// Most WRs per send or receive queue (`ibv_device_attr.max_qp_wr`).
     pub max_qp_wr: u32,
+    /// Most SGEs per work request (`max_sge`).
     pub max_sge: u32,
+    /// Most entries per completion queue (`max_cqe`).
     pub max_cqe: u32,
+    /// Largest memory region, in bytes (`max_mr_size`).
     pub max_mr_size: u64,
+    /// Most RDMA READs and atomics a QP serves for its peer at once
+    /// (`max_qp_rd_atom`): the ceiling of `max_dest_rd_atomic` and of CM
+    /// `responder_resources`.
     pub max_qp_rd_atom: u8,
+    /// Most RDMA READs and atomics a QP may have outstanding as requester
+    /// (`max_qp_init_rd_atom`): the ceiling of `max_rd_atomic` and of CM
+    /// `initiator_depth`.
     pub max_qp_init_rd_atom: u8,
 }
 
 /// Port state (`enum ibv_port_state`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PortState {
+    /// `IBV_PORT_DOWN`: no link. The verbs backend reports any state it does
+    /// not know (`IBV_PORT_NOP`) as this too.
     Down,
+    /// `IBV_PORT_INIT`: link up, not configured yet.
     Init,
+    /// `IBV_PORT_ARMED`: configured, not active yet.
     Armed,
+    /// `IBV_PORT_ACTIVE` (or `IBV_PORT_ACTIVE_DEFER`): carrying traffic.
     Active,
 }
 
 /// Facts about a port (`ibv_query_port` plus the GID table from sysfs).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PortInfo {
+    /// The port number, 1-based.
     pub port: u8,
+    /// The port's link state.
     pub state: PortState,
+    /// The MTU the port runs at now (`active_mtu`): the ceiling of a QP's
+    /// `path_mtu`. rxe's follows the netdev (1500 gives 1024).
     pub active_mtu: Mtu,
+    /// The largest MTU the port supports (`max_mtu`).
     pub max_mtu: Mtu,
+    /// The GID table in index order. Unused (all-zero) slots, and entries
+    /// whose type sysfs does not give, may be left out.
     pub gids: Vec<GidEntry>,
 }
 
 /// A registered memory region's public facts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct MrInfo {
+    /// The handle SGEs and the other MR calls take.
     pub id: MrId,
     /// Address the remote side uses in RETH (and we use in SGEs).
     pub addr: u64,
+    /// Length in bytes, as registered.
     pub len: u64,
+    /// Local key (`ibv_mr.lkey`). SGEs name the region by `id`; the backend
+    /// puts the lkey in the work request.
     pub lkey: u32,
+    /// Remote key (`ibv_mr.rkey`) a peer puts in a RETH or atomic header to
+    /// reach this region.
     pub rkey: u32,
+    /// The access flags it was registered with.
     pub access: Access,
 }
 

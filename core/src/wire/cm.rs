@@ -25,13 +25,23 @@ pub const CM_DATA_LEN: usize = MAD_LEN - MAD_HEADER_LEN;
 pub const MGMT_CLASS_CM: u8 = 0x07;
 /// The GSI's well-known Q_Key (QP 1).
 pub const GSI_QKEY: u32 = 0x8001_0000;
-/// Private data sizes per message (IBA table 99 onwards).
+/// REQ private data: 92 bytes at CM data offset 140 (IBA table 99 onwards
+/// gives each message's size). On an IP-addressed REQ the first
+/// [`IP_CM_HEADER_LEN`] of them are the CMA header.
 pub const REQ_PRIVATE_LEN: usize = 92;
+/// REP private data: 196 bytes at CM data offset 36.
 pub const REP_PRIVATE_LEN: usize = 196;
+/// REJ private data: 148 bytes at CM data offset 84, after the 72 bytes of
+/// Additional Reject Information.
 pub const REJ_PRIVATE_LEN: usize = 148;
+/// RTU private data: 224 bytes at CM data offset 8, right after the two
+/// communication ids.
 pub const RTU_PRIVATE_LEN: usize = 224;
+/// MRA private data: 222 bytes at CM data offset 10.
 pub const MRA_PRIVATE_LEN: usize = 222;
+/// DREQ private data: 220 bytes at CM data offset 12, after the Remote QPN.
 pub const DREQ_PRIVATE_LEN: usize = 220;
+/// DREP private data: 224 bytes at CM data offset 8, the same layout as RTU.
 pub const DREP_PRIVATE_LEN: usize = 224;
 /// The CMA header at the start of an IP-addressed REQ's private data.
 pub const IP_CM_HEADER_LEN: usize = 36;
@@ -41,28 +51,74 @@ pub const RDMA_PS_TCP: u8 = 0x06;
 /// Why a MAD could not be decoded.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Error)]
 pub enum CmError {
+    /// The input is shorter than the structure: fewer than [`MAD_LEN`] bytes
+    /// given to [`CmMad::decode`], or fewer than [`IP_CM_HEADER_LEN`] given to
+    /// [`IpCmHeader::split`].
     #[error("CM MAD: truncated: need {need} bytes, have {have}")]
-    Truncated { need: usize, have: usize },
+    Truncated {
+        /// Bytes the structure needs.
+        need: usize,
+        /// Bytes the caller passed.
+        have: usize,
+    },
+    /// A field holds a value the codec refuses: a wrong base version or
+    /// management class on decode, an unknown IP version in the CMA header,
+    /// or a value too wide for its bit field on encode.
     #[error("MAD.{field} = {value:#x}: {rule}")]
-    BadField { field: &'static str, value: u64, rule: &'static str },
+    BadField {
+        /// The field, qualified by message where it helps (`"base_version"`,
+        /// `"REQ.starting_psn"`, `"path.sl"`, `"ip_cm.ip_version"`).
+        field: &'static str,
+        /// The offending value, widened to 64 bits.
+        value: u64,
+        /// The rule it broke, e.g. `"must fit 24 bits"`.
+        rule: &'static str,
+    },
+    /// The MAD header's Attribute ID is none of the seven CM messages this
+    /// codec handles (for example SIDR_REQ, LAP or ClassPortInfo).
     #[error("MAD.attribute_id = {0:#06x}: not a CM message this codec knows (REQ, MRA, REJ, REP, RTU, DREQ, DREP)")]
     UnknownAttribute(u16),
+    /// On encode, a message's private data is longer than its fixed slot
+    /// (the `*_PRIVATE_LEN` constants).
     #[error("CM {message}.private_data: {len} bytes, at most {max}")]
-    PrivateDataTooLong { message: &'static str, len: usize, max: usize },
+    PrivateDataTooLong {
+        /// The message name, as [`CmMessage::name`] spells it.
+        message: &'static str,
+        /// Bytes the caller supplied.
+        len: usize,
+        /// The slot's size in bytes.
+        max: usize,
+    },
 }
 
 /// The common MAD header (IBA 13.4.2).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct MadHeader {
+    /// BaseVersion, byte 0: the MAD format version. [`CmMad::decode`] accepts
+    /// only 1 and returns [`CmError::BadField`] (`"base_version"`) otherwise.
     pub base_version: u8,
+    /// MgmtClass, byte 1. [`CmMad::decode`] accepts only [`MGMT_CLASS_CM`]
+    /// and returns [`CmError::BadField`] (`"mgmt_class"`) otherwise.
     pub mgmt_class: u8,
+    /// ClassVersion, byte 2: [`MadHeader::cm`] writes 2; not checked on
+    /// decode.
     pub class_version: u8,
-    /// Method with its response bit (bit 7).
+    /// Method, byte 3, with its response bit (bit 7); every CM message uses
+    /// [`MadHeader::METHOD_SEND`].
     pub method: u8,
+    /// Status, bytes 4..6 in network order; carried as is, not checked.
     pub status: u16,
+    /// ClassSpecific, bytes 6..8 in network order; [`MadHeader::cm`] writes 0.
     pub class_specific: u16,
+    /// TransactionID, bytes 8..16 in network order: set by the sender of a
+    /// request and echoed by the messages that answer it.
     pub transaction_id: u64,
+    /// AttributeID, bytes 16..18 in network order: which CM message follows
+    /// (the [`CmMessage`] constants). [`CmMad::encode`] ignores this field
+    /// and writes the message's own id.
     pub attribute_id: u16,
+    /// AttributeModifier, bytes 20..24 in network order (bytes 18..20 are
+    /// reserved); 0 for the CM messages here.
     pub attribute_modifier: u32,
 }
 
@@ -114,23 +170,42 @@ impl MadHeader {
 }
 
 /// One path of a REQ (primary or alternate), 44 bytes.
+///
+/// "Local" is the REQ's sender (the active side), "remote" the passive side.
+/// Offsets below are from the start of the path. [`CmMad::encode`] checks
+/// the narrow fields and returns [`CmError::BadField`] (`"path.flow_label"`,
+/// `"path.packet_rate"`, `"path.sl"`, `"path.local_ack_timeout"`) when one
+/// does not fit.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CmPath {
+    /// Local Port LID, bytes 0..2. RoCE has no LIDs; the kernel sends the
+    /// permissive LID 0xFFFF.
     pub local_lid: u16,
+    /// Remote Port LID, bytes 2..4; 0xFFFF on RoCE, as for `local_lid`.
     pub remote_lid: u16,
-    /// On RoCE: the GIDs, IPv4-mapped for RoCEv2 over IPv4.
+    /// Local Port GID, bytes 4..20. On RoCE: the GIDs, IPv4-mapped
+    /// (`::ffff:a.b.c.d`) for RoCEv2 over IPv4.
     pub local_gid: [u8; 16],
+    /// Remote Port GID, bytes 20..36, in the same form as `local_gid`.
     pub remote_gid: [u8; 16],
-    /// 20 bits.
+    /// Flow Label, 20 bits: the top 20 bits of the network-order word at
+    /// bytes 36..40.
     pub flow_label: u32,
-    /// 6 bits.
+    /// Packet Rate, 6 bits: the low 6 bits of the word at bytes 36..40 (an
+    /// IBA static rate code).
     pub packet_rate: u8,
+    /// Traffic Class, byte 40: the GRH traffic class (the IP TOS byte on
+    /// RoCEv2).
     pub traffic_class: u8,
+    /// Hop Limit, byte 41: the GRH hop limit (the IP TTL on RoCEv2).
     pub hop_limit: u8,
-    /// 4 bits.
+    /// SL (service level), 4 bits: the top nibble of byte 42.
     pub sl: u8,
+    /// Subnet Local, bit 3 of byte 42: the remote port is on the local
+    /// subnet.
     pub subnet_local: bool,
-    /// 5 bits: 4.096 µs × 2^value.
+    /// Local ACK Timeout, 5 bits: the top of byte 43. The QP's transport
+    /// timeout on this path, 4.096 µs × 2^value.
     pub local_ack_timeout: u8,
 }
 
@@ -176,132 +251,246 @@ impl CmPath {
 }
 
 /// ConnectRequest (attribute 0x0010).
+///
+/// Sent by the active side to open a connection. Byte offsets below count
+/// from the start of the CM data (MAD byte 24); multi-byte fields are in
+/// network order. A field too wide for its bits makes [`CmMad::encode`]
+/// return [`CmError::BadField`] named `"REQ.<field>"`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Req {
+    /// Local Communication ID, bytes 0..4: the sender's handle for this
+    /// connection, echoed by the passive side as its Remote Communication ID.
     pub local_comm_id: u32,
+    /// Service ID, bytes 8..16: what the REQ connects to; RDMA CM encodes an
+    /// IP port space and port in it (see [`IpServiceId`]).
     pub service_id: u64,
+    /// Local CA GUID, bytes 16..24: the sender's channel adapter (on RoCE
+    /// usually the EUI-64 built from the port's MAC address).
     pub local_ca_guid: u64,
+    /// Local Q_Key, bytes 28..32; only RD uses it.
     pub local_qkey: u32,
-    /// 24 bits.
+    /// Local QPN, 24 bits at bytes 32..35: the sender's QP number.
     pub local_qpn: u32,
+    /// Responder Resources, byte 35: how many incoming RDMA Read and atomic
+    /// requests the sender will have outstanding as a responder.
     pub responder_resources: u8,
+    /// Local EECN, 24 bits at bytes 36..39: the sender's EE context (RD
+    /// only; 0 for RC).
     pub local_eecn: u32,
+    /// Initiator Depth, byte 39: how many RDMA Read and atomic requests the
+    /// sender will have outstanding as an initiator.
     pub initiator_depth: u8,
+    /// Remote EECN, 24 bits at bytes 40..43 (RD only; 0 for RC).
     pub remote_eecn: u32,
-    /// 5 bits each.
+    /// Remote CM Response Timeout, 5 bits (top of byte 43): how long the
+    /// sender waits for the passive side's answer, 4.096 µs × 2^value.
     pub remote_cm_response_timeout: u8,
-    /// 2 bits: 0 = RC.
+    /// Transport Service Type, 2 bits (bits 2:1 of byte 43): 0 = RC, 1 = UC,
+    /// 2 = RD, 3 = see `extended_transport_type`.
     pub transport_service_type: u8,
+    /// End-to-End Flow Control, bit 0 of byte 43: the sender's receive queue
+    /// generates end-to-end credits.
     pub end_to_end_flow_control: bool,
-    /// 24 bits.
+    /// Starting PSN, 24 bits at bytes 44..47: the first PSN the sender's QP
+    /// transmits, i.e. the passive side's expected receive PSN.
     pub starting_psn: u32,
+    /// Local CM Response Timeout, 5 bits (top of byte 47): how long the
+    /// sender's CM may take to answer, 4.096 µs × 2^value.
     pub local_cm_response_timeout: u8,
-    /// 3 bits.
+    /// Retry Count, 3 bits (low bits of byte 47): how many times a QP resends
+    /// after a transport timeout before it gives up.
     pub retry_count: u8,
+    /// Partition Key, bytes 48..50 (0xFFFF, the default partition, on RoCE).
     pub partition_key: u16,
-    /// 4 bits, IBA MTU code (1 = 256 … 5 = 4096).
+    /// Path Packet Payload MTU, 4 bits (top of byte 50), IBA MTU code
+    /// (1 = 256 … 5 = 4096). Encode checks only that it fits 4 bits.
     pub path_mtu: u8,
+    /// RDC Exists, bit 3 of byte 50 (RD only).
     pub rdc_exists: bool,
-    /// 3 bits.
+    /// RNR Retry Count, 3 bits (low bits of byte 50): how many times a QP
+    /// retries after an RNR NAK; 7 means without limit.
     pub rnr_retry_count: u8,
-    /// 4 bits.
+    /// Max CM Retries, 4 bits (top of byte 51): how many times the sender's
+    /// CM resends this REQ when no answer comes.
     pub max_cm_retries: u8,
+    /// SRQ, bit 3 of byte 51: the sender's QP receives through a shared
+    /// receive queue.
     pub srq: bool,
-    /// 3 bits.
+    /// Extended Transport Type, 3 bits (low bits of byte 51); meaningful only
+    /// when `transport_service_type` is 3.
     pub extended_transport_type: u8,
+    /// The primary path, bytes 52..96.
     pub primary_path: CmPath,
+    /// The alternate path, bytes 96..140; all zero when there is none.
     pub alternate_path: CmPath,
-    /// Always [`REQ_PRIVATE_LEN`] bytes on the wire (zero padded).
+    /// Private Data, bytes 140..232: always [`REQ_PRIVATE_LEN`] bytes on the
+    /// wire (zero padded); decode returns all 92. Longer makes encode return
+    /// [`CmError::PrivateDataTooLong`].
     pub private_data: Vec<u8>,
 }
 
 /// ConnectReply (attribute 0x0013).
+///
+/// The passive side's acceptance of a [`Req`]. Byte offsets count from the
+/// start of the CM data; a field too wide for its bits makes
+/// [`CmMad::encode`] return [`CmError::BadField`] named `"REP.<field>"`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Rep {
+    /// Local Communication ID, bytes 0..4: the replier's handle for the
+    /// connection.
     pub local_comm_id: u32,
+    /// Remote Communication ID, bytes 4..8: the REQ's Local Communication ID.
     pub remote_comm_id: u32,
+    /// Local Q_Key, bytes 8..12; only RD uses it.
     pub local_qkey: u32,
+    /// Local QPN, 24 bits at bytes 12..15: the replier's QP number.
     pub local_qpn: u32,
+    /// Local EECN, 24 bits at bytes 16..19 (RD only; 0 for RC).
     pub local_eecn: u32,
+    /// Starting PSN, 24 bits at bytes 20..23: the first PSN the replier's QP
+    /// transmits, i.e. the active side's expected receive PSN.
     pub starting_psn: u32,
+    /// Responder Resources, byte 24: incoming RDMA Read and atomic requests
+    /// the replier accepts outstanding.
     pub responder_resources: u8,
+    /// Initiator Depth, byte 25: RDMA Read and atomic requests the replier
+    /// will have outstanding as an initiator.
     pub initiator_depth: u8,
-    /// 5 bits.
+    /// Target ACK Delay, 5 bits (top of byte 26): the longest the replier
+    /// takes to acknowledge, 4.096 µs × 2^value.
     pub target_ack_delay: u8,
-    /// 2 bits.
+    /// Failover Accepted, 2 bits (bits 2:1 of byte 26): the answer to the
+    /// REQ's alternate path (0 = accepted, 1 = not supported, 2 = rejected).
     pub failover_accepted: u8,
+    /// End-to-End Flow Control, bit 0 of byte 26.
     pub end_to_end_flow_control: bool,
-    /// 3 bits.
+    /// RNR Retry Count, 3 bits (top of byte 27): retries after an RNR NAK the
+    /// active side's QP should use; 7 means without limit.
     pub rnr_retry_count: u8,
+    /// SRQ, bit 4 of byte 27: the replier's QP receives through a shared
+    /// receive queue.
     pub srq: bool,
+    /// Local CA GUID, bytes 28..36: the replier's channel adapter.
     pub local_ca_guid: u64,
+    /// Private Data, bytes 36..232: [`REP_PRIVATE_LEN`] bytes on the wire,
+    /// zero padded on encode; longer is [`CmError::PrivateDataTooLong`].
     pub private_data: Vec<u8>,
 }
 
 /// ConnectReject (attribute 0x0012).
+///
+/// Refuses a REQ or a REP. Byte offsets count from the start of the CM data.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Rej {
+    /// Local Communication ID, bytes 0..4: the rejecting side's id.
     pub local_comm_id: u32,
+    /// Remote Communication ID, bytes 4..8: the rejected side's id.
     pub remote_comm_id: u32,
-    /// 2 bits: 0 REQ, 1 REP, 2 no message.
+    /// Message REJected, 2 bits (top of byte 8): 0 REQ, 1 REP, 2 no message.
+    /// Encode refuses wider values with [`CmError::BadField`]
+    /// (`"REJ.message_rejected"`).
     pub message_rejected: u8,
-    /// 7 bits.
+    /// Reject Info Length, 7 bits (bits 7:1 of byte 9): how many bytes of
+    /// `additional_reject_info` are meaningful. Encode refuses wider values
+    /// (`"REJ.reject_info_length"`); the length is not checked against 72.
     pub reject_info_length: u8,
-    /// IBA table 112; 28 = consumer reject (the private data says why).
+    /// Reason, bytes 10..12: IBA table 112; 28 = consumer reject (the private
+    /// data says why).
     pub reason: u16,
+    /// Additional Reject Information (ARI), bytes 12..84; its meaning depends
+    /// on `reason`.
     pub additional_reject_info: [u8; 72],
+    /// Private Data, bytes 84..232: [`REJ_PRIVATE_LEN`] bytes on the wire,
+    /// zero padded on encode; longer is [`CmError::PrivateDataTooLong`].
     pub private_data: Vec<u8>,
 }
 
 /// MessageReceiptAcknowledgement (attribute 0x0011).
+///
+/// Tells the peer a message arrived and its answer will take longer than the
+/// peer's timeout. Byte offsets count from the start of the CM data.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Mra {
+    /// Local Communication ID, bytes 0..4: the sender's id.
     pub local_comm_id: u32,
+    /// Remote Communication ID, bytes 4..8: the receiver's id, taken from
+    /// the message being acknowledged.
     pub remote_comm_id: u32,
-    /// 2 bits.
+    /// Message MRAed, 2 bits (top of byte 8): 0 REQ, 1 REP, 2 LAP. Encode
+    /// refuses wider values with [`CmError::BadField`] (`"MRA.message_mraed"`).
     pub message_mraed: u8,
-    /// 5 bits.
+    /// Service Timeout, 5 bits (top of byte 9): the extra time the sender
+    /// needs, 4.096 µs × 2^value. Encode refuses wider values
+    /// (`"MRA.service_timeout"`).
     pub service_timeout: u8,
+    /// Private Data, bytes 10..232: [`MRA_PRIVATE_LEN`] bytes on the wire,
+    /// zero padded on encode; longer is [`CmError::PrivateDataTooLong`].
     pub private_data: Vec<u8>,
 }
 
 /// ReadyToUse (0x0014) and DisconnectReply (0x0016) share a layout.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CommIds {
+    /// Local Communication ID, CM data bytes 0..4: the sender's id.
     pub local_comm_id: u32,
+    /// Remote Communication ID, CM data bytes 4..8: the receiver's id.
     pub remote_comm_id: u32,
+    /// Private Data, CM data bytes 8..232: [`RTU_PRIVATE_LEN`] (=
+    /// [`DREP_PRIVATE_LEN`]) bytes on the wire, zero padded on encode;
+    /// longer is [`CmError::PrivateDataTooLong`].
     pub private_data: Vec<u8>,
 }
 
 /// DisconnectRequest (attribute 0x0015).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Dreq {
+    /// Local Communication ID, CM data bytes 0..4: the sender's id.
     pub local_comm_id: u32,
+    /// Remote Communication ID, CM data bytes 4..8: the receiver's id.
     pub remote_comm_id: u32,
-    /// 24 bits.
+    /// Remote QPN/EECN, 24 bits at CM data bytes 8..11: the receiver's QP
+    /// number. Wider values make encode return [`CmError::BadField`]
+    /// (`"DREQ.remote_qpn"`).
     pub remote_qpn: u32,
+    /// Private Data, CM data bytes 12..232: [`DREQ_PRIVATE_LEN`] bytes on the
+    /// wire, zero padded on encode; longer is [`CmError::PrivateDataTooLong`].
     pub private_data: Vec<u8>,
 }
 
 /// A CM message.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum CmMessage {
+    /// ConnectRequest, attribute [`CmMessage::REQ`].
     Req(Req),
+    /// MessageReceiptAcknowledgement, attribute [`CmMessage::MRA`].
     Mra(Mra),
+    /// ConnectReject, attribute [`CmMessage::REJ`].
     Rej(Rej),
+    /// ConnectReply, attribute [`CmMessage::REP`].
     Rep(Rep),
+    /// ReadyToUse, attribute [`CmMessage::RTU`]: the active side's last
+    /// step of the connect handshake.
     Rtu(CommIds),
+    /// DisconnectRequest, attribute [`CmMessage::DREQ`].
     Dreq(Dreq),
+    /// DisconnectReply, attribute [`CmMessage::DREP`].
     Drep(CommIds),
 }
 
 impl CmMessage {
+    /// Attribute ID of ConnectRequest (REQ).
     pub const REQ: u16 = 0x0010;
+    /// Attribute ID of MessageReceiptAcknowledgement (MRA).
     pub const MRA: u16 = 0x0011;
+    /// Attribute ID of ConnectReject (REJ).
     pub const REJ: u16 = 0x0012;
+    /// Attribute ID of ConnectReply (REP).
     pub const REP: u16 = 0x0013;
+    /// Attribute ID of ReadyToUse (RTU).
     pub const RTU: u16 = 0x0014;
+    /// Attribute ID of DisconnectRequest (DREQ).
     pub const DREQ: u16 = 0x0015;
+    /// Attribute ID of DisconnectReply (DREP).
     pub const DREP: u16 = 0x0016;
 
     /// The MAD attribute id.
@@ -358,7 +547,10 @@ impl CmMessage {
 /// A CM MAD: header and message.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CmMad {
+    /// The 24-byte common MAD header (bytes 0..24).
     pub header: MadHeader,
+    /// The CM message in the remaining 232 bytes, chosen by the header's
+    /// Attribute ID.
     pub message: CmMessage,
 }
 
@@ -578,8 +770,12 @@ impl CmMad {
 /// port space's protocol byte, then the port.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct IpServiceId {
-    /// 0x06 TCP (RDMA_PS_TCP), 0x11 UDP, 0x13F IB…: the low byte of the port space.
+    /// Bits 23:16 of the service id: the low byte of the RDMA CM port space
+    /// (0x06 for RDMA_PS_TCP 0x0106, 0x11 for RDMA_PS_UDP 0x0111, 0x3F for
+    /// RDMA_PS_IB 0x013F).
     pub protocol: u8,
+    /// Bits 15:0 of the service id: the destination port the passive side
+    /// listens on (4420 for NVMe/RDMA).
     pub port: u16,
 }
 
@@ -602,12 +798,18 @@ impl IpServiceId {
 /// (`struct cma_hdr` in the kernel's `cma.c`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct IpCmHeader {
-    /// Major (high nibble) and minor version: 0x00.
+    /// Byte 0: major (high nibble) and minor version: 0x00.
     pub cma_version: u8,
-    /// 4 or 6.
+    /// The high nibble of byte 1: 4 or 6. [`IpCmHeader::split`] returns
+    /// [`CmError::BadField`] (`"ip_cm.ip_version"`) for anything else.
     pub ip_version: u8,
+    /// Bytes 2..4, network order: the active side's source port.
     pub src_port: u16,
+    /// Bytes 4..20: the active side's address; IPv4 sits in the last four
+    /// bytes (the first twelve are ignored on split and zero on encode).
     pub src_addr: IpAddr,
+    /// Bytes 20..36: the address the active side connected to, laid out as
+    /// `src_addr`.
     pub dst_addr: IpAddr,
 }
 

@@ -35,9 +35,15 @@ pub enum ControllerState {
     /// Set Features Number of Queues outstanding.
     SetQueues,
     /// RDMA CM connect of I/O queue `qid` in progress.
-    IoConnecting { qid: u16 },
+    IoConnecting {
+        /// The I/O queue being connected (1 for the first).
+        qid: u16,
+    },
     /// Fabrics Connect on I/O queue `qid` outstanding.
-    IoFabricsConnect { qid: u16 },
+    IoFabricsConnect {
+        /// The I/O queue whose Connect is outstanding (1 for the first).
+        qid: u16,
+    },
     /// Up: I/O may be submitted.
     Ready,
     /// Discovery only: the log page is being read.

@@ -66,9 +66,17 @@ pub use discovery::{Discovery, discover};
 /// How to connect to a controller.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ControllerConfig {
+    /// The target's NVMe/RDMA listener (normally port 4420,
+    /// [`NVME_RDMA_PORT`]); every queue connects there.
     pub addr: SocketAddrV4,
+    /// NQN of the subsystem to attach to, sent in each queue's Connect data.
     pub subnqn: Nqn,
+    /// The host identifier (a 16-byte UUID) sent in each queue's Connect
+    /// data.
     pub host_id: [u8; 16],
+    /// This host's NQN, sent in each queue's Connect data;
+    /// [`ControllerConfig::new`] derives it from `host_id`
+    /// (`nqn.2014-08.org.nvmexpress:uuid:<uuid>`).
     pub hostnqn: Nqn,
     /// Requested I/O queue depth (2..=256); the target may allow fewer.
     pub queue_depth: u16,
@@ -103,16 +111,23 @@ impl ControllerConfig {
 /// An identified namespace.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Namespace {
+    /// What Identify Namespace returned: sizes in blocks and the LBA
+    /// formats.
     pub info: NamespaceInfo,
 }
 
 impl Namespace {
+    /// The namespace id (1..=0xFFFFFFFE).
     pub fn nsid(&self) -> u32 {
         self.info.nsid
     }
+    /// Bytes per logical block of the format in use (512 to 65536); every
+    /// transfer is a whole number of these.
     pub fn lba_size(&self) -> u64 {
         self.info.lba_size()
     }
+    /// Size of the namespace in logical blocks (NSZE); I/O must end at or
+    /// before this block.
     pub fn blocks(&self) -> u64 {
         self.info.nsze
     }
@@ -121,6 +136,8 @@ impl Namespace {
 /// The kind of memory a transfer lands in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum MemoryKind {
+    /// Ordinary host memory: read data is usable as soon as the command
+    /// completes.
     Host,
     /// Device memory written by GPUDirect RDMA: the writes must be flushed
     /// (made visible to the device) before the data is used. The initiator
@@ -131,16 +148,25 @@ pub enum MemoryKind {
 /// Registered memory to transfer from or to: `len` bytes at `offset` of `mr`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Buffer {
+    /// The registered region: in the controller's PD ([`Controller::pd`]),
+    /// allowing remote write for reads and remote read for writes.
     pub mr: MrInfo,
+    /// Byte offset of the transfer's start inside `mr`.
     pub offset: u64,
+    /// Bytes to transfer: a non-zero multiple of the namespace's block
+    /// size, with `offset + len` within `mr` (else an `Invalid` error).
     pub len: u64,
+    /// Host or GPU memory (whether a read needs the GPU flush hook).
     pub kind: MemoryKind,
 }
 
 impl Buffer {
+    /// The whole of `mr`, as host memory.
     pub fn host(mr: MrInfo) -> Self {
         Buffer { mr, offset: 0, len: mr.len, kind: MemoryKind::Host }
     }
+    /// `len` bytes at byte `offset` of `mr`, as host memory (checked only
+    /// when used for I/O).
     pub fn slice(mr: MrInfo, offset: u64, len: u64) -> Self {
         Buffer { mr, offset, len, kind: MemoryKind::Host }
     }
@@ -150,6 +176,9 @@ impl Buffer {
 /// hardware: a flush of the GPU's PCIe write path; in the simulator: the
 /// GPU memory model's flush).
 pub trait GpuFlush {
+    /// Makes the GPUDirect writes that landed in `mr` visible to the GPU.
+    /// Called after a read into a [`MemoryKind::Gpu`] buffer completed; an
+    /// error becomes that read's (or ticket's) error.
     fn flush(&mut self, mr: MrId) -> Result<(), NvmeError>;
 }
 
@@ -389,12 +418,19 @@ impl<T: Transport> Controller<T> {
         Ok(())
     }
 
+    /// The controller's Identify Controller data (serial, model, MDTS,
+    /// MAXCMD, SGL support, capsule sizes); all zeros until the bring-up
+    /// has passed [`ControllerState::Identify`].
     pub fn info(&self) -> &ControllerInfo {
         &self.info
     }
+    /// The CAP register (MQES, TO, CSS, MPSMIN) as read during bring-up;
+    /// zero before [`ControllerState::ReadCap`] answered.
     pub fn cap(&self) -> Cap {
         self.cap
     }
+    /// The controller id Fabrics Connect on the admin queue returned (0
+    /// before the first answer); a reconnect may change it.
     pub fn cntlid(&self) -> u16 {
         self.cntlid
     }
@@ -402,15 +438,23 @@ impl<T: Transport> Controller<T> {
     pub fn max_transfer(&self) -> u64 {
         self.max_transfer
     }
+    /// The I/O queues made so far, in qid order (index 0 is qid 1); a
+    /// reconnect replaces them.
     pub fn io_queues(&self) -> &[Queue] {
         &self.io
     }
+    /// The protection domain of every queue: memory for I/O must be
+    /// registered in it (as [`Controller::alloc`] does).
     pub fn pd(&self) -> PdId {
         self.pd
     }
+    /// The transport the controller drives.
     pub fn transport(&self) -> &T {
         &self.t
     }
+    /// The transport, e.g. to fill or read registered buffers. CM events
+    /// and completions of the controller's queues polled here are lost to
+    /// the controller.
     pub fn transport_mut(&mut self) -> &mut T {
         &mut self.t
     }
@@ -426,6 +470,9 @@ impl<T: Transport> Controller<T> {
         Ok(self.t.reg_mr(self.pd, len, access)?)
     }
 
+    /// Deregisters a region from [`Controller::alloc`]; `Transport` when the
+    /// verb fails. Free a buffer only once no command using it is in
+    /// flight.
     pub fn free(&mut self, mr: MrInfo) -> Result<(), NvmeError> {
         Ok(self.t.dereg_mr(mr.id)?)
     }

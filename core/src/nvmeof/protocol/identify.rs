@@ -10,42 +10,65 @@ pub const SGLS_SUPPORTED: u32 = 1;
 /// SGLS bit 20: offset (in-capsule) data blocks supported.
 pub const SGLS_OFFSET: u32 = 1 << 20;
 
-/// Controller type (CNTRLTYPE @111).
+/// Controller Type (CNTRLTYPE, byte 111 of Identify Controller) 1: an I/O
+/// controller.
 pub const CNTRLTYPE_IO: u8 = 1;
+/// Controller Type 2: a discovery controller.
 pub const CNTRLTYPE_DISCOVERY: u8 = 2;
 
-/// Identify Controller fields.
+/// Identify Controller fields. Text fields are ASCII, space-padded on the
+/// wire and trimmed here.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ControllerInfo {
+    /// PCI Vendor ID (VID, bytes 0..2).
     pub vid: u16,
+    /// Serial Number (SN, bytes 4..24).
     pub serial: String,
+    /// Model Number (MN, bytes 24..64).
     pub model: String,
+    /// Firmware Revision (FR, bytes 64..72).
     pub firmware: String,
-    /// Max data transfer size as a power of two of the page size (0 = none).
+    /// Max data transfer size as a power of two of the page size (0 = none):
+    /// MDTS, byte 77, counted in CAP.MPSMIN pages; see
+    /// [`max_transfer`](super::max_transfer).
     pub mdts: u8,
+    /// Controller ID (CNTLID, bytes 78..80).
     pub cntlid: u16,
-    /// Version (major 31:16, minor 15:8, tertiary 7:0).
+    /// Version (VER, bytes 80..84; major 31:16, minor 15:8, tertiary 7:0).
     pub version: u32,
+    /// Controller Type (CNTRLTYPE, byte 111), e.g. [`CNTRLTYPE_IO`]; 0 when
+    /// not reported.
     pub cntrltype: u8,
-    /// Keep-alive granularity in 100 ms units.
+    /// Keep-alive granularity in 100 ms units (KAS, bytes 320..322).
     pub kas: u16,
+    /// Maximum Outstanding Commands (MAXCMD, bytes 514..516) per queue.
     pub maxcmd: u16,
-    /// Number of namespaces (largest valid NSID).
+    /// Number of namespaces (largest valid NSID) (NN, bytes 516..520).
     pub nn: u32,
+    /// SGL Support (SGLS, bytes 536..540); see the `SGLS_*` constants.
     pub sgls: u32,
+    /// NVM Subsystem NVMe Qualified Name (SUBNQN, bytes 768..1024,
+    /// NUL-padded).
     pub subnqn: String,
-    /// I/O queue command capsule size in 16-byte units (64-byte command included).
+    /// I/O queue command capsule size in 16-byte units, 64-byte command
+    /// included (IOCCSZ, bytes 1792..1796).
     pub ioccsz: u32,
-    /// I/O queue response capsule size in 16-byte units.
+    /// I/O queue response capsule size in 16-byte units (IORCSZ, bytes
+    /// 1796..1800).
     pub iorcsz: u32,
-    /// In-capsule data offset in 16-byte units.
+    /// In-capsule data offset in 16-byte units (ICDOFF, bytes 1800..1802).
     pub icdoff: u16,
+    /// Fabrics Controller Attributes (FCATT, byte 1802); bit 0 set means
+    /// the static controller model.
     pub fcatt: u8,
-    /// Max SGL data block descriptors per command.
+    /// Max SGL data block descriptors per command (MSDBD, byte 1803).
     pub msdbd: u8,
 }
 
 impl ControllerInfo {
+    /// Decodes the fields above from a 4096-byte Identify Controller data
+    /// structure; fewer bytes is [`ProtocolError::Short`]. No value is
+    /// checked here: bring-up checks CNTLID, SGLS and ICDOFF itself.
     pub fn decode(b: &[u8]) -> Result<Self, ProtocolError> {
         need("IdentifyController", b, IDENTIFY_LEN)?;
         Ok(ControllerInfo {
@@ -70,6 +93,9 @@ impl ControllerInfo {
         })
     }
 
+    /// The 4096-byte data structure, for the target model: the fields
+    /// above at their offsets, text truncated to its field, everything else
+    /// zero.
     pub fn encode(&self) -> Box<[u8; IDENTIFY_LEN]> {
         let mut b = Box::new([0u8; IDENTIFY_LEN]);
         put_u16(&mut b[..], 0, self.vid);
@@ -93,11 +119,14 @@ impl ControllerInfo {
         b
     }
 
+    /// Whether SGLS bit 2 ([`SGLS_KEYED`]) is set: the controller takes
+    /// keyed SGL data blocks, which NVMe/RDMA needs.
     pub fn keyed_sgl(&self) -> bool {
         self.sgls & SGLS_KEYED != 0
     }
 
-    /// Bytes of in-capsule data an I/O command may carry (0 when none).
+    /// Bytes of in-capsule data an I/O command may carry (0 when none):
+    /// IOCCSZ x 16 - 64.
     pub fn in_capsule_bytes(&self) -> u64 {
         (self.ioccsz as u64 * 16).saturating_sub(super::COMMAND_LEN as u64)
     }
@@ -108,34 +137,48 @@ impl ControllerInfo {
     }
 }
 
-/// One LBA format.
+/// One LBA format (LBAF): a 4-byte entry of Identify Namespace at byte
+/// 128 + 4 x index.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct LbaFormat {
-    /// Metadata bytes per block.
+    /// Metadata bytes per block (MS, bits 15:0 of the LBAF dword).
     pub ms: u16,
-    /// log2 of the block size.
+    /// log2 of the block size (LBADS, bits 23:16).
     pub lbads: u8,
+    /// Relative Performance (RP, bits 25:24): 0 best through 3 degraded.
     pub rp: u8,
 }
 
 /// Identify Namespace fields.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NamespaceInfo {
+    /// The namespace the data describes (the Identify command's NSID; not
+    /// part of the data structure).
     pub nsid: u32,
-    /// Size, capacity and utilization in blocks.
+    /// Namespace Size (NSZE, bytes 0..8), in logical blocks.
     pub nsze: u64,
+    /// Namespace Capacity (NCAP, bytes 8..16), in logical blocks.
     pub ncap: u64,
+    /// Namespace Utilization (NUSE, bytes 16..24), in logical blocks.
     pub nuse: u64,
+    /// Namespace Features (NSFEAT, byte 24).
     pub nsfeat: u8,
-    /// Index of the format in use (FLBAS bits 3:0).
+    /// Formatted LBA Size (FLBAS, byte 26), kept whole: bits 3:0 are the
+    /// index of the format in use, bit 4 set means metadata travels at the
+    /// end of each block (extended LBA).
     pub flbas: u8,
-    /// The formats (NLBAF + 1 of them).
+    /// The formats (NLBAF + 1 of them; NLBAF, byte 25, is 0's based), at
+    /// most 64.
     pub formats: Vec<LbaFormat>,
 }
 
 impl NamespaceInfo {
     /// Parses the data of `nsid`. The format in use must exist and have a
-    /// block size of 512 bytes to 64 KiB.
+    /// block size of 512 bytes to 64 KiB. Errors: fewer than 4096 bytes is
+    /// [`ProtocolError::Short`]; [`ProtocolError::Field`] for NLBAF above 63
+    /// (`IdentifyNamespace.nlbaf`), FLBAS bits 3:0 past NLBAF
+    /// (`IdentifyNamespace.flbas`), or LBADS outside 9..=16
+    /// (`IdentifyNamespace.lbaf.lbads`).
     pub fn decode(nsid: u32, b: &[u8]) -> Result<Self, ProtocolError> {
         need("IdentifyNamespace", b, IDENTIFY_LEN)?;
         let nlbaf = b[25];
@@ -172,6 +215,9 @@ impl NamespaceInfo {
         Ok(info)
     }
 
+    /// The 4096-byte data structure, for the target model: NLBAF =
+    /// formats - 1 and at most 64 formats written, everything not held here
+    /// zero.
     pub fn encode(&self) -> Box<[u8; IDENTIFY_LEN]> {
         let mut b = Box::new([0u8; IDENTIFY_LEN]);
         put_u64(&mut b[..], 0, self.nsze);
@@ -189,15 +235,18 @@ impl NamespaceInfo {
         b
     }
 
-    /// The format in use (validated by `decode`).
+    /// The format in use (validated by `decode`); a 512-byte format without
+    /// metadata if FLBAS names none.
     pub fn format(&self) -> LbaFormat {
         self.formats.get((self.flbas & 0xF) as usize).copied().unwrap_or(LbaFormat { ms: 0, lbads: 9, rp: 0 })
     }
 
+    /// Bytes per logical block of the format in use: 2^LBADS.
     pub fn lba_size(&self) -> u64 {
         1u64 << self.format().lbads
     }
 
+    /// Metadata bytes per block of the format in use (MS).
     pub fn metadata_size(&self) -> u16 {
         self.format().ms
     }

@@ -30,24 +30,39 @@ pub use sgl::*;
 #[cfg(test)]
 mod tests;
 
-/// IANA service port of NVMe over Fabrics on RDMA.
+/// IANA-assigned service port of NVMe over Fabrics on RDMA: the port a
+/// target's RDMA CM listener normally binds.
 pub const NVME_RDMA_PORT: u16 = 4420;
-/// Depth of the admin queue the initiator asks for.
+/// Depth (entries) of the admin queue the initiator asks for: 32, sent as
+/// HRQSIZE 32 / HSQSIZE 31 in [`CmRequest`] and SQSIZE 31 in Connect.
 pub const ADMIN_QUEUE_DEPTH: u16 = 32;
-/// Smallest and largest queue depth (command ids are 0..depth-2).
+/// Smallest queue depth (entries) a queue may have; with at most depth-1
+/// commands outstanding, command ids run 0..=depth-2.
 pub const MIN_QUEUE_DEPTH: u16 = 2;
+/// Largest queue depth (entries) this initiator supports; builders such as
+/// [`CmRequest::new`] and [`NvmeCommand::connect`] reject larger depths with
+/// [`ProtocolError::Field`].
 pub const MAX_QUEUE_DEPTH: u16 = 256;
-/// Size of a command capsule without in-capsule data, and of a response.
+/// Bytes of a submission queue entry, i.e. of a command capsule without
+/// in-capsule data (see [`Command`]).
 pub const COMMAND_LEN: usize = 64;
+/// Bytes of a completion queue entry, the minimum response capsule (see
+/// [`Completion`]).
 pub const COMPLETION_LEN: usize = 16;
-/// Size of the Identify data structures and of Fabrics Connect data.
+/// Bytes of an Identify data structure (Identify Controller and Identify
+/// Namespace alike).
 pub const IDENTIFY_LEN: usize = 4096;
+/// Bytes of the Fabrics Connect data a Connect command's SGL points to (see
+/// [`ConnectData`]).
 pub const CONNECT_DATA_LEN: usize = 1024;
 /// The well-known NQN of a discovery subsystem.
 pub const DISCOVERY_NQN: &str = "nqn.2014-08.org.nvmexpress.discovery";
 
-/// Largest transfer of one command: `min(2^24 - 1, page_size << mdts)`;
-/// MDTS 0 means no limit beyond the keyed SGL's 24-bit length.
+/// Largest number of bytes one command may move: `min(2^24 - 1, page_size
+/// << mdts)`, where `mdts` is Identify Controller MDTS (a power of two of
+/// the memory page size) and `page_size` is in bytes. MDTS 0 means no limit
+/// beyond the keyed SGL's 24-bit length, and so does a shift that overflows
+/// `u64`.
 pub fn max_transfer(page_size: u64, mdts: u8) -> u64 {
     let sgl = MAX_KEYED_SGL_LENGTH as u64;
     if mdts == 0 {

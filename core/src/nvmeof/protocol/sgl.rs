@@ -5,18 +5,23 @@
 use super::{ProtocolError, put_u32, put_u64, u32_at, u64_at};
 use crate::transport::MrInfo;
 
-/// Largest length of one keyed SGL data block (24 bits).
+/// Largest Length of one keyed SGL data block: the field is 24 bits
+/// (descriptor bytes 10:8), so 2^24 - 1 bytes.
 pub const MAX_KEYED_SGL_LENGTH: u32 = 0x00FF_FFFF;
-/// Descriptor type byte: keyed data block, address subtype.
+/// SGL Identifier byte (descriptor byte 15) of a Keyed SGL Data Block
+/// (type 4h, bits 7:4) with subtype Address (0h, bits 3:0).
 pub const SGL_KEYED_DATA_BLOCK: u8 = 0x40;
-/// Keyed data block whose key the target invalidates with its response.
+/// SGL Identifier byte of a Keyed SGL Data Block with subtype Invalidate
+/// Key (Fh): the target invalidates the key when it responds.
 pub const SGL_KEYED_INVALIDATE: u8 = 0x4F;
-/// Data block, offset subtype: data inside the command capsule.
+/// SGL Identifier byte of an SGL Data Block (type 0h) with subtype Offset
+/// (1h): the data is in the command capsule.
 pub const SGL_IN_CAPSULE: u8 = 0x01;
-/// Length of an SGL descriptor.
+/// Bytes of one SGL descriptor; SGL1 of a command is bytes 24..40.
 pub const SGL_LEN: usize = 16;
 
-/// The first SGL descriptor of a command.
+/// SGL Entry 1 of a command (bytes 24..40 of the submission queue entry),
+/// the command's data pointer on NVMe/RDMA.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum Sgl {
     /// No data: a keyed data block of length 0, as Linux sends it
@@ -25,13 +30,34 @@ pub enum Sgl {
     #[default]
     None,
     /// Remote memory of the host: `len` bytes at `addr` under `key`.
-    Keyed { addr: u64, len: u32, key: u32, invalidate: bool },
+    Keyed {
+        /// Address (bytes 7:0): where in the host's region the target's RDMA
+        /// READ or WRITE starts.
+        addr: u64,
+        /// Length in bytes (bytes 10:8, 24 bits; at most
+        /// [`MAX_KEYED_SGL_LENGTH`]); [`Sgl::encode`] writes only the low
+        /// 24 bits.
+        len: u32,
+        /// Key (bytes 14:11): the rkey of the host's memory region.
+        key: u32,
+        /// Subtype Invalidate Key ([`SGL_KEYED_INVALIDATE`]) instead of
+        /// Address ([`SGL_KEYED_DATA_BLOCK`]).
+        invalidate: bool,
+    },
     /// `len` bytes of in-capsule data at `offset` past the 64-byte command.
-    InCapsule { offset: u64, len: u32 },
+    InCapsule {
+        /// Address field (bytes 7:0) used as the offset of the data from the
+        /// start of the capsule's data area, in bytes.
+        offset: u64,
+        /// Length in bytes (bytes 11:8, 32 bits).
+        len: u32,
+    },
 }
 
 impl Sgl {
-    /// A keyed data block; `len` must fit 24 bits.
+    /// A keyed data block (subtype Address) of `len` bytes at `addr` under
+    /// rkey `key`; a `len` above [`MAX_KEYED_SGL_LENGTH`] is
+    /// [`ProtocolError::Field`] (`Sgl.length`).
     pub fn keyed(addr: u64, len: u64, key: u32) -> Result<Self, ProtocolError> {
         if len > MAX_KEYED_SGL_LENGTH as u64 {
             return Err(ProtocolError::field("Sgl", "length", len, "a keyed SGL carries at most 2^24-1 bytes"));
@@ -39,8 +65,10 @@ impl Sgl {
         Ok(Sgl::Keyed { addr, len: len as u32, key, invalidate: false })
     }
 
-    /// A keyed data block over `len` bytes at `offset` of a registered
-    /// region, checked against the region's bounds.
+    /// A keyed data block over `len` bytes at byte `offset` of the
+    /// registered region `mr`, using its address and rkey. A range past the
+    /// region's end is [`ProtocolError::Field`] (`Sgl.offset+length`), a
+    /// length above [`MAX_KEYED_SGL_LENGTH`] as in [`Sgl::keyed`].
     pub fn for_region(mr: &MrInfo, offset: u64, len: u64) -> Result<Self, ProtocolError> {
         match offset.checked_add(len) {
             Some(end) if end <= mr.len => {}
@@ -56,7 +84,7 @@ impl Sgl {
         Sgl::keyed(mr.addr.wrapping_add(offset), len, mr.rkey)
     }
 
-    /// Bytes of data the descriptor names.
+    /// Bytes of data the descriptor names (0 for [`Sgl::None`]).
     pub fn len(&self) -> u32 {
         match *self {
             Sgl::None => 0,
@@ -64,10 +92,13 @@ impl Sgl {
         }
     }
 
+    /// Whether the descriptor names no data (length 0).
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
+    /// The 16 descriptor bytes; [`Sgl::None`] becomes a keyed data block
+    /// with address, length and key all zero.
     pub fn encode(&self) -> [u8; SGL_LEN] {
         let mut b = [0u8; SGL_LEN];
         match *self {
@@ -89,7 +120,9 @@ impl Sgl {
 
     /// Decodes a descriptor: keyed data blocks (address subtype, with or
     /// without invalidate; all-zero fields mean no data), offset data
-    /// blocks, or all-zero bytes for none.
+    /// blocks, or all-zero bytes for none. Fewer than 16 bytes is
+    /// [`ProtocolError::Short`]; any other SGL Identifier is
+    /// [`ProtocolError::Field`] (`Sgl.type`).
     pub fn decode(b: &[u8]) -> Result<Self, ProtocolError> {
         super::need("Sgl", b, SGL_LEN)?;
         let kind = b[15];

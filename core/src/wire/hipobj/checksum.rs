@@ -28,14 +28,27 @@ pub struct Crc64Nvme(pub u64);
 /// Why a checksum header is refused (the session layer answers ARG).
 #[derive(Clone, Debug, PartialEq, Eq, Error)]
 pub enum ChecksumError {
+    /// The value does not start with `CRC64NVME ` (upper case, one space).
     #[error("checksum: must start with {PREFIX:?}")]
     Prefix,
+    /// The text after the prefix is not exactly 12 characters long.
     #[error("checksum: {len} base64 characters, must be exactly {B64_LEN}")]
-    Length { len: usize },
+    Length {
+        /// Its length in bytes.
+        len: usize,
+    },
+    /// The 12th character is not `=`, or `=` appears earlier (only a single
+    /// `=` pad is allowed).
     #[error("checksum: the 12th character must be the `=` pad")]
     Padding,
+    /// A character outside the standard base64 alphabet (`A-Z a-z 0-9 + /`).
     #[error("checksum: character {at} is not base64")]
-    NotBase64 { at: usize },
+    NotBase64 {
+        /// Its index after the prefix, from 0.
+        at: usize,
+    },
+    /// The 11th character has a non-zero bit in its two unused low bits, so the
+    /// text is not the one spelling of its value.
     #[error("checksum: the 11th character must have its two unused low bits zero")]
     TrailingBits,
 }

@@ -18,16 +18,30 @@ pub const HEADER_PREFIX: &str = "x-amz-rdma-";
 /// Why a header set is refused (all ARG, or TRUNC for a long target).
 #[derive(Clone, Debug, PartialEq, Eq, Error)]
 pub enum HeaderError {
+    /// A required header is absent.
     #[error("x-amz-rdma-{field}: missing")]
-    Missing { field: &'static str },
+    Missing {
+        /// The field name, without the `x-amz-rdma-` prefix.
+        field: &'static str,
+    },
+    /// A header, required or optional, appears more than once (under any
+    /// capitalisation of its name).
     #[error("x-amz-rdma-{field}: given more than once")]
-    Repeated { field: &'static str },
+    Repeated {
+        /// The field name, without the `x-amz-rdma-` prefix.
+        field: &'static str,
+    },
+    /// PREPARE's `offset` + `size` exceeds [`MAX_OFFSET_PLUS_SIZE`].
     #[error("x-amz-rdma-offset: offset + size must be at most {MAX_OFFSET_PLUS_SIZE}")]
     Range,
+    /// A value breaks its parameter's rule (ARG, or TRUNC for a target over
+    /// 2047 bytes).
     #[error(transparent)]
     Param(#[from] ParamError),
+    /// PREPARE's non-empty `token` does not parse as a [`ClientToken`].
     #[error(transparent)]
     Token(#[from] TokenError),
+    /// PREPARE's `checksum` is not a valid [`Crc64Nvme`] header value.
     #[error(transparent)]
     Checksum(#[from] ChecksumError),
 }
@@ -35,30 +49,47 @@ pub enum HeaderError {
 /// PREPARE's parameters.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PrepareHeaders {
+    /// `op`: GET or PUT, in any case.
     pub op: Op,
+    /// `target` as sent: `/bucket/key[?query]` with percent-encoded segments, at
+    /// most 2047 bytes; the query is left to the gateway.
     pub target: String,
+    /// `size`: bytes to transfer, 1..=0x7FFFFFFF.
     pub size: u64,
+    /// `offset`: where the transfer starts in the object; `offset + size` is at
+    /// most [`MAX_OFFSET_PLUS_SIZE`].
     pub offset: u64,
+    /// `psn`: the client's starting PSN, 1..=0xFFFFFF.
     pub psn: u32,
+    /// `cookie`: non-zero 32-bit value that READY must repeat and the data
+    /// phase carries as the immediate.
     pub cookie: u32,
     /// The token as sent (validated); `None` when absent or empty.
     pub token: Option<String>,
+    /// `checksum`: the CRC-64/NVME the object must have, when sent.
     pub checksum: Option<Crc64Nvme>,
 }
 
 /// READY's parameters.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ReadyHeaders {
+    /// `session`: the id PREPARE returned.
     pub session: SessionId,
+    /// `cookie`: the cookie given to PREPARE (the session server compares them).
     pub cookie: u32,
+    /// `qpn`: the client's RC QP number, 24 bits; 0 parses here (see
+    /// [`parse_qpn`](super::parse_qpn)).
     pub qpn: u32,
+    /// `mr-addr`: address of the client's memory region (bare hex, 64 bits).
     pub mr_addr: u64,
+    /// `mr-rkey`: rkey of the client's memory region (bare hex, 32 bits).
     pub mr_rkey: u32,
 }
 
 /// CANCEL's parameters.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CancelHeaders {
+    /// `session`: the id of the session to cancel.
     pub session: SessionId,
 }
 

@@ -21,10 +21,22 @@ pub const MAX_TARGET_LEN: usize = 2047;
 pub enum ParamError {
     /// ARG: the value is malformed or out of range.
     #[error("x-amz-rdma-{field}: {rule}")]
-    Invalid { field: &'static str, rule: &'static str },
+    Invalid {
+        /// The field name, without the `x-amz-rdma-` prefix.
+        field: &'static str,
+        /// The rule broken, e.g. "must be non-zero".
+        rule: &'static str,
+    },
     /// TRUNC: the value is longer than the protocol carries.
     #[error("x-amz-rdma-{field}: {len} bytes, at most {max}")]
-    TooLong { field: &'static str, len: usize, max: usize },
+    TooLong {
+        /// The field name, without the `x-amz-rdma-` prefix.
+        field: &'static str,
+        /// The value's length in bytes.
+        len: usize,
+        /// The longest value allowed, in bytes.
+        max: usize,
+    },
 }
 
 fn invalid(field: &'static str, rule: &'static str) -> ParamError {
@@ -50,6 +62,7 @@ impl Op {
         }
     }
 
+    /// The upper-case wire name, `GET` or `PUT`.
     pub fn name(self) -> &'static str {
         match self {
             Op::Get => "GET",

@@ -30,7 +30,10 @@ pub const TOKEN_HEX_LEN: usize = 2 * TOKEN_LEN;
 /// The transport a token names.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Transport {
+    /// Byte 0 = 0: Dynamically Connected. Decodes, but
+    /// [`ClientToken::parse`] refuses it with [`TokenError::NotRc`].
     Dc,
+    /// Byte 0 = 1: Reliable Connected, the only transport served.
     Rc,
     /// Any other byte: decodes, but the session server refuses it (ARG).
     Other(u8),
@@ -57,20 +60,31 @@ impl Transport {
 /// A decoded token.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RdmaToken {
+    /// Transport (byte 0).
     pub transport: Transport,
+    /// QP number of the endpoint the token names (bytes 1..5).
     pub qpn: u32,
+    /// GID (bytes 5..21); IPv4-mapped when bytes 10..11 are ff ff (see
+    /// [`ipv4`](Self::ipv4)).
     pub gid: Gid,
+    /// rkey of the endpoint's memory region (bytes 21..25).
     pub rkey: u32,
+    /// Address of that memory region (bytes 25..33).
     pub remote_addr: u64,
+    /// Length of that region in bytes (bytes 33..41).
     pub length: u64,
+    /// Port number (byte 41).
     pub port: u8,
+    /// LID (bytes 42..44).
     pub lid: u16,
 }
 
 /// The optional `:addr:size` suffix (each 1..16 hex digits).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TokenSuffix {
+    /// The address part, 1..16 hex digits.
     pub addr: u64,
+    /// The size part, 1..16 hex digits.
     pub size: u64,
 }
 
@@ -80,18 +94,41 @@ pub enum ClientToken {
     /// All zeros: same-host loopback.
     Loopback,
     /// An RC endpoint, with the suffix when one was given.
-    Rc { token: RdmaToken, suffix: Option<TokenSuffix> },
+    Rc {
+        /// The decoded token; its transport is [`Transport::Rc`].
+        token: RdmaToken,
+        /// The `:addr:size` suffix, when one was given.
+        suffix: Option<TokenSuffix>,
+    },
 }
 
 /// Why a token does not decode.
 #[derive(Clone, Debug, PartialEq, Eq, Error)]
 pub enum TokenError {
+    /// The text before any `:` is not exactly [`TOKEN_HEX_LEN`] characters
+    /// (an empty token also lands here).
     #[error("token: {len} hex digits before the suffix, must be exactly {TOKEN_HEX_LEN}")]
-    Length { len: usize },
+    Length {
+        /// Its length in bytes.
+        len: usize,
+    },
+    /// One of the 88 characters is not a hex digit.
     #[error("token: byte {at} is not a hex digit")]
-    NotHex { at: usize },
+    NotHex {
+        /// Its byte index in the token, from 0.
+        at: usize,
+    },
+    /// The `:addr:size` suffix is malformed: a part is missing, empty, longer
+    /// than 16 digits or not hex.
     #[error("token suffix {part}: {rule}")]
-    Suffix { part: &'static str, rule: &'static str },
+    Suffix {
+        /// The bad part, `"addr"` or `"size"`.
+        part: &'static str,
+        /// The rule it breaks.
+        rule: &'static str,
+    },
+    /// Byte 0 names a transport other than RC; carries that byte (ARG at the
+    /// session layer).
     #[error("token: transport {0} is not RC (1)")]
     NotRc(u8),
 }
@@ -102,6 +139,7 @@ impl RdmaToken {
         RdmaToken { transport: Transport::Rc, qpn, gid, rkey: 0, remote_addr: 0, length: 0, port, lid: 0 }
     }
 
+    /// The 44 packed bytes, multi-byte fields little-endian.
     pub fn to_bytes(&self) -> [u8; TOKEN_LEN] {
         let mut b = [0u8; TOKEN_LEN];
         b[0] = self.transport.byte();
@@ -115,6 +153,8 @@ impl RdmaToken {
         b
     }
 
+    /// Reads 44 packed bytes; never fails (an unknown transport byte becomes
+    /// [`Transport::Other`]).
     pub fn from_bytes(b: &[u8; TOKEN_LEN]) -> Self {
         let u32_at = |o: usize| u32::from_le_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]]);
         let u64_at = |o: usize| u64::from_le_bytes(b[o..o + 8].try_into().expect("8 bytes"));

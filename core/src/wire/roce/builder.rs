@@ -16,16 +16,25 @@ use super::udp::UdpHeader;
 /// you care about it; rxe does not rely on it since DF is set).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct FrameBuilder {
+    /// Ethernet source MAC.
     pub src_mac: MacAddr,
+    /// Ethernet destination MAC.
     pub dst_mac: MacAddr,
+    /// VLAN tag to insert after the source MAC (none by default).
     pub vlan: Option<VlanTag>,
+    /// IPv4 source address.
     pub src_ip: Ipv4Addr,
+    /// IPv4 destination address.
     pub dst_ip: Ipv4Addr,
     /// rxe derives it from the QPN to spread flows over ECMP paths.
     pub udp_src_port: u16,
+    /// IPv4 time to live (64 by default).
     pub ttl: u8,
+    /// IPv4 TOS byte, DSCP and ECN (0 by default).
     pub tos: u8,
+    /// IPv4 identification (0 by default).
     pub ip_id: u16,
+    /// Whether to set DF in the IPv4 flags (set by default).
     pub dont_fragment: bool,
 }
 

@@ -63,6 +63,7 @@ const fn u24_bytes(v: u32) -> [u8; 3] {
 }
 
 impl Bth {
+    /// Reads the 12 BTH bytes; never fails, and keeps the reserved bits.
     pub fn from_bytes(b: &[u8; BTH_LEN]) -> Bth {
         let [opcode, flags, pk0, pk1, resv8a, q0, q1, q2, ack, p0, p1, p2] = *b;
         Bth {
@@ -80,6 +81,8 @@ impl Bth {
         }
     }
 
+    /// The 12 wire bytes; `pad`, `tver`, `resv7` and the 24-bit `dest_qp` are
+    /// masked to their widths.
     pub fn to_bytes(&self) -> [u8; BTH_LEN] {
         let flags =
             (u8::from(self.se) << 7) | (u8::from(self.mig_req) << 6) | ((self.pad & 0x3) << 4) | (self.tver & 0xF);
@@ -92,6 +95,7 @@ impl Bth {
 }
 
 impl Reth {
+    /// Reads the 16 RETH bytes; never fails.
     pub fn from_bytes(b: &[u8; RETH_LEN]) -> Reth {
         let [v0, v1, v2, v3, v4, v5, v6, v7, k0, k1, k2, k3, l0, l1, l2, l3] = *b;
         Reth {
@@ -101,6 +105,7 @@ impl Reth {
         }
     }
 
+    /// The 16 wire bytes.
     pub fn to_bytes(&self) -> [u8; RETH_LEN] {
         let [v0, v1, v2, v3, v4, v5, v6, v7] = self.va.to_be_bytes();
         let [k0, k1, k2, k3] = self.rkey.to_be_bytes();
@@ -110,11 +115,13 @@ impl Reth {
 }
 
 impl Aeth {
+    /// Reads the 4 AETH bytes; never fails.
     pub fn from_bytes(b: &[u8; AETH_LEN]) -> Aeth {
         let [syndrome, m0, m1, m2] = *b;
         Aeth { syndrome, msn: u24(m0, m1, m2) }
     }
 
+    /// The 4 wire bytes; `msn` is masked to 24 bits.
     pub fn to_bytes(&self) -> [u8; AETH_LEN] {
         let [m0, m1, m2] = u24_bytes(self.msn);
         [self.syndrome, m0, m1, m2]
@@ -122,11 +129,13 @@ impl Aeth {
 }
 
 impl Deth {
+    /// Reads the 8 DETH bytes; never fails, and keeps the reserved byte.
     pub fn from_bytes(b: &[u8; DETH_LEN]) -> Deth {
         let [k0, k1, k2, k3, resv8, s0, s1, s2] = *b;
         Deth { qkey: u32::from_be_bytes([k0, k1, k2, k3]), resv8, src_qp: u24(s0, s1, s2) }
     }
 
+    /// The 8 wire bytes; `src_qp` is masked to 24 bits.
     pub fn to_bytes(&self) -> [u8; DETH_LEN] {
         let [k0, k1, k2, k3] = self.qkey.to_be_bytes();
         let [s0, s1, s2] = u24_bytes(self.src_qp);

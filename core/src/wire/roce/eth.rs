@@ -5,10 +5,17 @@ use std::fmt;
 use super::codec::array_at;
 use super::error::RoceError;
 
+/// Length of an untagged Ethernet II header: destination MAC, source MAC and
+/// EtherType.
 pub const ETH_HEADER_LEN: usize = 14;
+/// Length of one 802.1Q / 802.1ad tag: TPID (2) and TCI (2).
 pub const VLAN_TAG_LEN: usize = 4;
+/// EtherType of IPv4, the only network layer the frame decoder accepts.
 pub const ETHERTYPE_IPV4: u16 = 0x0800;
+/// EtherType of ARP; a frame decoder given it reports [`NotRoce::EtherType`](super::NotRoce::EtherType).
 pub const ETHERTYPE_ARP: u16 = 0x0806;
+/// EtherType of IPv6; RoCEv2 over IPv6 decodes to
+/// [`RoceError::Unsupported`].
 pub const ETHERTYPE_IPV6: u16 = 0x86DD;
 /// 802.1Q customer tag.
 pub const ETHERTYPE_VLAN: u16 = 0x8100;
@@ -20,6 +27,7 @@ pub const ETHERTYPE_QINQ: u16 = 0x88A8;
 pub struct MacAddr(pub [u8; 6]);
 
 impl MacAddr {
+    /// ff:ff:ff:ff:ff:ff, the broadcast address.
     pub const BROADCAST: MacAddr = MacAddr([0xFF; 6]);
 }
 
@@ -46,10 +54,12 @@ pub struct VlanTag {
 }
 
 impl VlanTag {
+    /// VLAN identifier: TCI bits 11:0.
     pub fn vid(&self) -> u16 {
         self.tci & 0x0FFF
     }
 
+    /// Priority code point: TCI bits 15:13.
     pub fn pcp(&self) -> u8 {
         (self.tci >> 13) as u8
     }
@@ -58,14 +68,20 @@ impl VlanTag {
 /// Ethernet II header.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct EthHeader {
+    /// Destination MAC (bytes 0..6).
     pub dst: MacAddr,
+    /// Source MAC (bytes 6..12).
     pub src: MacAddr,
+    /// The tag after the source MAC, present when the outer EtherType is
+    /// [`ETHERTYPE_VLAN`] or [`ETHERTYPE_QINQ`]; a second tag is
+    /// [`RoceError::Unsupported`].
     pub vlan: Option<VlanTag>,
     /// EtherType of the payload (after the tag, when there is one).
     pub ethertype: u16,
 }
 
 impl EthHeader {
+    /// The header's name in errors.
     pub const NAME: &'static str = "Ethernet";
 
     /// Encoded length: 14, or 18 with a tag.

@@ -13,7 +13,9 @@ pub const ATOMIC_ACK_ETH_LEN: usize = 8;
 /// Atomic Extended Transport Header (28 bytes).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct AtomicEth {
+    /// Virtual address (bytes 0..8) of the 8-byte remote operand.
     pub va: u64,
+    /// R_Key (bytes 8..12) of the remote memory region.
     pub rkey: u32,
     /// Swap data (CmpSwap) or add data (FetchAdd).
     pub swap_add: u64,
@@ -22,6 +24,8 @@ pub struct AtomicEth {
 }
 
 impl AtomicEth {
+    /// Reads the 28 AtomicETH bytes (swap/add data at 12, compare data at 20);
+    /// never fails.
     pub fn from_bytes(b: &[u8; ATOMIC_ETH_LEN]) -> AtomicEth {
         AtomicEth {
             va: u64::from_be_bytes(array_at(b, 0)),
@@ -31,6 +35,7 @@ impl AtomicEth {
         }
     }
 
+    /// The 28 wire bytes.
     pub fn to_bytes(&self) -> [u8; ATOMIC_ETH_LEN] {
         let mut b = [0u8; ATOMIC_ETH_LEN];
         put_at(&mut b, 0, &self.va.to_be_bytes());
@@ -45,14 +50,18 @@ impl AtomicEth {
 /// remote data.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct AtomicAckEth {
+    /// Original remote data: the 8 bytes at the target address before the atomic
+    /// ran.
     pub orig: u64,
 }
 
 impl AtomicAckEth {
+    /// Reads the 8 AtomicAckETH bytes; never fails.
     pub fn from_bytes(b: &[u8; ATOMIC_ACK_ETH_LEN]) -> AtomicAckEth {
         AtomicAckEth { orig: u64::from_be_bytes(*b) }
     }
 
+    /// The 8 wire bytes.
     pub fn to_bytes(&self) -> [u8; ATOMIC_ACK_ETH_LEN] {
         self.orig.to_be_bytes()
     }
@@ -68,10 +77,16 @@ fixed_header!(AtomicAckEth, ATOMIC_ACK_ETH_LEN, "AtomicAckETH");
 /// it with [`ExtHeaders::check`] so a built frame always decodes back.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct ExtHeaders {
+    /// DETH, carried by every UD opcode.
     pub deth: Option<Deth>,
+    /// RETH, carried by RDMA WRITE First/Only and READ Request.
     pub reth: Option<Reth>,
+    /// AtomicETH, carried by CmpSwap and FetchAdd.
     pub atomic: Option<AtomicEth>,
+    /// AETH, carried by READ Response First/Last/Only, Acknowledge and Atomic
+    /// Acknowledge.
     pub aeth: Option<Aeth>,
+    /// AtomicAckETH, carried by Atomic Acknowledge after its AETH.
     pub atomic_ack: Option<AtomicAckEth>,
     /// ImmDt: the immediate as the network-order u32 on the wire.
     pub imm: Option<u32>,

@@ -26,9 +26,15 @@ static ZERO_PAD: [u8; 3] = [0; 3];
 pub struct RoceFrame<'a> {
     /// The link header; `None` when decoded from an IP packet (raw sockets).
     pub eth: Option<EthHeader>,
+    /// The IPv4 header (only IPv4 decodes; IPv6 is [`RoceError::Unsupported`]).
     pub ip: Ipv4Header,
+    /// The UDP header: destination port 4791, length equal to the IPv4 total length
+    /// minus the IPv4 header.
     pub udp: UdpHeader,
+    /// The Base Transport Header; its opcode is one [`Opcode::is_known`](super::Opcode::is_known)
+    /// accepts.
     pub bth: Bth,
+    /// The extended headers the opcode carries, between the BTH and the payload.
     pub ext: ExtHeaders,
     /// Message data of this packet, without the pad.
     pub payload: &'a [u8],

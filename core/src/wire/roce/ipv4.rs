@@ -11,9 +11,13 @@ use std::net::Ipv4Addr;
 use super::codec::{array_at, put_at};
 use super::error::RoceError;
 
+/// Length of an IPv4 header without options (IHL 5).
 pub const IPV4_MIN_HEADER_LEN: usize = 20;
+/// Length of an IPv4 header with the most options (IHL 15).
 pub const IPV4_MAX_HEADER_LEN: usize = 60;
 const MAX_OPTIONS_LEN: usize = IPV4_MAX_HEADER_LEN - IPV4_MIN_HEADER_LEN;
+/// IPv4 protocol number of UDP; any other makes frame decoding return
+/// [`NotRoce::IpProtocol`](super::NotRoce::IpProtocol).
 pub const IP_PROTO_UDP: u8 = 17;
 /// Don't Fragment, in `flags_frag`.
 pub const IPV4_DF: u16 = 0x4000;
@@ -30,6 +34,7 @@ pub struct Ipv4Options {
 }
 
 impl Ipv4Options {
+    /// No options (IHL 5).
     pub const EMPTY: Ipv4Options = Ipv4Options { len: 0, bytes: [0; MAX_OPTIONS_LEN] };
 
     /// Options from raw bytes; their length must be a multiple of 4, at most 40.
@@ -48,14 +53,17 @@ impl Ipv4Options {
         Ok(options)
     }
 
+    /// The option bytes as carried after the 20-byte fixed header.
     pub fn as_slice(&self) -> &[u8] {
         self.bytes.get(..usize::from(self.len)).unwrap_or_default()
     }
 
+    /// Length of the options in bytes (0..=40, a multiple of 4).
     pub fn len(&self) -> usize {
         usize::from(self.len)
     }
 
+    /// Whether there are no options.
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
@@ -95,19 +103,26 @@ pub struct Ipv4Header {
     pub tos: u8,
     /// Header plus payload, in bytes.
     pub total_len: u16,
+    /// Identification (bytes 4..6), kept as read.
     pub id: u16,
     /// Flags (3 bits: reserved, DF, MF) and fragment offset (13 bits).
     pub flags_frag: u16,
+    /// Time to live (byte 8); the ICRC covers it as all ones.
     pub ttl: u8,
+    /// Protocol (byte 9): [`IP_PROTO_UDP`] for RoCEv2.
     pub protocol: u8,
     /// Header checksum as carried; see [`Ipv4Header::compute_checksum`].
     pub checksum: u16,
+    /// Source address (bytes 12..16).
     pub src: Ipv4Addr,
+    /// Destination address (bytes 16..20).
     pub dst: Ipv4Addr,
+    /// Options (bytes 20 up to the IHL); their length sets the IHL on encode.
     pub options: Ipv4Options,
 }
 
 impl Ipv4Header {
+    /// The header's name in errors.
     pub const NAME: &'static str = "IPv4";
 
     /// Header length in bytes (IHL x 4).
