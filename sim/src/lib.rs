@@ -55,8 +55,16 @@
 //! duplicates them ([`CmFaults`]), which the engine's CM survives by
 //! retransmission and duplicate detection (`rctb_engine::cm`).
 //!
-//! What it does not model: atomics, UD/UC, SRQs, memory windows and
-//! congestion control (ECN/CNP).
+//! Atomics (compare-and-swap, fetch-and-add) are modelled as rxe does
+//! them: 8-byte aligned targets, REMOTE_ATOMIC on the QP and the region,
+//! responder resources shared with READ, and a duplicate request answered
+//! from the saved original value, never applied twice.
+//!
+//! A CQ holds the entries it was created with; a completion that finds it
+//! full is lost and `poll_cq` reports the overrun from then on.
+//!
+//! What it does not model: UD/UC, SRQs, memory windows, the async events
+//! (a CQ overrun moves no QP to ERR) and congestion control (ECN/CNP).
 
 #![warn(missing_docs)]
 
