@@ -1,14 +1,16 @@
 //! The conformance suite's own traffic, rxe against the simulator.
 //!
-//! `testdata/traces/rxe-conformance.txt` is rxe's traffic for the 42
+//! `testdata/traces/rxe-conformance.txt` is rxe's traffic for the 48
 //! conformance cases that put RC frames on the wire, reduced to header
 //! sequences (its first lines say how it was made). The simulator runs the
 //! same suite; per case and per direction the two must agree on what RC
 //! semantics fix:
 //! - the first transmission of every request PSN, in order, with every
-//!   header field (opcode, relative PSN, length, AckReq, pad, RETH, ImmDt);
-//! - every READ response PSN with its fields, and the final acknowledgement
-//!   (PSN and MSN);
+//!   header field (opcode, relative PSN, length, AckReq, pad, RETH, ImmDt,
+//!   the AtomicETH's operands);
+//! - every READ response PSN with its fields, every atomic acknowledge with
+//!   its MSN and original value, and the final acknowledgement (PSN and
+//!   MSN);
 //! - the kinds of responses seen (ACK, RNR NAK with its timer, NAK codes).
 //!
 //! What is left free, and why (the differences that remain):
@@ -88,6 +90,7 @@ fn first_per_psn(lines: &[String], prefix: &str, cut: i32) -> Vec<String> {
 struct Essence {
     requests: Vec<String>,
     read_responses: Vec<String>,
+    atomic_acks: Vec<String>,
     final_ack: Option<String>,
     response_kinds: std::collections::BTreeSet<String>,
 }
@@ -95,6 +98,7 @@ struct Essence {
 fn essence(lines: &[String], cut: i32) -> Essence {
     let requests = first_per_psn(lines, "->", cut);
     let read_responses = first_per_psn(lines, "<- RC RDMA Read Response", i32::MAX);
+    let atomic_acks = first_per_psn(lines, "<- RC Atomic Acknowledge", i32::MAX);
     let final_ack = lines.iter().rfind(|l| l.starts_with("<- RC Acknowledge")).cloned();
     let response_kinds = lines
         .iter()
@@ -106,7 +110,7 @@ fn essence(lines: &[String], cut: i32) -> Essence {
             kind.rsplit_once(" msn").map_or(kind, |(k, _)| k).to_string()
         })
         .collect();
-    Essence { requests, read_responses, final_ack, response_kinds }
+    Essence { requests, read_responses, atomic_acks, final_ack, response_kinds }
 }
 
 /// Both connections reduced with the same cut: the earliest resend in either.
@@ -118,7 +122,7 @@ fn compare(rxe: &[String], sim: &[String]) -> (Essence, Essence) {
 #[test]
 fn conformance_traffic_matches_rxe_in_what_rc_fixes() {
     let (rxe, sim) = (rxe(), simulated());
-    assert_eq!(rxe.len(), 42, "the golden trace has the 42 cases with RC traffic");
+    assert_eq!(rxe.len(), 48, "the golden trace has the 48 cases with RC traffic");
     assert_eq!(sim.len(), rxe.len(), "the simulator puts RC traffic on the wire in the same cases");
     let mut failures = Vec::new();
     for (i, (r, s)) in rxe.iter().zip(&sim).enumerate() {
