@@ -18,8 +18,8 @@
 //!   ACKs the responder answers each copy with (C9-105), and the AckReq
 //!   cadence inside a long message after the first resend (rxe counts resent
 //!   packets towards its every-66-packets AckReq). That depends on
-//!   timing: in the committed rxe run the veth dropped packets of the two
-//!   1 MiB *_imm cases, so rxe went back from PSN 594; and rxe rounds the RNR
+//!   timing (an earlier golden run had veth drops in the two 1 MiB *_imm
+//!   cases, and rxe went back from PSN 594); and rxe rounds the RNR
 //!   wait up to whole jiffies (4 ms at HZ=250), so in `rnr/receive_posted_late`
 //!   one retry covers the 3 ms pause where the simulator, timing IBA table 45
 //!   exactly (0.64 ms, as hardware does), retries four times.
