@@ -78,6 +78,8 @@ pub struct EndpointCounters {
     pub timeouts: u64,
     /// Duplicate atomics answered from a saved result, not executed again.
     pub atomics_replayed: u64,
+    /// PSN sequence NAKs ignored because a retry was already under way.
+    pub seq_naks_ignored: u64,
     /// CM messages sent again: unanswered within their response timeout,
     /// or as the answer to a duplicate.
     pub cm_retransmitted: u64,
@@ -345,9 +347,10 @@ impl Endpoint {
     pub fn handle_packet(&mut self, now: Instant, pkt: &Packet) -> Result<(), PacketDrop> {
         let Some(&qp) = self.qpn_to_qp.get(&pkt.bth.dest_qp) else { return self.handle_gsi(now, pkt) };
         if let Some(q) = self.qps.get_mut(qp.0) {
-            let before = q.counters.atomics_replayed;
+            let before = q.counters;
             q.handle_packet(now, pkt, &mut self.mem, &mut self.comps);
-            self.counters.atomics_replayed += q.counters.atomics_replayed - before;
+            self.counters.atomics_replayed += q.counters.atomics_replayed - before.atomics_replayed;
+            self.counters.seq_naks_ignored += q.counters.seq_naks_ignored - before.seq_naks_ignored;
         }
         self.route();
         self.after_qp_change(now, qp);

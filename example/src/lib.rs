@@ -211,7 +211,11 @@ impl Pinger {
                 // One buffer for the ping, one for its echo.
                 let mr = t.reg_mr(pd, 2 * MSG as u64, Access::LOCAL_WRITE)?;
                 let init = QpInit { pd, send_cq: cq, recv_cq: cq, caps: QpCaps::default(), sq_sig_all: true };
-                let (conn, qp) = t.cm_connect(&ConnectParams::new(self.server, init, Vec::new()))?;
+                // Six transport retries, not rdma_cm's usual 7: rxe never spends
+                // a retry count of 7, and a dead peer must end the run with
+                // RETRY_EXC_ERR rather than keep it retrying forever.
+                let params = ConnectParams { retry_count: 6, ..ConnectParams::new(self.server, init, Vec::new()) };
+                let (conn, qp) = t.cm_connect(&params)?;
                 self.state = State::Connecting { res: Resources { pd, cq, mr, conn, qp } };
                 self.step(t)
             }

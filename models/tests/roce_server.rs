@@ -51,9 +51,10 @@ fn server_cfg(depth: u32, max_payload: u32) -> ServerConfig {
         .unwrap()
 }
 
-/// §1's defaults except retry count 7: a sequence NAK after an RNR NAK
-/// costs the FPGA a retry (as on rxe) while the consumer holds every slot, so
-/// a stall must last fewer RNR-timer periods (0.64 ms) than retries.
+/// §1's defaults except retry count 7, which rxe (and so the engine) never
+/// spends: a consumer that holds every slot for a long stall costs the FPGA
+/// sequence NAKs after its RNR NAKs, and with a budget of 3 those would end
+/// the stream with RETRY_EXC_ERR.
 fn tc() -> TransportConfig {
     TransportConfig::new(Mtu::Mtu4096, RnrTimer::default(), 7, 7).unwrap()
 }
@@ -277,8 +278,11 @@ fn stop_then_reconnect_works_and_a_stale_fpga_psn_is_caught() {
     let mut psn = rng(29);
     let mut third = RoceServer::create(r.sim.transport(r.host), server_cfg(16, 4096), &mut psn).unwrap();
     let stale = HostParams { sq_psn: old.sq_psn, ..third.host_params() };
-    let p3 = setup_connection(&mut r.engine, &stale, &tc(), 1 << 20, &mut psn).unwrap();
-    third.complete_connection(p3.qpn, &tc(), p3.lkey).unwrap();
+    // A finite retry budget, so the silence ends in RETRY_EXC_ERR (with 7 the
+    // FPGA would retry for ever, as rxe does).
+    let tc6 = TransportConfig::new(Mtu::Mtu4096, RnrTimer::default(), 7, 6).unwrap();
+    let p3 = setup_connection(&mut r.engine, &stale, &tc6, 1 << 20, &mut psn).unwrap();
+    third.complete_connection(p3.qpn, &tc6, p3.lkey).unwrap();
     let seen = run(&mut r, &mut third, &stream(4), c, Duration::from_secs(60));
     assert!(seen.is_empty(), "the host must accept nothing out of sequence");
     assert_eq!(third.counters().frames, 0);

@@ -174,8 +174,9 @@ fn connect(me: &mut End, mtu: Mtu, peer_qpn: u32, peer_ip: &str, rq_psn: Psn, sq
         av,
     };
     me.t.modify_qp(me.qp.id, &QpTransition::Rtr(rtr)).map_err(e)?;
-    // A local ACK timeout of ~1 ms and 7 retries: the retry budget.
-    let rts = RtsAttr { sq_psn, timeout: 8, retry_cnt: 7, rnr_retry: 7, max_rd_atomic: 16 };
+    // A local ACK timeout of ~1 ms and 6 retries: the retry budget (7 would
+    // retry forever, as rxe does, and a partition would never end a case).
+    let rts = RtsAttr { sq_psn, timeout: 8, retry_cnt: 6, rnr_retry: 7, max_rd_atomic: 16 };
     me.t.modify_qp(me.qp.id, &QpTransition::Rts(rts)).map_err(e)
 }
 

@@ -32,6 +32,9 @@ pub struct FabricStats {
     /// Duplicate atomics a responder answered from its saved result,
     /// without executing them again.
     pub atomics_replayed: u64,
+    /// PSN sequence NAKs a requester ignored because a retry was already
+    /// under way (rxe's rule: no second retry before progress).
+    pub seq_naks_ignored: u64,
     /// Lost to the links' random loss.
     pub dropped_loss: u64,
     /// Damaged on a link, so dropped by the receiver's ICRC check.

@@ -202,6 +202,7 @@ impl Reactor {
             s.retransmitted += c.retransmitted;
             s.timeouts += c.timeouts;
             s.atomics_replayed += c.atomics_replayed;
+            s.seq_naks_ignored += c.seq_naks_ignored;
         }
         s
     }

@@ -75,6 +75,8 @@ pub struct EngineStats {
     pub atomic_acks: u64,
     /// Duplicate atomics answered from a saved result, not executed again.
     pub atomics_replayed: u64,
+    /// PSN sequence NAKs ignored because a retry was already under way.
+    pub seq_naks_ignored: u64,
     /// Frames handed to an engine for a QPN it does not have.
     pub dropped_no_qp: u64,
     /// QP1 frames whose MAD was not CM (the engine counts the rest of CM).

@@ -145,6 +145,9 @@ pub struct QpCounters {
     /// Duplicate atomics the responder answered from a saved result,
     /// without executing them again.
     pub atomics_replayed: u64,
+    /// PSN sequence NAKs the requester ignored because a retry was already
+    /// under way (rxe starts no second retry before progress).
+    pub seq_naks_ignored: u64,
 }
 
 impl RcQp {

@@ -67,6 +67,10 @@ pub(crate) struct Requester {
     tx_pkt: u32,
     retry_left: u8,
     rnr_left: u8,
+    /// A retry (go-back after a sequence NAK or a timeout) is under way:
+    /// until a response makes progress, a further sequence NAK starts no
+    /// new one (rxe's `started_retry`).
+    started_retry: bool,
     ack_deadline: Option<Instant>,
     rnr_until: Option<Instant>,
     /// rxe's `noack_pkts`: packets sent since the last AckReq.
@@ -195,6 +199,20 @@ impl Requester {
         }
     }
 
+    /// Spends one transport retry of a budget of `retry_cnt`; false when
+    /// none is left. 7 is never spent, as rxe does (IBA gives 7 that meaning
+    /// only for the RNR retry count; ConnectX retries 7 times).
+    fn spend_retry(&mut self, retry_cnt: u8) -> bool {
+        if retry_cnt == 7 {
+            return true;
+        }
+        if self.retry_left == 0 {
+            return false;
+        }
+        self.retry_left -= 1;
+        true
+    }
+
     /// Moves the transmit point back to `psn` (go-back-N).
     fn go_back(&mut self, psn: Psn) {
         if let Some(idx) = self.sq.iter().position(|w| w.contains(psn)) {
@@ -275,6 +293,7 @@ fn on_progress(qp: &mut RcQp, now: Instant) {
     let req = &mut qp.req;
     req.retry_left = qp.retry_cnt;
     req.rnr_left = qp.rnr_retry;
+    req.started_retry = false;
     req.ack_deadline = if req.outstanding() > 0 { qp.ack_timeout.map(|t| now + t) } else { None };
 }
 
@@ -333,8 +352,19 @@ pub(super) fn handle_response(
             qp.req.go_back(psn);
         }
         AckKind::Nak(code) => {
+            // A NAK acknowledges what lies before its PSN. As in rxe, that
+            // is progress (a fresh retry budget, no retry under way) only
+            // when it completes the oldest WR, a SEND or WRITE: an implied
+            // ACK inside a message, or past a READ or atomic still owed its
+            // response, is not.
+            let completes_head = qp.req.sq.front().is_some_and(|w| !w.awaits_response() && w.last_psn().diff(psn) < 0);
             if ack_before(qp, psn) {
-                on_progress(qp, now);
+                if completes_head {
+                    on_progress(qp, now);
+                } else {
+                    let req = &mut qp.req;
+                    req.ack_deadline = if req.outstanding() > 0 { qp.ack_timeout.map(|t| now + t) } else { None };
+                }
             }
             retire(qp, out);
             if qp.state != rctb_core::transport::QpState::Rts {
@@ -342,13 +372,17 @@ pub(super) fn handle_response(
             }
             let status = match code {
                 NakCode::PsnSequenceError => {
-                    if qp.req.retry_left == 0 {
-                        qp.enter_error(Some(WcStatus::RetryExcErr), out);
-                    } else {
-                        qp.req.retry_left -= 1;
-                        qp.req.go_back(psn);
-                        qp.req.ack_deadline = qp.ack_timeout.map(|t| now + t);
+                    if qp.req.started_retry {
+                        qp.counters.seq_naks_ignored += 1;
+                        return;
                     }
+                    if !qp.req.spend_retry(qp.retry_cnt) {
+                        qp.enter_error(Some(WcStatus::RetryExcErr), out);
+                        return;
+                    }
+                    qp.req.started_retry = true;
+                    qp.req.go_back(psn);
+                    qp.req.ack_deadline = qp.ack_timeout.map(|t| now + t);
                     return;
                 }
                 NakCode::InvalidRequest => WcStatus::RemInvReqErr,
@@ -476,11 +510,12 @@ pub(super) fn handle_timeout(qp: &mut RcQp, now: Instant, out: &mut Vec<RoutedCo
         return;
     }
     qp.counters.timeouts += 1;
-    if qp.req.retry_left == 0 {
+    // A timeout always retries (and spends), a retry under way or not.
+    if !qp.req.spend_retry(qp.retry_cnt) {
         qp.enter_error(Some(WcStatus::RetryExcErr), out);
         return;
     }
-    qp.req.retry_left -= 1;
+    qp.req.started_retry = true;
     qp.req.read_gap = None;
     let una = qp.req.una;
     qp.req.go_back(una);
