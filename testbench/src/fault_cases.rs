@@ -1,7 +1,8 @@
 //! The targeted RC fault cases, written once for every backend that can
 //! put a fault on chosen packets: the RC machinery of both sides must
 //! recover exactly (PSN-gap NAK and go-back-N, duplicate requests, a lost
-//! ACK and the requester's timeout, and atomics that arrive twice or whose
+//! ACK and the requester's timeout, a retry count of 7 that never runs out
+//! as rxe treats it, and atomics that arrive twice or whose
 //! acknowledge is lost: the responder answers the repeat from the result it
 //! saved and does not execute it again).
 //!
@@ -28,6 +29,9 @@ use rctb_conformance::{CaseResult, Endpoints, Link, QpPair, completions, expect_
 pub enum PacketFault {
     /// Request packet number `n` (from 0) from `a` to `b` is lost, once.
     DropRequest(u32),
+    /// The first `n` request packets from `a` to `b` are lost (a partition
+    /// of one direction that heals after `n` transmissions).
+    DropFirstRequests(u32),
     /// Every request packet from `a` to `b` arrives twice.
     DuplicateRequests,
     /// The first ACK from `b` to `a` is lost.
@@ -72,6 +76,7 @@ pub fn cases<T: Transport, P: FaultPath<T>>() -> Vec<(&'static str, Case<T, P>)>
         ("faults/psn_gap_go_back_n", psn_gap as Case<T, P>),
         ("faults/duplicate_requests", duplicates as Case<T, P>),
         ("faults/lost_ack_timeout", lost_ack as Case<T, P>),
+        ("faults/retry_cnt_7_never_runs_out", retry_cnt_7 as Case<T, P>),
         ("faults/atomic_ack_lost_replayed_once", atomic_ack_lost as Case<T, P>),
         ("faults/atomic_duplicated_applied_once", atomic_duplicated as Case<T, P>),
     ]
@@ -229,6 +234,44 @@ fn lost_ack<T: Transport, P: FaultPath<T>>(x: &mut Endpoints<'_, T>, path: &mut 
     }
     if moved(before.timeouts, path.recovery(x).timeouts) == Some(false) {
         return Err("the requester's ACK timer never fired".into());
+    }
+    Ok(())
+}
+
+/// Request transmissions lost, more than a budget of 7 retries would
+/// cover.
+const LOST_TRANSMISSIONS: u32 = 12;
+
+/// A retry count of 7 is never spent (rxe's rule, which the engine
+/// follows): the first 12 transmissions of a one-packet WRITE are lost,
+/// 12 ACK timeouts pass, and the thirteenth transmission completes it.
+fn retry_cnt_7<T: Transport, P: FaultPath<T>>(x: &mut Endpoints<'_, T>, path: &mut P) -> Result<(), String> {
+    let len = 64u32;
+    let src = x.mr(true, len as u64, Access::LOCAL_WRITE)?;
+    let dst = x.mr(false, len as u64, Access::LOCAL_WRITE | Access::REMOTE_WRITE)?;
+    // Timeout code 8: 4.096 us * 2^8, about 1 ms (rxe rounds it up to a jiffy).
+    let pair = x.connect(Link { timeout: 8, retry_cnt: 7, ..Link::default() })?;
+    let data = pattern(77, len as usize);
+    x.a.mr_write(src.id, 0, &data).map_err(|er| e("mr_write", er))?;
+    let before = path.recovery(x);
+    path.install(x, PacketFault::DropFirstRequests(LOST_TRANSMISSIONS))?;
+    let sge = [Sge::new(src.id, 0, len)];
+    x.a.post_send(pair.a.id, &SendWr::new(1, SendOp::Write { remote: dst.remote(0) }, &sge))
+        .map_err(|er| e("post_send", er))?;
+    let wcs = completions(x.a, &x.sa, 1)?;
+    expect_wc(wcs.first(), "write", WcStatus::Success, Some(WcOpcode::RdmaWrite), None, None)?;
+    if path.acted() != u64::from(LOST_TRANSMISSIONS) {
+        return Err(format!("{} transmissions lost (expected {LOST_TRANSMISSIONS})", path.acted()));
+    }
+    let mut got = vec![0; len as usize];
+    x.b.mr_read(dst.id, 0, &mut got).map_err(|er| e("mr_read", er))?;
+    if got != data {
+        return Err("the written data differs".into());
+    }
+    if let (Some(b), Some(a)) = (before.timeouts, path.recovery(x).timeouts)
+        && a - b < u64::from(LOST_TRANSMISSIONS)
+    {
+        return Err(format!("{} ACK timeouts for {LOST_TRANSMISSIONS} lost transmissions", a - b));
     }
     Ok(())
 }

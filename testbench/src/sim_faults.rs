@@ -37,6 +37,7 @@ impl SimPath {
         match fault {
             PacketFault::DropRequest(n) => PacketRule::new(requests, PacketAction::Drop).skip(n.into()).once(),
             PacketFault::DuplicateRequests => PacketRule::new(requests, PacketAction::Duplicate),
+            PacketFault::DropFirstRequests(n) => PacketRule::new(requests, PacketAction::Drop).limit(n.into()),
             PacketFault::DropFirstAck => {
                 let acks = PacketMatch::any().from(self.b).to(self.a).opcode(Opcode::ACKNOWLEDGE);
                 PacketRule::new(acks, PacketAction::Drop).once()

@@ -54,8 +54,23 @@ impl UdpPath {
     /// out, on `b`'s way in. `fate(n)` decides the n-th request packet
     /// seen (per side).
     fn on_requests<O: Transport>(&self, x: &Ends<'_, O>, fate: impl Fn(u32) -> Fate + Clone + 'static) -> bool {
+        self.on_requests_at(x, false, fate)
+    }
+
+    /// As [`Self::on_requests`], with `one_side`: only on the first UDP
+    /// endpoint (`a`'s way out, else `b`'s way in), for a fault that
+    /// counts every transmission and so must not act twice.
+    fn on_requests_at<O: Transport>(
+        &self,
+        x: &Ends<'_, O>,
+        one_side: bool,
+        fate: impl Fn(u32) -> Fate + Clone + 'static,
+    ) -> bool {
         let mut any = false;
         for (t, dir) in [(&*x.a, Dir::Tx), (&*x.b, Dir::Rx)] {
+            if one_side && any {
+                break;
+            }
             if let Some(u) = udp(t) {
                 let (n, fate, acted) = (Cell::new(0u32), fate.clone(), self.acted.clone());
                 u.set_hook(Some(Box::new(move |d, p| {
@@ -102,6 +117,9 @@ impl<O: Transport> FaultPath<Either<UdpTransport, O>> for UdpPath {
         let hooked = match fault {
             PacketFault::DropRequest(k) => self.on_requests(x, move |n| if n == k { Fate::Drop } else { Fate::Pass }),
             PacketFault::DuplicateRequests => self.on_requests(x, |_| Fate::Duplicate),
+            PacketFault::DropFirstRequests(k) => {
+                self.on_requests_at(x, true, move |n| if n < k { Fate::Drop } else { Fate::Pass })
+            }
             PacketFault::DropFirstAck => self.lose_first(x, Opcode::ACKNOWLEDGE),
             PacketFault::DropFirstAtomicAck => self.lose_first(x, Opcode::ATOMIC_ACKNOWLEDGE),
         };

@@ -42,14 +42,15 @@ fn every_fault_case_passes_on_the_simulator() {
                 "faults/psn_gap_go_back_n",
                 "faults/duplicate_requests",
                 "faults/lost_ack_timeout",
+                "faults/retry_cnt_7_never_runs_out",
                 "faults/atomic_ack_lost_replayed_once",
                 "faults/atomic_duplicated_applied_once",
             ],
             "{replay}"
         );
-        // One packet lost in the first, third and fourth case; four
-        // duplicated in the second and four in the fifth.
-        assert_eq!((st.dropped_rule, st.duplicated), (3, 8), "{st:?}; {replay}");
+        // One packet lost in the first, third and fifth case, twelve in the
+        // fourth; four duplicated in the second and four in the sixth.
+        assert_eq!((st.dropped_rule, st.duplicated), (15, 8), "{st:?}; {replay}");
     }
 }
 
@@ -62,6 +63,16 @@ fn a_lost_request_packet_makes_one_nak_and_a_go_back_n() {
         // the gap (one NAK), the last three go again; no timer fires.
         assert_eq!((st.dropped_rule, st.seq_naks, st.retransmitted, st.timeouts), (1, 1, 3, 0), "{st:?}; {replay}");
         assert_eq!(st.other_naks + st.dropped_corrupt + st.dropped_loss, 0, "{st:?}; {replay}");
+    }
+}
+
+#[test]
+fn a_retry_count_of_7_outlasts_twelve_lost_transmissions() {
+    for seed in SEEDS {
+        let (_, st, acted, replay) = run(seed, "retry_cnt_7");
+        assert_eq!(acted, 12, "{replay}");
+        // Each loss costs one ACK timeout and one resend; 7 is never spent.
+        assert_eq!((st.dropped_rule, st.timeouts, st.retransmitted), (12, 12, 12), "{st:?}; {replay}");
     }
 }
 
