@@ -17,6 +17,18 @@ pub struct DurationStr(pub Duration);
 const UNITS: [(&str, u64); 5] = [("ns", 1), ("us", 1_000), ("µs", 1_000), ("ms", 1_000_000), ("s", 1_000_000_000)];
 
 /// Parses `"1.5ms"` and friends into nanoseconds, exactly (no floats).
+///
+/// The text is a decimal number (digits, optionally a fraction, no sign or
+/// exponent) followed by `ns`, `us` (or `µs`), `ms` or `s`; blanks before,
+/// after and between the two are ignored.
+///
+/// # Errors
+///
+/// A message for the scenario's reader when the text is not a number
+/// followed by a known unit (`"10"`, `"-1ms"`, `"ms"`), when the fraction
+/// has a digit finer than one nanosecond, even a zero (`"1.5ns"`,
+/// `"1.0ns"`), or when the whole part overflows `u64` nanoseconds (about
+/// 584 years).
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let bad = || format!("{text:?} is not a duration (write e.g. \"500ns\", \"2us\", \"1.5ms\", \"1s\")");
     let t = text.trim();
@@ -31,15 +43,20 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let mut place = scale;
     for digit in frac.bytes() {
         if place % 10 != 0 {
+            // Zeros below a nanosecond add nothing: "2.0ns" is 2 ns.
+            if digit == b'0' {
+                continue;
+            }
             return Err(format!("{text:?} is finer than one nanosecond"));
         }
         place /= 10;
-        nanos += (digit - b'0') as u64 * place;
+        nanos = nanos.checked_add((digit - b'0') as u64 * place).ok_or_else(|| format!("{text:?} is too long"))?;
     }
     Ok(Duration::from_nanos(nanos))
 }
 
-/// Prints a duration with the largest unit that keeps it exact.
+/// Prints a duration with the largest unit that keeps it exact, in the form
+/// [`parse_duration`] reads (`"2ms"`, `"1500us"`, `"7ns"`; zero is `"0ns"`).
 pub fn format_duration(d: Duration) -> String {
     let ns = d.as_nanos() as u64;
     for (unit, scale) in [("s", 1_000_000_000), ("ms", 1_000_000), ("us", 1_000)] {
@@ -58,17 +75,27 @@ impl<'de> Deserialize<'de> for DurationStr {
 }
 
 /// An expected count: exact, or within optional bounds.
+///
+/// In a scenario file it is a number (`delivered = 100`, exactly 100) or a
+/// table of bounds (`{ min = 1 }`, `{ max = 7 }`, `{ min = 1, max = 7 }`;
+/// `{}` accepts any count); negative numbers, other keys and `min` above
+/// `max` are parse errors. It prints as `= 3`, `in 1..=7`, `>= 1`, `<= 7`
+/// or `any`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub struct CountExpect {
+    /// The least count accepted, inclusive (`None`: no lower bound).
     pub min: Option<u64>,
+    /// The largest count accepted, inclusive (`None`: no upper bound).
     pub max: Option<u64>,
 }
 
 impl CountExpect {
+    /// Exactly `n`, what a bare number in the file means.
     pub fn exactly(n: u64) -> Self {
         CountExpect { min: Some(n), max: Some(n) }
     }
 
+    /// Whether `got` lies within the bounds (both inclusive).
     pub fn matches(&self, got: u64) -> bool {
         self.min.is_none_or(|m| got >= m) && self.max.is_none_or(|m| got <= m)
     }
@@ -136,6 +163,12 @@ mod tests {
         assert_eq!(ns("0.000000001s"), Ok(1));
         assert_eq!(ns(".5s"), Ok(500_000_000));
         assert!(ns("1.5ns").unwrap_err().contains("finer than one nanosecond"));
+        assert_eq!(ns("2.0ns"), Ok(2));
+        assert_eq!(ns("1.000000000s"), Ok(1_000_000_000));
+        assert!(ns("1.0000000001s").unwrap_err().contains("finer than one nanosecond"));
+        // The largest whole part that fits, with a fraction that would not.
+        assert_eq!(ns("18446744073.709551615s"), Ok(u64::MAX));
+        assert!(ns("18446744073.999999999s").unwrap_err().contains("too long"), "no overflow");
         assert!(ns("10").unwrap_err().contains("not a duration"));
         assert!(ns("-1ms").is_err());
         assert!(ns("ms").is_err());
