@@ -31,41 +31,58 @@ pub struct Frame {
     pub frame: u64,
     /// "rocev2", "truncated", "not_rocev2" or "malformed".
     pub kind: &'static str,
+    /// IPv4 source address (RoCEv2 frames only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub src: Option<Ipv4Addr>,
+    /// IPv4 destination address (RoCEv2 frames only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub dst: Option<Ipv4Addr>,
+    /// BTH opcode byte, e.g. 0x04 for RC SEND Only.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub opcode: Option<u8>,
+    /// The opcode's name, e.g. "RC Send Only" (as Wireshark spells it).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub opcode_name: Option<&'static str>,
+    /// BTH destination QP number (24 bits).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub dest_qp: Option<u32>,
+    /// BTH packet sequence number (24 bits).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub psn: Option<u32>,
+    /// BTH AckReq bit: the sender asks for an acknowledge.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ack_req: Option<bool>,
+    /// BTH solicited-event bit.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub se: Option<bool>,
+    /// BTH pad count: bytes (0..=3) padding the payload to a multiple of 4.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pad: Option<u8>,
+    /// RETH virtual address (RDMA WRITE First/Only, READ Request).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reth_va: Option<u64>,
+    /// RETH remote key.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reth_rkey: Option<u32>,
+    /// RETH DMA length in bytes: the whole message, not this packet.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reth_len: Option<u32>,
+    /// AETH syndrome byte as on the wire (ACK 0x00..=0x1F, RNR NAK 0x20..=0x3F, NAK 0x60..=0x7F).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub aeth_syndrome: Option<u8>,
+    /// AETH message sequence number (24 bits).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub aeth_msn: Option<u32>,
     /// "ACK", "RNR NAK timer N" or "NAK CODE".
     #[serde(skip_serializing_if = "Option::is_none")]
     pub aeth_kind: Option<String>,
+    /// ImmDt: the immediate value (opcodes "with Immediate").
     #[serde(skip_serializing_if = "Option::is_none")]
     pub imm: Option<u32>,
+    /// Payload bytes of this packet, without pad and ICRC.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub payload_len: Option<usize>,
+    /// Whether the ICRC at the end of the frame matches the one computed over it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub icrc_ok: Option<bool>,
     /// A CM MAD this frame carries.
@@ -84,9 +101,12 @@ pub struct Frame {
 pub struct CmInfo {
     /// "REQ", "REP", "RTU", "REJ", "MRA", "DREQ" or "DREP".
     pub cm_message: &'static str,
+    /// The sender's local communication id.
     pub cm_local_comm_id: u32,
+    /// The peer's communication id, as the sender knows it (every message but REQ).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cm_remote_comm_id: Option<u32>,
+    /// The service id the REQ asks for (for RDMA CM, the port space and port).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cm_service_id: Option<u64>,
     /// The destination port of an IP-based service id (REQ).
@@ -95,8 +115,10 @@ pub struct CmInfo {
     /// The sender's QPN (REQ, REP) or the peer's (DREQ).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cm_qpn: Option<u32>,
+    /// The sender's starting PSN (REQ, REP).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cm_psn: Option<u32>,
+    /// The REJ's reason code (IBA CM REJ reasons, e.g. 28 for a consumer reject).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cm_reject_reason: Option<u16>,
 }
@@ -244,48 +266,70 @@ pub struct NvmeInfo {
     /// The queue this frame belongs to (from the CM request's private data).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub nvme_qid: Option<u16>,
+    /// REQ private data: the host receive queue size (HRQSIZE).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub nvme_pd_hrqsize: Option<u16>,
+    /// REQ private data: the host send queue size (HSQSIZE), 0's based.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub nvme_pd_hsqsize: Option<u16>,
+    /// REQ private data: the controller id (CNTLID; 0 for the admin queue).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub nvme_pd_cntlid: Option<u16>,
+    /// REP private data: the controller receive queue size (CRQSIZE).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub nvme_pd_crqsize: Option<u16>,
+    /// REJ private data: the NVMe/RDMA reject status (STS).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub nvme_pd_reject: Option<u16>,
+    /// Command capsule: the opcode (0x7f a Fabrics command).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub nvme_opcode: Option<u8>,
+    /// Command capsule: the command identifier.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub nvme_cid: Option<u16>,
+    /// Command capsule: the namespace id (not for Fabrics commands).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub nvme_nsid: Option<u32>,
+    /// Command capsule: the Fabrics command type (Fabrics commands only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub nvme_fctype: Option<u8>,
+    /// Command capsule: the starting LBA of a Read or Write on an I/O queue.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub nvme_slba: Option<u64>,
+    /// Command capsule: the number of logical blocks of a Read or Write on an I/O queue, 0's based.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub nvme_nlb: Option<u16>,
+    /// Command capsule: the SGL descriptor type (high nibble of byte 15; 0x4 keyed data block).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sgl_type: Option<u8>,
+    /// Command capsule: the SGL descriptor subtype (low nibble of byte 15).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sgl_subtype: Option<u8>,
+    /// Command capsule: the SGL descriptor's address (bytes 0..8).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sgl_addr: Option<u64>,
+    /// Command capsule: the SGL descriptor's length in bytes (24 bits in a keyed descriptor, else 32).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sgl_len: Option<u32>,
+    /// Command capsule: the remote key of a keyed SGL descriptor.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sgl_key: Option<u32>,
+    /// Completion: the identifier of the command it completes.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cqe_cid: Option<u16>,
+    /// Completion: the submission queue head pointer.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cqe_sqhd: Option<u16>,
+    /// Completion: the submission queue id.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cqe_sqid: Option<u16>,
+    /// Completion: the status code.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cqe_sc: Option<u8>,
+    /// Completion: the status code type.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cqe_sct: Option<u8>,
+    /// Completion: the Do Not Retry bit.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cqe_dnr: Option<bool>,
     /// Why NVMe bytes did not parse.
@@ -405,6 +449,7 @@ pub struct Decoder {
 pub const NVME_RDMA_PORT: u16 = 4420;
 
 impl Decoder {
+    /// A decoder that knows no NVMe/RDMA queue yet (one per capture).
     pub fn new() -> Decoder {
         Decoder::default()
     }

@@ -23,13 +23,19 @@ use rctb_core::wire::roce::RoceFrame;
 pub struct Record {
     /// Sent by the side that sent the connection's first frame.
     pub from_requester: bool,
+    /// BTH opcode byte (printed by its name).
     pub opcode: u8,
     /// PSN minus the connection's first request PSN (24-bit, signed).
     pub psn: i32,
+    /// BTH AckReq bit.
     pub ack_req: bool,
+    /// BTH pad count (0..=3 bytes).
     pub pad: u8,
+    /// Payload bytes of the packet, without pad and ICRC.
     pub payload: usize,
+    /// RETH DMA length in bytes, when the packet has a RETH.
     pub reth_len: Option<u32>,
+    /// Whether the packet carries ImmDt (the value itself is not kept).
     pub imm: bool,
     /// AETH: kind (ACK, RNR NAK with timer, NAK with code) and MSN.
     pub aeth: Option<(String, u32)>,
@@ -72,13 +78,20 @@ impl fmt::Display for Record {
 /// All frames of one RC connection.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Connection {
+    /// The source address of the connection's first frame.
     pub requester: Ipv4Addr,
+    /// The destination address of that frame.
     pub responder: Ipv4Addr,
+    /// The UDP source port that, with the address pair in either direction,
+    /// identifies the connection.
     pub udp_port: u16,
+    /// Its frames, in capture order.
     pub records: Vec<Record>,
 }
 
 impl Connection {
+    /// One line per record (its [`Display`](fmt::Display) form, e.g.
+    /// `-> RC Send Only psn+0 len 64 A`), what [`diff`] compares.
     pub fn lines(&self) -> Vec<String> {
         self.records.iter().map(ToString::to_string).collect()
     }
@@ -87,6 +100,8 @@ impl Connection {
 /// Why a capture could not be traced.
 #[derive(Debug, thiserror::Error)]
 pub enum TraceError {
+    /// The pcap's file header or one of its packet records could not be
+    /// read (not a pcap, or cut short).
     #[error("reading the pcap: {0}")]
     Pcap(#[from] pcap_file::PcapError),
 }

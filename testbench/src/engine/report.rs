@@ -17,48 +17,104 @@ use crate::runner::{Outcome, describe_leaks};
 use crate::scenario::Scenario;
 use crate::traffic::{Op, StreamStats};
 
+/// The result of one run of a scenario with one seed: what `rctb run` prints
+/// (as text, or as JSON with `--json`) and what a sweep reduces to a verdict.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Report {
+    /// The scenario's `name`.
     pub scenario: String,
+    /// The seed the run used.
     pub seed: u64,
+    /// Whether every entry of `checks` passed; `rctb run` exits 0 when it
+    /// did, 1 when not.
     pub passed: bool,
     /// "completed", "stalled", "time_limit" or "livelock".
+    ///
+    /// "completed": every stream finished; "stalled": nothing was left to
+    /// happen while streams waited; "time_limit": the scenario's
+    /// `time_limit` passed first; "livelock": streams kept reporting progress
+    /// without virtual time moving (see [`Outcome`]).
     pub outcome: &'static str,
     /// Virtual time when the run ended, in nanoseconds.
     pub virtual_time_ns: u64,
+    /// One entry per `[[streams]]`, in file order.
     pub streams: Vec<StreamReport>,
+    /// The fabric's counters at the end of the run; their names are the ones
+    /// `[expect].fabric` may bound.
     pub fabric: Counters,
+    /// Verbs resources still alive once every stream was torn down (all 0
+    /// when nothing leaked).
     pub leaked: Leaks,
     /// Things worth knowing that are not failures by themselves.
     pub notes: Vec<String>,
+    /// Every expectation evaluated, in the order the text report lists them
+    /// (whether every stream finished comes first).
     pub checks: Vec<Check>,
 }
 
+/// What one stream did. For `op = "nvme"`, `"rcsession"` and `"roce"`
+/// streams the message counters count I/O commands, transfers and frames.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct StreamReport {
+    /// The stream's `name`.
     pub name: String,
+    /// The verbs operation, spelled as verbs does (`RDMA_WRITE`, ...): SEND
+    /// for nvme streams, SEND_WITH_IMM for roce, RDMA_WRITE_WITH_IMM for
+    /// rcsession.
     pub op: Op,
+    /// The requester's node.
     pub from: String,
+    /// The responder's node.
     pub to: String,
+    /// How the QPs were connected: "cm", "manual", "rcsession" (by the session
+    /// protocol) or "surf" (the FPGA engine's registers, roce streams).
     pub connect: &'static str,
+    /// Messages the stream was to send (`count`).
     pub count: u64,
+    /// Smallest message size in bytes (`size`, or `size.min`).
     pub min_size: u32,
+    /// Largest message size in bytes (equal to `min_size` for a fixed size).
     pub max_size: u32,
+    /// The stream's `queue_depth` (default 8).
     pub queue_depth: u32,
+    /// Send work requests the requester posted.
     pub posted: u64,
+    /// Requester completions with SUCCESS: what `expect.delivered` bounds.
     pub completed: u64,
+    /// Receive completions with SUCCESS on the responder: what
+    /// `expect.received` bounds.
     pub received: u64,
+    /// Payload bytes of the messages that completed with SUCCESS.
     pub bytes: u64,
+    /// Requester completions with an error status, by status name
+    /// (`RETRY_EXC_ERR`, ...).
     pub errors: BTreeMap<String, u64>,
+    /// The responder's receive completions with an error status before
+    /// teardown, by status name.
     pub recv_errors: BTreeMap<String, u64>,
+    /// Receives still posted at teardown and flushed there, as expected (not
+    /// errors).
     pub recv_flushed: u64,
+    /// Messages whose bytes, length, immediate or completion order were
+    /// wrong (roce streams: frames lost, out of order or corrupt).
     pub mismatches: u64,
+    /// What the first mismatch was.
     pub first_mismatch: Option<String>,
+    /// Why the connection never came up, if it did not.
     pub connect_error: Option<String>,
+    /// Local failures (verbs calls that returned an error, a stream that gave
+    /// up), in order.
     pub local_errors: Vec<String>,
+    /// Virtual time in nanoseconds when the data phase began (the connection
+    /// was up); `None` if it never did.
     pub started_ns: Option<u64>,
+    /// Virtual time in nanoseconds of the last completion, or of when the
+    /// stream gave up; `None` if it never finished.
     pub finished_ns: Option<u64>,
+    /// `finished_ns - started_ns`, or 0 when either is missing.
     pub data_time_ns: u64,
+    /// `bytes` per virtual second over `data_time_ns` (0 when no time
+    /// passed).
     pub throughput_bytes_per_sec: u64,
     /// `op = "roce"` streams: what the receive server got, per channel.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -68,12 +124,22 @@ pub struct StreamReport {
 /// The receive server's view of a `op = "roce"` stream.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct RoceReport {
+    /// Frames and bytes the server received, by channel.
     pub channels: BTreeMap<u8, ChannelCount>,
+    /// The size of each receive slot in bytes (`max_payload`).
     pub max_payload: u32,
+    /// The server's receive slots (the stream's `recv_depth`).
     pub rx_queue_depth: u32,
+    /// The time the consumer held each frame, in nanoseconds
+    /// (`consumer_delay`).
     pub consumer_delay_ns: u64,
+    /// Ring positions skipped over: frames that had not arrived when a later
+    /// one did.
     pub lost: u64,
+    /// Frames whose ring position was behind the one expected (a repeat or a
+    /// late arrival).
     pub out_of_order: u64,
+    /// Frames whose payload was not their PRBS.
     pub corrupt: u64,
 }
 
@@ -91,15 +157,26 @@ impl Serialize for Counters {
     }
 }
 
+/// Verbs objects still alive across the fabric at the end of a run;
+/// `[expect].no_leaks` (on by default) requires all four to be 0.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub struct Leaks {
+    /// Protection domains.
     pub pds: usize,
+    /// Memory regions.
     pub mrs: usize,
+    /// Completion queues.
     pub cqs: usize,
+    /// Queue pairs.
     pub qps: usize,
 }
 
 impl Report {
+    /// Assembles the report of one run of `scenario` with `seed`: `streams`
+    /// holds each stream's statistics in scenario order, `finished_at` is when
+    /// the run ended, `fabric` and `leaked` are read after teardown, and
+    /// `passed` is true when every entry of `checks` passed. The roce parts
+    /// come later, from [`Report::add_roce`].
     #[allow(clippy::too_many_arguments)]
     pub fn build(
         scenario: &Scenario,

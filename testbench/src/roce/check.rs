@@ -13,7 +13,9 @@ use serde::Serialize;
 /// Frames and bytes of one channel.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct ChannelCount {
+    /// Frames received on the channel, whatever their check found.
     pub frames: u64,
+    /// Payload bytes of those frames.
     pub bytes: u64,
 }
 
@@ -22,8 +24,13 @@ pub struct ChannelCount {
 pub struct FrameCheck {
     verify_payload: bool,
     next_ring: Option<u32>,
+    /// Frames received on all channels, repeated, out-of-order and corrupt
+    /// ones included.
     pub frames: u64,
+    /// Payload bytes of those frames.
     pub bytes: u64,
+    /// Frames and bytes per channel; a channel has an entry once it carried
+    /// a frame.
     pub channels: BTreeMap<u8, ChannelCount>,
     /// Ring positions skipped over (frames that never arrived before a later one).
     pub lost: u64,

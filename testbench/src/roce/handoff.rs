@@ -39,29 +39,114 @@ use thiserror::Error;
 /// Why a hand-off failed.
 #[derive(Debug, Error)]
 pub enum HandoffError {
+    /// A line with no word at all reached the parser (a reader skips blank
+    /// lines itself, so this comes from [`Message::parse`] called directly).
     #[error("line {line}: empty message")]
-    Empty { line: usize },
+    Empty {
+        /// The message's line number (see [`HandoffIn`] for how lines count).
+        line: usize,
+    },
+    /// The first word is not `host`, `fpga`, `ready` or `done`.
     #[error("line {line}: unknown message {kind:?} (expected host, fpga, ready or done)")]
-    UnknownMessage { line: usize, kind: String },
+    UnknownMessage {
+        /// The message's line number.
+        line: usize,
+        /// The first word as given.
+        kind: String,
+    },
+    /// A word after the message kind has no `=`.
     #[error("line {line}: {kind}: {token:?} is not key=value")]
-    Syntax { line: usize, kind: &'static str, token: String },
+    Syntax {
+        /// The message's line number.
+        line: usize,
+        /// The message kind (`host`, `fpga`, `ready`, `done`).
+        kind: &'static str,
+        /// The offending word.
+        token: String,
+    },
+    /// A key this kind of message does not have.
     #[error("line {line}: {kind}.{field}: unknown field (fields: {known})")]
-    UnknownField { line: usize, kind: &'static str, field: String, known: &'static str },
+    UnknownField {
+        /// The message's line number.
+        line: usize,
+        /// The message kind.
+        kind: &'static str,
+        /// The unknown key as given.
+        field: String,
+        /// The keys this kind takes, comma-separated (`none` for `ready`).
+        known: &'static str,
+    },
+    /// The same key appears twice in one message.
     #[error("line {line}: {kind}.{field}: given twice")]
-    Duplicate { line: usize, kind: &'static str, field: String },
+    Duplicate {
+        /// The message's line number.
+        line: usize,
+        /// The message kind.
+        kind: &'static str,
+        /// The repeated key.
+        field: String,
+    },
+    /// A key the message kind requires is absent (every field is required).
     #[error("line {line}: {kind}.{field}: missing")]
-    Missing { line: usize, kind: &'static str, field: &'static str },
+    Missing {
+        /// The message's line number.
+        line: usize,
+        /// The message kind.
+        kind: &'static str,
+        /// The first missing key, in the order the message is parsed.
+        field: &'static str,
+    },
+    /// A value that is not a number (decimal or `0x` hex) in the field's
+    /// range, not a path MTU, or not a GID in its text form.
     #[error("line {line}: {kind}.{field} = {value:?}: {rule}")]
-    BadValue { line: usize, kind: &'static str, field: &'static str, value: String, rule: &'static str },
+    BadValue {
+        /// The message's line number.
+        line: usize,
+        /// The message kind.
+        kind: &'static str,
+        /// The key whose value was refused.
+        field: &'static str,
+        /// The value as given.
+        value: String,
+        /// What the value must be, e.g. `must fit 24 bits (0..=0xffffff)`.
+        rule: &'static str,
+    },
+    /// A well-formed message of another kind than the one awaited.
     #[error("line {line}: expected a {expected} message, got {got}")]
-    Unexpected { line: usize, expected: &'static str, got: &'static str },
+    Unexpected {
+        /// The message's line number.
+        line: usize,
+        /// The kind awaited.
+        expected: &'static str,
+        /// The kind that came.
+        got: &'static str,
+    },
+    /// The channel ended (end of file on stdin or a reader, every writer of
+    /// a FIFO closed it) before the awaited message.
     #[error("{from}: closed before the {expected} message")]
-    Closed { from: String, expected: &'static str },
+    Closed {
+        /// The channel's name: its path, or `stdin`.
+        from: String,
+        /// The kind awaited.
+        expected: &'static str,
+    },
+    /// No line arrived within the timeout given to [`HandoffIn::expect`].
     #[error("{from}: no {expected} message within {secs} s")]
-    Timeout { from: String, expected: &'static str, secs: u64 },
+    Timeout {
+        /// The channel's name: its path, or `stdin`.
+        from: String,
+        /// The kind awaited.
+        expected: &'static str,
+        /// The timeout in whole seconds (rounded down).
+        secs: u64,
+    },
+    /// Opening, reading or writing the channel failed.
     #[error("{path}: {source}")]
     Io {
+        /// The channel's name: its path, `stdin` or `stdout`, or the name
+        /// given to [`HandoffOut::new`] / [`HandoffIn::from_reader`].
         path: String,
+        /// The operating system's error.
         #[source]
         source: io::Error,
     },
@@ -71,17 +156,27 @@ pub enum HandoffError {
 /// host's GID, the path MTU to use and the largest frame the host accepts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct HostMsg {
+    /// `qpn`, `rq_psn`, `sq_psn` (24 bits each), `mr_addr`, `mr_len`
+    /// (1..=2^32-1 bytes) and `rkey`.
     pub params: HostParams,
+    /// `gid`: the host QP's source GID, which the FPGA sends to.
     pub gid: Gid,
+    /// `pmtu`: the path MTU both QPs use, in bytes on the line (256, 512,
+    /// 1024, 2048 or 4096).
     pub pmtu: Mtu,
+    /// `max_payload`: the largest frame in bytes the host accepts
+    /// (1..=2^32-1); `fpga-emu` refuses a `--size` above it.
     pub max_payload: u32,
 }
 
 /// FPGA -> host: what `complete_connection` takes, and the FPGA's GID.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FpgaMsg {
+    /// `qpn`: the FPGA's QP number (24 bits), the host QP's RTR dest QPN.
     pub qpn: Qpn,
+    /// `lkey`: the key of the FPGA's staging region.
     pub lkey: u32,
+    /// `gid`: the FPGA's GID, the host QP's RTR destination.
     pub gid: Gid,
 }
 
@@ -89,21 +184,31 @@ pub struct FpgaMsg {
 /// successfully, and how many failed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DoneMsg {
+    /// `frames`: frames whose send completed successfully.
     pub frames: u64,
+    /// `bytes`: payload bytes of those frames.
     pub bytes: u64,
+    /// `errors`: sends that completed with an error status.
     pub errors: u64,
 }
 
 /// One hand-off message.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Message {
+    /// `host ...`: the host's parameters, first on `--host-params`.
     Host(HostMsg),
+    /// `fpga ...`: the FPGA's answer, first on `--fpga-params`.
     Fpga(FpgaMsg),
+    /// `ready`: the host QP is in RTS with every receive posted, so the
+    /// FPGA may start streaming.
     Ready,
+    /// `done ...`: the FPGA's totals once its stream is over.
     Done(DoneMsg),
 }
 
 impl Message {
+    /// The message's first word: `host`, `fpga`, `ready` or `done` (what
+    /// [`HandoffIn::expect`] and [`HandoffIn::poll`] compare with).
     pub fn kind(&self) -> &'static str {
         match self {
             Message::Host(_) => "host",
@@ -113,7 +218,9 @@ impl Message {
         }
     }
 
-    /// Parses one line (`line` numbers it in errors).
+    /// Parses one line (`line` numbers it in errors). Every field of the
+    /// kind must be given once, in any order; a malformed line is the
+    /// [`HandoffError`] naming the message, the field and the rule.
     pub fn parse(text: &str, line: usize) -> Result<Message, HandoffError> {
         let mut words = text.split_whitespace();
         let Some(kind) = words.next() else { return Err(HandoffError::Empty { line }) };
@@ -270,11 +377,16 @@ impl<'a> Fields<'a> {
 /// Where a side reads or writes its hand-off: a file, or `-` (stdin/stdout).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Channel {
+    /// `-`: stdout for the writer, stdin for the reader.
     Stdio,
+    /// A path: a regular file, or a FIFO if one exists there when the
+    /// channel is opened.
     File(PathBuf),
 }
 
 impl Channel {
+    /// `-` is [`Channel::Stdio`], anything else a path; this never fails
+    /// (opening the path may).
     pub fn parse(arg: &str) -> Channel {
         if arg == "-" { Channel::Stdio } else { Channel::File(PathBuf::from(arg)) }
     }
@@ -326,6 +438,8 @@ impl HandoffOut {
         HandoffOut { name: name.into(), sink }
     }
 
+    /// Writes `m` as one line and flushes it; a failed write or flush is
+    /// [`HandoffError::Io`] (e.g. a broken pipe once the reader is gone).
     pub fn send(&mut self, m: &Message) -> Result<(), HandoffError> {
         let line = format!("{m}\n");
         self.sink
@@ -343,6 +457,8 @@ enum Event {
 
 /// The reading end: a thread follows the channel and hands complete lines
 /// over, so the caller can wait with a timeout or poll without blocking.
+/// The line numbers in its errors count the messages read so far; blank
+/// lines and `#` comments are skipped and not counted.
 pub struct HandoffIn {
     name: String,
     rx: mpsc::Receiver<Event>,
@@ -360,6 +476,11 @@ impl fmt::Debug for HandoffIn {
 }
 
 impl HandoffIn {
+    /// Starts following `ch`: a file that does not exist yet is waited for,
+    /// a FIFO is opened once (waiting for a writer) and read to its end.
+    /// Never fails here; an error opening or reading the channel comes back
+    /// from the next [`expect`](HandoffIn::expect) or
+    /// [`poll`](HandoffIn::poll) as [`HandoffError::Io`].
     pub fn open(ch: &Channel) -> HandoffIn {
         let name = ch.name("stdin");
         let (tx, rx) = mpsc::channel();

@@ -25,10 +25,15 @@ use crate::traffic::{Progress, StreamStats};
 /// Everything a pair needs besides its two transports.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PairConfig {
+    /// The receive server's configuration: the FPGA's IP (which also gives
+    /// the FPGA's GID in the hand-off), max payload, receive queue depth.
     pub server: ServerConfig,
     /// The host's transport settings (pmtu, min RNR timer) and the FPGA's
     /// retries.
     pub tc: TransportConfig,
+    /// What the engine streams: channels, frame sizes, frame count, gap,
+    /// window, payload; the engine's staging region is the largest size
+    /// times the window.
     pub stream: EngineStream,
     /// Consumer time per frame.
     pub consumer_delay: Duration,
@@ -98,15 +103,22 @@ impl<T: Transport> RocePair<T> {
         }
     }
 
+    /// What the host received so far: counts, losses, repeats, corruption.
     pub fn check(&self) -> &FrameCheck {
         &self.check
     }
+    /// The stream statistics for the report; complete only once the pair is
+    /// done (sends, completions and the host's counters are filled in then).
     pub fn stats(&self) -> &StreamStats {
         &self.stats
     }
+    /// The receive server, from setup until the pair is done (`None`
+    /// before and after).
     pub fn server(&self) -> Option<&RoceServer<T>> {
         self.server.as_ref()
     }
+    /// Whether the pair has finished: the stream completed (or failed),
+    /// setup failed, or [`abort`](RocePair::abort) was called.
     pub fn is_done(&self) -> bool {
         self.phase == Phase::Done
     }

@@ -40,22 +40,32 @@ pub use report::{PhaseTimes, SelftestReport};
 pub enum OpMix {
     /// GET and PUT, drawn per transfer (the edges: both).
     Mixed,
+    /// Only GETs (the edges: the smallest, then the largest).
     Get,
+    /// Only PUTs (the edges: the smallest, then the largest).
     Put,
 }
 
 /// What a selftest run does.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SelftestConfig {
+    /// Transfers in all, at least 1 (default 1000); each is one session.
     pub transfers: u64,
+    /// The smallest object in bytes (default 1; 0 is taken as 1).
     pub min_size: u64,
+    /// The largest object in bytes (default 8 MiB; taken as `min_size` when
+    /// below it).
     pub max_size: u64,
     /// Every transfer this size (a benchmark) instead of drawn sizes.
     pub fixed_size: Option<u64>,
     /// The largest drawn size, when below `max_size` (the edges are still
     /// `min_size` and `max_size`): fewer big objects on a slow link.
     pub draw_max: Option<u64>,
+    /// Which operations run (default [`OpMix::Mixed`]).
     pub ops: OpMix,
+    /// Draws each transfer's operation, size, object and PSN and seeds the
+    /// server's random numbers (and, in [`run_sim`], the simulator); default
+    /// 0, where the CLI's `--seed` defaults to 1.
     pub seed: u64,
     /// Sessions in flight at once (one client each).
     pub depth: usize,
@@ -66,7 +76,11 @@ pub struct SelftestConfig {
     pub busy_poll: bool,
     /// Give up after this much transport time.
     pub time_limit: Duration,
+    /// The session server's port, GID index, limits, deadlines and retry
+    /// settings.
     pub server: ServerConfig,
+    /// The GID index the clients source from (default 1, the IPv4 GID on rxe
+    /// and the simulator).
     pub client_gid_index: u32,
 }
 
@@ -90,7 +104,10 @@ impl Default for SelftestConfig {
     }
 }
 
-/// Transfer `i`'s operation and size.
+/// Transfer `i`'s operation and size in bytes: the edges first (`min_size`,
+/// then `max_size`; with [`OpMix::Mixed`] a GET and a PUT of each), then
+/// sizes drawn log-uniform in `min_size..=draw_max` (or `max_size`) from
+/// `pattern` and `i`; `fixed_size`, when set, is every transfer's size.
 pub fn transfer_shape(cfg: &SelftestConfig, pattern: &StreamPattern, i: u64) -> (Op, u64) {
     let draw = |what: &str| pattern.draw(&format!("{what}/{i}"));
     let op = match cfg.ops {
@@ -150,6 +167,12 @@ struct Slot<C: Transport> {
 
 /// Runs a selftest: the server on `server_t`, `cfg.depth` clients made by
 /// `make_client` (each on its own endpoint of the other device).
+///
+/// Failed transfers, mismatches and the time limit land in the report
+/// (see [`SelftestReport::failures`]); `Err` means the run could not start
+/// or its transport failed: `transfers` or `depth` is 0, the server or a
+/// client cannot be created, `make_client` fails, or waiting in a
+/// transport fails.
 pub fn run<S: Transport, C: Transport>(
     server_t: S,
     mut make_client: impl FnMut() -> Result<C, String>,
@@ -537,6 +560,8 @@ impl Run<'_> {
 }
 
 /// `123`, `4K`/`4KiB`, `8M`/`8MiB`, `1G`/`1GiB` (binary units), a `B` suffix allowed.
+/// The error names the text and says why: it does not start with a
+/// number, the unit is unknown, or the size is above 2^64-1 bytes.
 pub fn parse_size(text: &str) -> Result<u64, String> {
     let t = text.trim();
     let digits = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());

@@ -12,16 +12,25 @@ use super::SelftestConfig;
 /// The counters of a run.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SelftestReport {
+    /// GETs that completed (READY answered OK and the final step done),
+    /// intact or not.
     pub gets: u64,
+    /// PUTs that completed (READY answered OK and the object committed),
+    /// intact or not.
     pub puts: u64,
     /// Object bytes moved by completed transfers.
     pub bytes: u64,
+    /// Bytes of the smallest transfer completed (`None` when none did).
     pub smallest: Option<u64>,
+    /// Bytes of the largest transfer completed (0 when none did).
     pub largest: u64,
-    /// Bytes of the largest GET and PUT completed.
+    /// Bytes of the largest GET completed (0 when none did).
     pub largest_get: u64,
+    /// Bytes of the largest PUT completed (0 when none did).
     pub largest_put: u64,
+    /// Bytes of the smallest GET completed (`None` when none did).
     pub smallest_get: Option<u64>,
+    /// Bytes of the smallest PUT completed (`None` when none did).
     pub smallest_put: Option<u64>,
     /// READYs answered BUSY (each retried).
     pub busy: u64,
@@ -59,6 +68,7 @@ pub struct PhaseTimes {
 }
 
 impl SelftestReport {
+    /// Transfers completed: [`gets`](Self::gets) plus [`puts`](Self::puts).
     pub fn transfers(&self) -> u64 {
         self.gets + self.puts
     }

@@ -4,22 +4,39 @@
 
 use thiserror::Error;
 
+/// Why [`Scenario::load`](super::Scenario::load) or
+/// [`Scenario::from_toml`](super::Scenario::from_toml) refused a scenario;
+/// `rctb run` and `rctb sweep` print it and exit with status 2.
 #[derive(Debug, Error)]
 pub enum ScenarioError {
+    /// The file could not be read (missing, unreadable, not UTF-8).
     #[error("{path}: {source}")]
     Read {
+        /// The path given to `load`.
         path: String,
+        /// What the file system said.
         #[source]
         source: std::io::Error,
     },
+    /// The text is not a scenario file: bad TOML syntax, a value of the wrong
+    /// type, a missing or unknown key, or a malformed duration or count.
     #[error("{path}: {source}")]
     Parse {
+        /// The file's path, or the `origin` given to `from_toml`.
         path: String,
+        /// toml's error, which carries the line and column.
         #[source]
         source: Box<toml::de::Error>,
     },
+    /// The file parsed but breaks one or more rules; all of them are listed,
+    /// not just the first.
     #[error("{path}: {} problem(s):\n{}", errors.len(), list(errors))]
-    Invalid { path: String, errors: Vec<Invalid> },
+    Invalid {
+        /// The file's path, or the `origin` given to `from_toml`.
+        path: String,
+        /// Every broken rule, in the order validation met them (never empty).
+        errors: Vec<Invalid>,
+    },
 }
 
 fn list(errors: &[Invalid]) -> String {
@@ -30,20 +47,80 @@ fn list(errors: &[Invalid]) -> String {
 /// `streams."bulk".size` or `fabric.nodes[1].mtu`.
 #[derive(Clone, Debug, PartialEq, Eq, Error)]
 pub enum Invalid {
+    /// A stream's `from` or `to`, or a link's or fault's `between`, names a
+    /// node that `[[fabric.nodes]]` does not define.
     #[error("{field}: unknown node {name:?} (nodes: {known})")]
-    UnknownNode { field: String, name: String, known: String },
+    UnknownNode {
+        /// Where the name appears, e.g. `streams."bulk".to` or
+        /// `faults[0].between[1]`.
+        field: String,
+        /// The name as written.
+        name: String,
+        /// The defined node names, comma-separated.
+        known: String,
+    },
+    /// A value that must be unique is repeated: a node's name or IP, a
+    /// stream's name, or a pair of nodes in a second `[[fabric.links]]` entry.
     #[error("{field}: {name:?} is already used (by {first})")]
-    Duplicate { field: String, name: String, first: String },
+    Duplicate {
+        /// The later, refused occurrence, e.g. `fabric.nodes[2].ip`.
+        field: String,
+        /// The repeated value (a pair as `a-b`).
+        name: String,
+        /// Where it was used first, e.g. `fabric.nodes[0]`.
+        first: String,
+    },
+    /// A number outside its allowed range, e.g. `retry_cnt = 9` or a
+    /// probability above 1.
     #[error("{field} = {value}: must be within {range}")]
-    OutOfRange { field: String, value: String, range: &'static str },
+    OutOfRange {
+        /// The offending field.
+        field: String,
+        /// The value as given.
+        value: String,
+        /// The allowed range, with its unit or meaning, e.g. `0..=7`.
+        range: &'static str,
+    },
+    /// A value that must come from a fixed list does not: `op`, `connect`,
+    /// `mtu`, a fault's `action`, `[streams.nvme].lba_size`, or an error kind
+    /// of an nvme stream's `expect.errors`.
     #[error("{field} = {value:?}: must be one of {allowed}")]
-    NotOneOf { field: String, value: String, allowed: &'static str },
+    NotOneOf {
+        /// The offending field.
+        field: String,
+        /// The value as given.
+        value: String,
+        /// The accepted values, comma-separated.
+        allowed: &'static str,
+    },
+    /// A key of a stream's `expect.errors` is not a completion status name.
     #[error("{field}: unknown completion status {name:?} (spell it as ibv_wc_status_str does, e.g. RETRY_EXC_ERR)")]
-    UnknownStatus { field: String, name: String },
+    UnknownStatus {
+        /// `streams."<name>".expect.errors`.
+        field: String,
+        /// The key as written.
+        name: String,
+    },
+    /// A key of `[expect].fabric` is not a fabric counter of the report.
     #[error("{field}: unknown fabric counter {name:?} (counters: {known})")]
-    UnknownCounter { field: String, name: String, known: String },
+    UnknownCounter {
+        /// `expect.fabric`.
+        field: String,
+        /// The key as written.
+        name: String,
+        /// Every counter name, comma-separated.
+        known: String,
+    },
+    /// Any other rule, stated in words: a setting that does not apply to the
+    /// stream's op, a missing companion field, a size that does not fit, and
+    /// the like.
     #[error("{field}: {rule}")]
-    Rule { field: String, rule: String },
+    Rule {
+        /// The offending field.
+        field: String,
+        /// The rule it breaks, e.g. `must not be empty`.
+        rule: String,
+    },
 }
 
 impl Invalid {

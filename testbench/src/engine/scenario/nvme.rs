@@ -71,49 +71,77 @@ pub struct NvmeFaultFile {
 /// A fault of the target model, at a virtual time.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum NvmeFaultAction {
-    /// Every response from now on waits this long (0: none).
+    /// Every response from now on waits this long (0: none); `delay` is
+    /// required.
     Delay(Duration),
-    /// The next `n` responses are not sent (the commands still execute).
+    /// The next `n` responses are not sent (the commands still execute);
+    /// `count`, 1..=1000000, default 1.
     Drop(u32),
-    /// Every connection torn down, unflushed writes lost, nothing listens.
+    /// Every connection torn down, unflushed writes lost, nothing listens;
+    /// refused while the target is already down.
     Crash,
-    /// Listening again after a crash.
+    /// Listening again after a crash; refused without an earlier crash.
     Restart,
 }
 
+/// One entry of `[streams.nvme].faults`: what happens to the target model,
+/// and when.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct NvmeFault {
     /// Virtual time from the start of the run.
     pub at: Duration,
+    /// `action` (`delay`, `drop`, `crash` or `restart`) with its `delay` or
+    /// `count`.
     pub action: NvmeFaultAction,
 }
 
 /// A validated `op = "nvme"` stream.
 #[derive(Clone, Debug, PartialEq)]
 pub struct NvmeSpec {
+    /// Bytes per logical block of namespace 1: 512 (the default) or 4096;
+    /// every read and write is a whole number of blocks.
     pub lba_size: u32,
+    /// Namespace 1's size in blocks, 1..=1048576 (default 8192), with
+    /// `blocks` x `lba_size` at most 256 MiB (the model keeps it in memory).
     pub blocks: u64,
-    /// Share of commands that are reads; `flush` of flushes; the rest writes.
+    /// Share of commands that are reads, 0..=1 (default 0.5); `flush` of
+    /// flushes; the rest writes.
     pub read: f64,
+    /// Share of commands that are flushes, 0..=1 (default 0.05); the sum
+    /// `read + flush` is at most 1.
     pub flush: f64,
+    /// I/O queues the initiator opens and the target allows, 1..=4 (default
+    /// 1).
     pub io_queues: u16,
-    /// The target's MDTS (a power of two of 4 KiB pages).
+    /// The target's MDTS (a power of two of 4 KiB pages), 1..=8 (default 5);
+    /// see [`NvmeSpec::max_transfer`].
     pub mdts: u8,
-    /// The target's in-capsule data bytes per I/O command (0: none).
+    /// The target's in-capsule data bytes per I/O command (0: none),
+    /// 0..=16384 in multiples of 16 (default 4096).
     pub in_capsule: u32,
-    /// The initiator's per-command timeout.
+    /// The initiator's per-command timeout (default 1s, above 0).
     pub timeout: Duration,
-    /// KATO (0: no keep-alive).
+    /// KATO (0: no keep-alive, the default); otherwise at least 1ms.
     pub keep_alive: Duration,
+    /// How long the target waits before sending each response (default 0),
+    /// until a `delay` fault changes it.
     pub response_delay: Duration,
+    /// How long the target takes from CC.EN = 1 to CSTS.RDY = 1 (default 0).
     pub ready_delay: Duration,
+    /// Whether the initiator reconnects once its controller has failed and
+    /// the commands in flight have drained (default false: the stream ends
+    /// there).
     pub reconnect: bool,
+    /// Wait before each reconnect attempt (default 1ms, above 0).
     pub reconnect_delay: Duration,
+    /// Failed reconnect attempts in a row after which the stream gives up
+    /// with a local error, 1..=100000 (default 100).
     pub reconnect_attempts: u32,
     /// Sorted by time.
     pub faults: Vec<NvmeFault>,
     /// Expected command failures by kind (kinds not listed must not occur).
     pub errors: BTreeMap<String, CountExpect>,
+    /// Expected number of successful reconnects (`None`: not checked).
     pub reconnects: Option<CountExpect>,
 }
 
