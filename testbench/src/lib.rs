@@ -41,6 +41,8 @@
 //! backend opener (`sim | udp | verbs`). `fuzzing` (doc-hidden) holds what
 //! the fuzz targets call.
 
+#![warn(missing_docs)]
+
 mod capture;
 mod engine;
 

@@ -16,6 +16,7 @@ use crate::traffic::StreamStats;
 /// One evaluated expectation.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Check {
+    /// Whether what happened met the expectation (PASS in the report).
     pub passed: bool,
     /// What was expected.
     pub what: String,

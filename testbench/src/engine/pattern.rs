@@ -35,6 +35,8 @@ pub struct StreamPattern {
 }
 
 impl StreamPattern {
+    /// The generator of the stream named `stream` in the run with seed
+    /// `run_seed`: equal inputs give equal content on every platform.
     pub fn new(run_seed: u64, stream: &str) -> Self {
         StreamPattern { key: splitmix64(run_seed ^ splitmix64(label_hash(stream))) }
     }

@@ -33,17 +33,37 @@ use crate::traffic::{Progress, Role, Stream, StreamStats};
 pub enum Outcome {
     /// Every stream finished.
     Completed,
-    /// Nothing could happen any more, with these streams unfinished.
-    Stalled { at: Instant, waiting: Vec<String> },
+    /// Nothing could happen any more, with these streams unfinished (also
+    /// how a run ends when the network fails: the report's notes say why).
+    Stalled {
+        /// The fabric's time when the run stopped.
+        at: Instant,
+        /// The names of the unfinished streams, in scenario order.
+        waiting: Vec<String>,
+    },
     /// The scenario's time limit passed with these streams unfinished.
-    TimeLimit { at: Instant, waiting: Vec<String> },
-    /// Streams kept reporting progress without time moving.
-    Livelock { at: Instant, waiting: Vec<String> },
+    TimeLimit {
+        /// The fabric's time when the run stopped (the limit, on the
+        /// simulator).
+        at: Instant,
+        /// The names of the unfinished streams, in scenario order.
+        waiting: Vec<String>,
+    },
+    /// Streams kept reporting progress for a million rounds without
+    /// virtual time moving (checked only where [`Fabric::virtual_time`]).
+    Livelock {
+        /// The virtual time that stood still.
+        at: Instant,
+        /// The names of the unfinished streams, in scenario order.
+        waiting: Vec<String>,
+    },
 }
 
 /// Everything one run produced.
 #[derive(Debug)]
 pub struct RunOutput {
+    /// The report: streams, counters, notes and every check with its
+    /// verdict ([`Report::passed`]).
     pub report: Report,
     /// The pcap bytes, when capture was asked for.
     pub pcap: Option<Vec<u8>>,
@@ -174,6 +194,7 @@ const MAX_BUSY_ROUNDS: u64 = 1_000_000;
 /// capture). The simulator ([`SimFabric`]) and real UDP endpoints
 /// (`crate::udp_run`) provide it.
 pub trait Fabric {
+    /// The transport each node's streams post on.
     type Transport: Transport;
     /// A handle to the transport of node `index` (each call a new handle).
     fn transport(&self, index: usize) -> Self::Transport;
@@ -181,6 +202,9 @@ pub trait Fabric {
     /// models (the session client, the NVMe-oF target) run as its actors;
     /// `None` when the fabric is not simulated.
     fn models(&self) -> Option<(&Sim, &[NodeId])>;
+    /// The run's clock: virtual time on the simulator, real time since the
+    /// fabric was made on a real network; the time limit and the report's
+    /// times are on it.
     fn now(&self) -> Instant;
     /// What the fabric counted (frames, ACKs, NAKs, retransmissions, drops).
     fn stats(&self) -> FabricStats;
@@ -206,9 +230,13 @@ pub trait Fabric {
 /// What [`Fabric::idle`] did.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Idle {
+    /// Time moved (an event ran, a wake time came, or a wait returned): step
+    /// the streams again.
     Moved,
     /// Nothing can happen any more.
     Stalled,
+    /// The run's time limit is reached before anything else happens (the
+    /// simulator runs up to the limit first): the run stops.
     TimeLimit,
     /// The network failed (a socket error): the run stops, stalled.
     Failed(String),
@@ -218,7 +246,9 @@ pub enum Idle {
 /// time (jump to the next event or wake time).
 #[derive(Debug)]
 pub struct SimFabric<'a> {
+    /// The simulator the nodes live in (already built: nodes, links, faults).
     pub sim: &'a Sim,
+    /// The simulator's node of each scenario node, in the scenario's order.
     pub nodes: Vec<NodeId>,
 }
 

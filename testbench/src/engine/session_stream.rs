@@ -21,6 +21,10 @@ pub struct SessionStream {
 }
 
 impl SessionStream {
+    /// The session server on `server` and every client of `cfg` on `client`,
+    /// drawn from the simulator's seed; the workload begins at `start`.
+    /// Errs with the message of the first server or client that fails to
+    /// set up its verbs resources.
     pub fn new(sim: &Sim, cfg: WorkloadConfig, server: NodeId, client: NodeId, start: Instant) -> Result<Self, String> {
         let w = SessionWorkload::new(sim.seed(), cfg, sim.transport(server), |_| sim.transport(client))?;
         Ok(SessionStream { w, sim: sim.clone(), stats: StreamStats::default(), start, settled: false })
@@ -42,6 +46,8 @@ impl SessionStream {
         }
     }
 
+    /// Runs the workload one round (nothing before `start`) and says whether
+    /// it moved, when it next wants time, or that every transfer is over.
     pub fn step(&mut self) -> Progress {
         if self.settled || self.w.finished() {
             if self.stats.finished_at.is_none() {
@@ -72,6 +78,8 @@ impl SessionStream {
         }
     }
 
+    /// Whether every client has finished its transfers, or the run ended
+    /// the stream ([`SessionStream::abort`]).
     pub fn is_done(&self) -> bool {
         self.settled || self.w.finished()
     }
@@ -90,6 +98,8 @@ impl SessionStream {
         self.stats.local_errors.extend(self.w.close_clients());
     }
 
+    /// The workload's counters as a stream's (see the module doc for the
+    /// mapping); the invariant checks join `local_errors` at `abort`.
     pub fn stats(&self) -> &StreamStats {
         &self.stats
     }

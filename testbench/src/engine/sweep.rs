@@ -20,11 +20,15 @@ use crate::scenario::Scenario;
 /// One shard of a sweep: `index` of `total`, 1-based (`--shard 2/4`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Shard {
+    /// Which shard, `1..=total`: it runs the `index`-th seed of the range
+    /// and every `total`-th after it.
     pub index: u64,
+    /// How many shards the sweep is split into, at least 1.
     pub total: u64,
 }
 
 impl Shard {
+    /// The unsharded sweep, `1/1`: every seed of the range.
     pub const WHOLE: Shard = Shard { index: 1, total: 1 };
 }
 
@@ -55,7 +59,10 @@ pub fn shard_seeds(start: u64, count: u64, shard: Shard) -> Vec<u64> {
 /// The result of one seed.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SeedResult {
+    /// The seed the scenario ran with.
     pub seed: u64,
+    /// Whether every check held; false as well when the fabric could not
+    /// be built.
     pub passed: bool,
     /// The failed checks (or the error that stopped the run).
     pub failures: Vec<String>,
@@ -68,7 +75,9 @@ pub struct SeedResult {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Verdict {
+    /// Every check held (`"pass"` in JSON).
     Pass,
+    /// A check failed or the run could not be set up (`"fail"` in JSON).
     Fail,
 }
 
@@ -79,7 +88,9 @@ pub enum Verdict {
 pub struct SeedRecord {
     /// The scenario's `name`.
     pub scenario: String,
+    /// The seed; `rctb sweep merge` refuses two records with one seed.
     pub seed: u64,
+    /// Whether the seed passed.
     pub verdict: Verdict,
     /// The failed checks, empty when it passed.
     pub failed: Vec<String>,
@@ -102,6 +113,7 @@ impl SeedRecord {
         }
     }
 
+    /// Whether the verdict is [`Verdict::Pass`].
     pub fn passed(&self) -> bool {
         self.verdict == Verdict::Pass
     }
@@ -156,18 +168,49 @@ pub fn junit(records: &[SeedRecord]) -> String {
 /// Why shard outputs could not be merged.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum MergeError {
+    /// A non-blank line is not a [`SeedRecord`] as JSON (unknown keys are
+    /// refused too).
     #[error("{file}:{line}: not a sweep record (rctb sweep --json writes one per line): {error}")]
-    Parse { file: String, line: usize, error: String },
+    Parse {
+        /// The file the line came from.
+        file: String,
+        /// The line's number, from 1.
+        line: usize,
+        /// What serde_json said.
+        error: String,
+    },
+    /// A record names another scenario than the first record read.
     #[error("{file}: scenario {found:?}, but the first file's is {expected:?}: shards of one sweep only")]
-    Scenario { file: String, expected: String, found: String },
+    Scenario {
+        /// The file holding the odd record.
+        file: String,
+        /// The scenario of the first record.
+        expected: String,
+        /// The scenario this record names.
+        found: String,
+    },
+    /// One seed has two records (two shards overlap, or one file repeats a
+    /// seed).
     #[error("seed {seed} is in {first} and in {second}: the shards overlap")]
-    Duplicate { seed: u64, first: String, second: String },
+    Duplicate {
+        /// The repeated seed.
+        seed: u64,
+        /// The file of one record of it.
+        first: String,
+        /// The file of the other (the same file when it repeats the seed).
+        second: String,
+    },
+    /// The shards held no record at all.
     #[error("no records to merge")]
     Empty,
 }
 
 /// Parses `text`, the `--json` output of one shard read from `file`
 /// (blank lines skipped).
+///
+/// # Errors
+///
+/// [`MergeError::Parse`] for the first line that is not a record.
 pub fn parse_records(file: &str, text: &str) -> Result<Vec<SeedRecord>, MergeError> {
     text.lines()
         .enumerate()
@@ -184,6 +227,12 @@ pub fn parse_records(file: &str, text: &str) -> Result<Vec<SeedRecord>, MergeErr
 
 /// Joins the records of shards (each named by its file) into one sweep's,
 /// sorted by seed: they must be of one scenario and share no seed.
+///
+/// # Errors
+///
+/// [`MergeError::Scenario`] when a record names another scenario than the
+/// first one, [`MergeError::Empty`] when there is no record at all, and
+/// [`MergeError::Duplicate`] when a seed has two records.
 pub fn merge(shards: Vec<(String, Vec<SeedRecord>)>) -> Result<Vec<SeedRecord>, MergeError> {
     let mut all: Vec<(String, SeedRecord)> = Vec::new();
     let mut expected: Option<String> = None;

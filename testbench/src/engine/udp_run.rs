@@ -31,8 +31,15 @@ use crate::scenario::Scenario;
 /// Where one node's endpoint lives (`--node NAME=ADDR[:PORT][@NETNS]`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NodePlace {
+    /// `NAME`: the scenario node this places; [`run`] refuses a name the
+    /// scenario does not have ([`UdpRunError::UnknownNode`]).
     pub name: String,
+    /// `ADDR[:PORT]`: the IPv4 address and UDP port the node's endpoint
+    /// binds; the port is 4791 (RoCEv2's) when `--node` gives none.
     pub at: SocketAddrV4,
+    /// `@NETNS`: the network namespace to open the endpoint's sockets in, a
+    /// name under `/run/netns` or a path such as `/proc/PID/ns/net` (needs
+    /// CAP_SYS_ADMIN); `None` keeps the caller's namespace.
     pub netns: Option<PathBuf>,
 }
 
@@ -61,19 +68,43 @@ impl std::str::FromStr for NodePlace {
 /// Why a scenario cannot run on the udp backend (exit status 2).
 #[derive(Debug, Error)]
 pub enum UdpRunError {
+    /// A stream uses something only the simulator provides (today an
+    /// `op = "rcsession"` stream, whose session server is a peer model).
     #[error("streams.{stream:?}.{field}: {rule} (--backend udp)")]
-    Unsupported { stream: String, field: &'static str, rule: &'static str },
+    Unsupported {
+        /// The stream's `name`.
+        stream: String,
+        /// The scenario key that asks for it (`op`).
+        field: &'static str,
+        /// Why the udp backend cannot run it.
+        rule: &'static str,
+    },
+    /// A `--node` names no node of the scenario.
     #[error("--node {name}: unknown node (nodes: {known})")]
-    UnknownNode { name: String, known: String },
+    UnknownNode {
+        /// The name `--node` gave.
+        name: String,
+        /// The scenario's node names, comma-separated.
+        known: String,
+    },
+    /// The endpoints would not all use one UDP port; carries every node as
+    /// `NAME=ADDR:PORT`, comma-separated.
     #[error("--node: every endpoint needs the same UDP port (RoCEv2 peers send to the port they listen on): {0}")]
     Ports(String),
+    /// A node's endpoint could not be opened (the address is not local, the
+    /// port is taken, the namespace cannot be entered, ...).
     #[error("node {node} ({at}): {source}")]
     Bind {
+        /// The scenario node.
         node: String,
+        /// The address and port it tried to bind.
         at: SocketAddrV4,
+        /// What rctb-udp reported.
         #[source]
         source: UdpError,
     },
+    /// The runner could not set the streams up (from [`runner::run_on`]),
+    /// e.g. a stream whose peer model needs the simulator.
     #[error("building the run: {0}")]
     Sim(#[from] rctb_sim::SimError),
 }
@@ -84,6 +115,8 @@ pub enum UdpRunError {
 /// runs the reactor ([`Fabric::poll`], [`Fabric::idle`]).
 #[derive(Debug)]
 pub struct UdpFabric {
+    /// The reactor that owns every endpoint; its clock (real time since it
+    /// was created) is the run's clock.
     pub reactor: UdpReactor,
     /// One endpoint per scenario node, in order.
     pub endpoints: Vec<UdpTransport>,

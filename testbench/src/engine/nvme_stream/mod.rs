@@ -61,18 +61,27 @@ pub fn error_kind(e: &NvmeError) -> &'static str {
 /// What the stream counted beyond [`StreamStats`].
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct NvmeTally {
+    /// Reads that completed successfully (those in flight across a target
+    /// crash included, their data then unchecked).
     pub reads: u64,
+    /// Writes that completed successfully.
     pub writes: u64,
+    /// Flushes that completed successfully.
     pub flushes: u64,
     /// Failed commands by kind.
     pub errors: BTreeMap<&'static str, u64>,
     /// The first failure, for the report.
     pub first_error: Option<String>,
+    /// Reconnects that brought a failed controller back.
     pub reconnects: u64,
+    /// Reconnect attempts that failed, each attempt counted.
     pub reconnect_failures: u64,
     /// Blocks a read could not check (their last write's outcome unknown).
     pub unchecked_blocks: u64,
+    /// Keep Alive commands the target received; read from the target when
+    /// the stream ends ([`NvmeStream::abort`]), 0 before.
     pub keep_alives: u64,
+    /// Target crashes the stream's fault schedule applied.
     pub crashes: u64,
 }
 
@@ -190,15 +199,24 @@ impl NvmeStream {
         })
     }
 
+    /// The stream's counters: `posted` commands submitted, `completed` and
+    /// `bytes` of the successful ones, `mismatches` reads that differ from
+    /// the namespace model.
     pub fn stats(&self) -> &StreamStats {
         &self.stats
     }
+    /// The NVMe-specific counters: commands by kind, failures by kind,
+    /// reconnects, crashes, Keep Alives.
     pub fn tally(&self) -> &NvmeTally {
         &self.tally
     }
+    /// The stream's `[streams.nvme]` settings as validated.
     pub fn spec(&self) -> &NvmeSpec {
         &self.spec
     }
+    /// Whether the stream is over: every command done, or given up (no
+    /// connection, a failed controller it may not or could not reconnect),
+    /// or aborted.
     pub fn is_done(&self) -> bool {
         self.state == State::Finished
     }
@@ -274,6 +292,10 @@ impl NvmeStream {
         }
     }
 
+    /// Applies the target faults that are due, then connects (at
+    /// `cfg.start`; a failure ends the stream with `connect_error`),
+    /// services and submits commands, or reconnects after the controller
+    /// failed; connect and reconnect block for their round trips.
     pub fn step(&mut self) -> Progress {
         if self.state == State::Finished {
             return Progress::Done;

@@ -8,14 +8,25 @@ use serde::Serialize;
 /// The verbs operation a stream issues.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Op {
+    /// SEND (`op = "send"`): the payload lands in a receive the responder
+    /// posted.
     Send,
+    /// SEND_WITH_IMM (`"send_imm"`): a SEND that also carries a 32-bit
+    /// immediate to the receive completion.
     SendImm,
+    /// RDMA_WRITE (`"write"`): the payload goes into the responder's
+    /// registered region; no receive is consumed.
     Write,
+    /// RDMA_WRITE_WITH_IMM (`"write_imm"`): a WRITE whose immediate consumes
+    /// a receive on the responder.
     WriteImm,
+    /// RDMA_READ (`"read"`): the requester reads the payload out of the
+    /// responder's region.
     Read,
 }
 
 impl Op {
+    /// Every operation, in the order the scenario format lists them.
     pub const ALL: [Op; 5] = [Op::Send, Op::SendImm, Op::Write, Op::WriteImm, Op::Read];
 
     /// The scenario-file spelling.
@@ -40,6 +51,9 @@ impl Op {
         }
     }
 
+    /// The operation spelled `key` in a scenario file (`"send"`,
+    /// `"write_imm"`, ...); `None` for any other text, including `roce`,
+    /// `rcsession` and `nvme`, which are not verbs operations.
     pub fn from_key(key: &str) -> Option<Op> {
         Op::ALL.into_iter().find(|op| op.key() == key)
     }
@@ -49,6 +63,8 @@ impl Op {
         matches!(self, Op::Send | Op::SendImm | Op::WriteImm)
     }
 
+    /// Whether each message carries an immediate (SEND_WITH_IMM and
+    /// RDMA_WRITE_WITH_IMM).
     pub fn carries_imm(self) -> bool {
         matches!(self, Op::SendImm | Op::WriteImm)
     }
@@ -77,6 +93,7 @@ pub enum ConnectMode {
 }
 
 impl ConnectMode {
+    /// The scenario-file spelling (`connect = "cm"` or `"manual"`).
     pub fn key(self) -> &'static str {
         match self {
             ConnectMode::Cm => "cm",
@@ -89,9 +106,17 @@ impl ConnectMode {
 /// (RDMA CM picks them).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct QpSettings {
+    /// How often the requester resends after an ACK timeout before the WR
+    /// fails with `RETRY_EXC_ERR`, 0..=7 (default 7).
     pub retry_cnt: u8,
+    /// How often the requester retries after an RNR NAK, 0..=7, 7 meaning
+    /// forever (default 7).
     pub rnr_retry: u8,
+    /// The local ACK timeout as an IBA code, 4.096 us x 2^code, 0..=31
+    /// (default 14, about 67 ms).
     pub timeout: u8,
+    /// The RNR timer the responder asks for in its RNR NAKs, an IBA table 45
+    /// code 0..=31 (default 12).
     pub min_rnr_timer: u8,
 }
 
@@ -105,22 +130,29 @@ impl Default for QpSettings {
 /// One stream of messages from a requester to a responder.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct StreamConfig {
+    /// The stream's name, unique in its scenario: it names the stream in the
+    /// report and keys its seeded content ([`crate::pattern::StreamPattern`]).
     pub name: String,
+    /// The verbs operation every message uses.
     pub op: Op,
     /// Messages to send.
     pub count: u64,
     /// Message sizes are drawn uniformly from `min_size..=max_size` per message.
     pub min_size: u32,
+    /// The largest message in bytes (equal to `min_size` for a fixed size);
+    /// each buffer slot is this long.
     pub max_size: u32,
     /// Outstanding send WRs at most.
     pub queue_depth: u32,
     /// Receives the responder keeps posted (for ops that consume one).
     pub recv_depth: u32,
+    /// How the two QPs are connected (default RDMA CM).
     pub connect: ConnectMode,
     /// Virtual time at which the stream starts.
     pub start: Duration,
     /// The responder's RDMA CM port (CM connects only).
     pub cm_port: u16,
+    /// The QPs' retry counts and timers.
     pub qp: QpSettings,
 }
 

@@ -41,7 +41,12 @@ pub enum Progress {
     Busy,
     /// Nothing to do until the transport produces a completion or CM event,
     /// or until `wake_at` (when set) passes.
-    Idle { wake_at: Option<Instant> },
+    Idle {
+        /// The transport time the stream wants to be stepped again at
+        /// regardless (its start time, a timer); `None` when only an event
+        /// can wake it.
+        wake_at: Option<Instant>,
+    },
     /// Finished and torn down; results are final.
     Done,
 }
@@ -140,14 +145,18 @@ impl<T: Transport> Stream<T> {
         }
     }
 
+    /// The settings the stream was made with.
     pub fn config(&self) -> &StreamConfig {
         &self.cfg
     }
 
+    /// What the stream has counted so far; final once [`Stream::is_done`].
     pub fn stats(&self) -> &StreamStats {
         &self.stats
     }
 
+    /// Whether the stream has finished or was aborted, its verbs resources
+    /// torn down.
     pub fn is_done(&self) -> bool {
         self.phase == Phase::Done
     }

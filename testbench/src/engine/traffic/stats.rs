@@ -55,6 +55,8 @@ impl StreamStats {
         }
     }
 
+    /// Requester completions with an error status, all statuses together
+    /// (the responder's `recv_errors` not included).
     pub fn error_count(&self) -> u64 {
         self.errors.values().sum()
     }
