@@ -2,6 +2,36 @@
 //! deterministic simulator (or real UDP endpoints), checks their
 //! expectations, sweeps seeds, and carries the `rctb` binary's front ends.
 //!
+//! ```
+//! // A scenario from TOML, run on the simulator from seed 1, checked.
+//! let text = r#"
+//!     name = "two-nodes"
+//!     [fabric]
+//!     latency = "2us"
+//!     [[fabric.nodes]]
+//!     name = "a"
+//!     ip = "10.0.0.1"
+//!     [[fabric.nodes]]
+//!     name = "b"
+//!     ip = "10.0.0.2"
+//!     [[streams]]
+//!     name = "ping"
+//!     op = "send"
+//!     from = "a"
+//!     to = "b"
+//!     count = 10
+//!     size = 64
+//!     [streams.expect]
+//!     delivered = 10
+//! "#;
+//! let scenario = rctb::scenario::Scenario::from_toml(text, "doc").unwrap();
+//! let out = rctb::runner::run(&scenario, 1, false).unwrap();
+//! assert!(out.report.passed, "{}", out.report.to_text());
+//! // Bad input is a typed error naming the field and the rule.
+//! let e = rctb::scenario::Scenario::from_toml(&text.replace("count = 10", "count = 0"), "doc").unwrap_err();
+//! assert!(e.to_string().contains("count"), "{e}");
+//! ```
+//!
 //! Module map, by room:
 //!
 //! The scenario engine (`src/engine/`, each module re-exported here):
