@@ -3,53 +3,24 @@
 
 use std::net::Ipv4Addr;
 
-use rand_chacha::ChaCha8Rng;
-use rand_core::SeedableRng;
 use rctb_core::time::{Duration, Instant};
 use rctb_core::transport::*;
-use rctb_engine::{CmMessage, Endpoint, EndpointConfig, Packet};
+use rctb_engine::{CmMessage, Packet};
 
 const LATENCY: Duration = Duration::from_micros(1);
 
-struct Side {
-    ep: Endpoint,
-    cq: CqId,
-    qp: QpInfo,
-    mr: MrInfo,
-}
+mod common;
+
+use common::Side;
+
+const ACCESS: Access = Access::LOCAL_WRITE.union(Access::REMOTE_WRITE);
 
 fn side(name: &str, ip: Ipv4Addr, seed: u64) -> Side {
-    let mut ep = Endpoint::new(EndpointConfig::new(name, ip), Box::new(ChaCha8Rng::seed_from_u64(seed)));
-    let pd = ep.alloc_pd().unwrap();
-    let cq = ep.create_cq(64).unwrap();
-    let mr = ep.reg_mr(pd, 1 << 16, Access::LOCAL_WRITE | Access::REMOTE_WRITE).unwrap();
-    let caps = QpCaps { max_send_wr: 16, max_recv_wr: 16, ..QpCaps::default() };
-    let qp = ep.create_qp(&QpInit { pd, send_cq: cq, recv_cq: cq, caps, sq_sig_all: true }).unwrap();
-    Side { ep, cq, qp, mr }
+    common::side(name, ip, seed, 1 << 16, ACCESS)
 }
 
 fn connected() -> (Side, Side) {
-    let (ia, ib) = (Ipv4Addr::new(10, 0, 0, 1), Ipv4Addr::new(10, 0, 0, 2));
-    let mut a = side("a", ia, 1);
-    let mut b = side("b", ib, 2);
-    let (aq, bq) = (a.qp.qpn, b.qp.qpn);
-    for (s, dest, ip) in [(&mut a, bq, ib), (&mut b, aq, ia)] {
-        let now = Instant::ZERO;
-        let access = Access::LOCAL_WRITE | Access::REMOTE_WRITE;
-        s.ep.modify_qp(now, s.qp.id, &QpTransition::Init(InitAttr { pkey_index: 0, port: 1, access })).unwrap();
-        let rtr = RtrAttr {
-            path_mtu: Mtu::Mtu1024,
-            dest_qpn: dest,
-            rq_psn: Psn::wrapping(0),
-            max_dest_rd_atomic: 1,
-            min_rnr_timer: RnrTimer::default(),
-            av: AddressVector::new(Gid::from_ipv4(ip), 1),
-        };
-        s.ep.modify_qp(now, s.qp.id, &QpTransition::Rtr(rtr)).unwrap();
-        let rts = RtsAttr { sq_psn: Psn::wrapping(0), timeout: 14, retry_cnt: 7, rnr_retry: 7, max_rd_atomic: 1 };
-        s.ep.modify_qp(now, s.qp.id, &QpTransition::Rts(rts)).unwrap();
-    }
-    (a, b)
+    common::connected(1 << 16, ACCESS, 1)
 }
 
 /// Runs both endpoints until neither has anything to send or a timer

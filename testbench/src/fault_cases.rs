@@ -206,33 +206,48 @@ fn duplicates<T: Transport, P: FaultPath<T>>(x: &mut Endpoints<'_, T>, path: &mu
     Ok(())
 }
 
-/// The ACK of a one-packet WRITE is lost once: the requester's local ACK
-/// timer fires, it sends the WRITE again, the responder re-ACKs the
-/// duplicate, the WRITE completes once.
-fn lost_ack<T: Transport, P: FaultPath<T>>(x: &mut Endpoints<'_, T>, path: &mut P) -> Result<(), String> {
+/// One 64-byte WRITE from `a` to `b` over `link` while `fault` acts: it
+/// must complete successfully with its data intact. The recovery counters
+/// before the fault and after the WRITE.
+fn write_through<T: Transport, P: FaultPath<T>>(
+    x: &mut Endpoints<'_, T>,
+    path: &mut P,
+    link: Link,
+    fault: PacketFault,
+    tag: u32,
+) -> Result<(Recovery, Recovery), String> {
     let len = 64u32;
     let src = x.mr(true, len as u64, Access::LOCAL_WRITE)?;
     let dst = x.mr(false, len as u64, Access::LOCAL_WRITE | Access::REMOTE_WRITE)?;
-    // Timeout code 12: 4.096 us * 2^12, about 17 ms.
-    let pair = x.connect(Link { timeout: 12, ..Link::default() })?;
-    let data = pattern(73, len as usize);
+    let pair = x.connect(link)?;
+    let data = pattern(tag, len as usize);
     x.a.mr_write(src.id, 0, &data).map_err(|er| e("mr_write", er))?;
     let before = path.recovery(x);
-    path.install(x, PacketFault::DropFirstAck)?;
+    path.install(x, fault)?;
     let sge = [Sge::new(src.id, 0, len)];
     x.a.post_send(pair.a.id, &SendWr::new(1, SendOp::Write { remote: dst.remote(0) }, &sge))
         .map_err(|er| e("post_send", er))?;
     let wcs = completions(x.a, &x.sa, 1)?;
     expect_wc(wcs.first(), "write", WcStatus::Success, Some(WcOpcode::RdmaWrite), None, None)?;
-    if path.acted() == 0 {
-        return Err("no ACK went by to lose".into());
-    }
     let mut got = vec![0; len as usize];
     x.b.mr_read(dst.id, 0, &mut got).map_err(|er| e("mr_read", er))?;
     if got != data {
         return Err("the written data differs".into());
     }
-    if moved(before.timeouts, path.recovery(x).timeouts) == Some(false) {
+    Ok((before, path.recovery(x)))
+}
+
+/// The ACK of a one-packet WRITE is lost once: the requester's local ACK
+/// timer fires, it sends the WRITE again, the responder re-ACKs the
+/// duplicate, the WRITE completes once.
+fn lost_ack<T: Transport, P: FaultPath<T>>(x: &mut Endpoints<'_, T>, path: &mut P) -> Result<(), String> {
+    // Timeout code 12: 4.096 us * 2^12, about 17 ms.
+    let link = Link { timeout: 12, ..Link::default() };
+    let (before, after) = write_through(x, path, link, PacketFault::DropFirstAck, 73)?;
+    if path.acted() == 0 {
+        return Err("no ACK went by to lose".into());
+    }
+    if moved(before.timeouts, after.timeouts) == Some(false) {
         return Err("the requester's ACK timer never fired".into());
     }
     Ok(())
@@ -246,29 +261,14 @@ const LOST_TRANSMISSIONS: u32 = 12;
 /// follows): the first 12 transmissions of a one-packet WRITE are lost,
 /// 12 ACK timeouts pass, and the thirteenth transmission completes it.
 fn retry_cnt_7<T: Transport, P: FaultPath<T>>(x: &mut Endpoints<'_, T>, path: &mut P) -> Result<(), String> {
-    let len = 64u32;
-    let src = x.mr(true, len as u64, Access::LOCAL_WRITE)?;
-    let dst = x.mr(false, len as u64, Access::LOCAL_WRITE | Access::REMOTE_WRITE)?;
     // Timeout code 8: 4.096 us * 2^8, about 1 ms (rxe rounds it up to a jiffy).
-    let pair = x.connect(Link { timeout: 8, retry_cnt: 7, ..Link::default() })?;
-    let data = pattern(77, len as usize);
-    x.a.mr_write(src.id, 0, &data).map_err(|er| e("mr_write", er))?;
-    let before = path.recovery(x);
-    path.install(x, PacketFault::DropFirstRequests(LOST_TRANSMISSIONS))?;
-    let sge = [Sge::new(src.id, 0, len)];
-    x.a.post_send(pair.a.id, &SendWr::new(1, SendOp::Write { remote: dst.remote(0) }, &sge))
-        .map_err(|er| e("post_send", er))?;
-    let wcs = completions(x.a, &x.sa, 1)?;
-    expect_wc(wcs.first(), "write", WcStatus::Success, Some(WcOpcode::RdmaWrite), None, None)?;
+    let link = Link { timeout: 8, retry_cnt: 7, ..Link::default() };
+    let fault = PacketFault::DropFirstRequests(LOST_TRANSMISSIONS);
+    let (before, after) = write_through(x, path, link, fault, 77)?;
     if path.acted() != u64::from(LOST_TRANSMISSIONS) {
         return Err(format!("{} transmissions lost (expected {LOST_TRANSMISSIONS})", path.acted()));
     }
-    let mut got = vec![0; len as usize];
-    x.b.mr_read(dst.id, 0, &mut got).map_err(|er| e("mr_read", er))?;
-    if got != data {
-        return Err("the written data differs".into());
-    }
-    if let (Some(b), Some(a)) = (before.timeouts, path.recovery(x).timeouts)
+    if let (Some(b), Some(a)) = (before.timeouts, after.timeouts)
         && a - b < u64::from(LOST_TRANSMISSIONS)
     {
         return Err(format!("{} ACK timeouts for {LOST_TRANSMISSIONS} lost transmissions", a - b));

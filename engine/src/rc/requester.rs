@@ -294,7 +294,12 @@ fn on_progress(qp: &mut RcQp, now: Instant) {
     req.retry_left = qp.retry_cnt;
     req.rnr_left = qp.rnr_retry;
     req.started_retry = false;
-    req.ack_deadline = if req.outstanding() > 0 { qp.ack_timeout.map(|t| now + t) } else { None };
+    rearm(qp, now);
+}
+
+/// The ACK timer from `now`, while anything is outstanding.
+fn rearm(qp: &mut RcQp, now: Instant) {
+    qp.req.ack_deadline = if qp.req.outstanding() > 0 { qp.ack_timeout.map(|t| now + t) } else { None };
 }
 
 /// Handles an ACK, NAK or READ response.
@@ -362,8 +367,7 @@ pub(super) fn handle_response(
                 if completes_head {
                     on_progress(qp, now);
                 } else {
-                    let req = &mut qp.req;
-                    req.ack_deadline = if req.outstanding() > 0 { qp.ack_timeout.map(|t| now + t) } else { None };
+                    rearm(qp, now);
                 }
             }
             retire(qp, out);
