@@ -115,6 +115,7 @@ pub fn all<T: Transport>() -> Vec<(String, CaseFn<T>)> {
     v.push(("cm/reject_private_data".into(), cm_reject));
     v.push(("cm/passive_reads_what_the_request_offers".into(), cm_passive_reads));
     v.extend(crate::atomic_cases::cases());
+    v.extend(crate::srq_cases::cases());
     v
 }
 
@@ -316,8 +317,8 @@ fn cm_connect_accept<T: Transport>(x: &mut Endpoints<'_, T>) -> Result<(), Strin
     let listener = x.b.cm_listen(CM_PORT).map_err(|e| format!("cm_listen: {e}"))?;
     x.track_cm(false, None, Some(listener), None);
     let caps = QpCaps::default();
-    let ia = QpInit { pd: x.sa.pd, send_cq: x.sa.cq, recv_cq: x.sa.cq, caps, sq_sig_all: false };
-    let ib = QpInit { pd: x.sb.pd, send_cq: x.sb.cq, recv_cq: x.sb.cq, caps, sq_sig_all: false };
+    let ia = QpInit { pd: x.sa.pd, send_cq: x.sa.cq, recv_cq: x.sa.cq, caps, sq_sig_all: false, srq: None };
+    let ib = QpInit { pd: x.sb.pd, send_cq: x.sb.cq, recv_cq: x.sb.cq, caps, sq_sig_all: false, srq: None };
     let remote = std::net::SocketAddrV4::new(x.sb.ip, CM_PORT);
     let (conn_a, qp_a) =
         x.a.cm_connect(&ConnectParams::new(remote, ia, b"rctb-hello".to_vec()))
@@ -369,7 +370,14 @@ fn cm_connect_accept<T: Transport>(x: &mut Endpoints<'_, T>) -> Result<(), Strin
 fn cm_reject<T: Transport>(x: &mut Endpoints<'_, T>) -> Result<(), String> {
     let listener = x.b.cm_listen(CM_PORT + 1).map_err(|e| format!("cm_listen: {e}"))?;
     x.track_cm(false, None, Some(listener), None);
-    let ia = QpInit { pd: x.sa.pd, send_cq: x.sa.cq, recv_cq: x.sa.cq, caps: QpCaps::default(), sq_sig_all: false };
+    let ia = QpInit {
+        pd: x.sa.pd,
+        send_cq: x.sa.cq,
+        recv_cq: x.sa.cq,
+        caps: QpCaps::default(),
+        sq_sig_all: false,
+        srq: None,
+    };
     let remote = std::net::SocketAddrV4::new(x.sb.ip, CM_PORT + 1);
     let (conn_a, qp_a) =
         x.a.cm_connect(&ConnectParams::new(remote, ia, vec![1, 2, 3])).map_err(|e| format!("cm_connect: {e}"))?;
@@ -404,8 +412,8 @@ fn cm_passive_reads<T: Transport>(x: &mut Endpoints<'_, T>) -> Result<(), String
     let ma = x.mr(true, 4096, ALL_ACCESS)?;
     let mb = x.mr(false, 4096, ALL_ACCESS)?;
     let caps = QpCaps::default();
-    let ia = QpInit { pd: x.sa.pd, send_cq: x.sa.cq, recv_cq: x.sa.cq, caps, sq_sig_all: false };
-    let ib = QpInit { pd: x.sb.pd, send_cq: x.sb.cq, recv_cq: x.sb.cq, caps, sq_sig_all: false };
+    let ia = QpInit { pd: x.sa.pd, send_cq: x.sa.cq, recv_cq: x.sa.cq, caps, sq_sig_all: false, srq: None };
+    let ib = QpInit { pd: x.sb.pd, send_cq: x.sb.cq, recv_cq: x.sb.cq, caps, sq_sig_all: false, srq: None };
     let mut req = ConnectParams::new(std::net::SocketAddrV4::new(x.sb.ip, CM_PORT + 2), ia, b"reads".to_vec());
     (req.responder_resources, req.initiator_depth) = (4, 0);
     let (conn_a, qp_a) = x.a.cm_connect(&req).map_err(|e| format!("cm_connect: {e}"))?;

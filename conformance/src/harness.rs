@@ -27,6 +27,8 @@ pub struct Side {
     pub active_mtu: Mtu,
     mrs: Vec<MrId>,
     qps: Vec<QpId>,
+    srqs: Vec<SrqId>,
+    cqs: Vec<CqId>,
     conns: Vec<ConnId>,
     listeners: Vec<ListenId>,
 }
@@ -123,14 +125,17 @@ fn side<T: Transport>(t: &mut T) -> Result<Side, String> {
         active_mtu: port.active_mtu,
         mrs: Vec::new(),
         qps: Vec::new(),
+        srqs: Vec::new(),
+        cqs: Vec::new(),
         conns: Vec::new(),
         listeners: Vec::new(),
     })
 }
 
 fn release_side<T: Transport>(t: &mut T, s: &mut Side) -> Result<(), String> {
-    // CM events a case left unread must not reach the next case.
+    // CM and async events a case left unread must not reach the next case.
     while t.cm_poll().is_some() {}
+    while let Ok(Some(_)) = t.poll_async_event() {}
     let mut first: Option<String> = None;
     let mut note = |r: Result<(), TransportError>, what: &str| {
         if let Err(x) = r
@@ -148,8 +153,14 @@ fn release_side<T: Transport>(t: &mut T, s: &mut Side) -> Result<(), String> {
     for q in s.qps.drain(..) {
         note(t.destroy_qp(q), "destroy_qp");
     }
+    for q in s.srqs.drain(..) {
+        note(t.destroy_srq(q), "destroy_srq");
+    }
     for m in s.mrs.drain(..) {
         note(t.dereg_mr(m), "dereg_mr");
+    }
+    for c in s.cqs.drain(..) {
+        note(t.destroy_cq(c), "destroy_cq");
     }
     note(t.destroy_cq(s.cq), "destroy_cq");
     note(t.dealloc_pd(s.pd), "dealloc_pd");
@@ -192,13 +203,36 @@ impl<'t, T: Transport> Endpoints<'t, T> {
         Ok(mr)
     }
 
+    /// Creates a further CQ of `depth` entries on `a` (`on_a`) or `b`.
+    pub fn cq(&mut self, on_a: bool, depth: u32) -> Result<CqId, String> {
+        let (t, s) = if on_a { (&mut *self.a, &mut self.sa) } else { (&mut *self.b, &mut self.sb) };
+        let cq = t.create_cq(depth).map_err(|x| e("create_cq", x))?;
+        s.cqs.push(cq);
+        Ok(cq)
+    }
+
+    /// Creates a shared receive queue in the case's PD on `a` (`on_a`) or `b`.
+    pub fn srq(&mut self, on_a: bool, max_wr: u32, limit: u32) -> Result<SrqId, String> {
+        let (t, s) = if on_a { (&mut *self.a, &mut self.sa) } else { (&mut *self.b, &mut self.sb) };
+        let srq = t.create_srq(&SrqInit { limit, ..SrqInit::new(s.pd, max_wr) }).map_err(|x| e("create_srq", x))?;
+        s.srqs.push(srq);
+        Ok(srq)
+    }
+
     /// Two RC QPs in RTS, connected to each other by explicit transitions.
     pub fn connect(&mut self, link: Link) -> Result<QpPair, String> {
+        self.connect_with(link, |_, _| {})
+    }
+
+    /// [`connect`](Self::connect), after `edit` changed the two QPs'
+    /// [`QpInit`]s (`a`'s, `b`'s): other CQs, a shared receive queue.
+    pub fn connect_with(&mut self, link: Link, edit: impl FnOnce(&mut QpInit, &mut QpInit)) -> Result<QpPair, String> {
         let caps = QpCaps { max_send_wr: 64, max_recv_wr: 64, max_send_sge: 1, max_recv_sge: 1, max_inline_data: 0 };
-        let (ia, ib) = (
-            QpInit { pd: self.sa.pd, send_cq: self.sa.cq, recv_cq: self.sa.cq, caps, sq_sig_all: false },
-            QpInit { pd: self.sb.pd, send_cq: self.sb.cq, recv_cq: self.sb.cq, caps, sq_sig_all: false },
+        let (mut ia, mut ib) = (
+            QpInit { pd: self.sa.pd, send_cq: self.sa.cq, recv_cq: self.sa.cq, caps, sq_sig_all: false, srq: None },
+            QpInit { pd: self.sb.pd, send_cq: self.sb.cq, recv_cq: self.sb.cq, caps, sq_sig_all: false, srq: None },
         );
+        edit(&mut ia, &mut ib);
         let qa = self.a.create_qp(&ia).map_err(|x| e("create_qp a", x))?;
         self.sa.qps.push(qa.id);
         let qb = self.b.create_qp(&ib).map_err(|x| e("create_qp b", x))?;
@@ -268,6 +302,21 @@ pub fn completions<T: Transport>(t: &mut T, s: &Side, n: usize) -> Result<Vec<Co
             t.poll_cq(s.cq, n - out.len(), &mut out).map_err(|x| e("poll_cq", x))?;
             return Ok(out);
         }
+    }
+}
+
+/// Waits for the next asynchronous event on `t`, up to [`WAIT_LIMIT`]
+/// (`wait` does not wake for them: it looks every millisecond).
+pub fn async_event<T: Transport>(t: &mut T) -> Result<AsyncEvent, String> {
+    let deadline = t.now() + WAIT_LIMIT;
+    loop {
+        if let Some(ev) = t.poll_async_event().map_err(|x| e("poll_async_event", x))? {
+            return Ok(ev);
+        }
+        if t.now() >= deadline {
+            return Err("no asynchronous event within the wait limit".into());
+        }
+        pause(t, Duration::from_millis(1))?;
     }
 }
 

@@ -60,11 +60,13 @@
 mod atomic_cases;
 mod cases;
 mod harness;
+mod srq_cases;
 
 use rctb_core::Transport;
 
 pub use harness::{
-    Endpoints, Link, QP_ACCESS_ALL, QpPair, Side, WAIT_LIMIT, cm_event, completions, expect_wc, pattern, pause,
+    Endpoints, Link, QP_ACCESS_ALL, QpPair, Side, WAIT_LIMIT, async_event, cm_event, completions, expect_wc, pattern,
+    pause,
 };
 
 /// How one case ended.

@@ -11,14 +11,14 @@ use std::fmt;
 use std::net::Ipv4Addr;
 
 use rctb_core::time::Instant;
-use rctb_core::transport::{CmEvent, Completion, ConnId, CqId, ListenId, Mtu, PdId, Psn, QpId};
+use rctb_core::transport::{AsyncEvent, CmEvent, Completion, ConnId, CqId, ListenId, Mtu, PdId, Psn, QpId};
 
 use crate::cm::mad::{self, MadDrop};
 use crate::cm::{CmTransmit, Conn};
 use crate::idmap::IdMap;
 use crate::memory::Memory;
 use crate::packet::Packet;
-use crate::rc::{RcQp, RoutedCompletion};
+use crate::rc::{RcQp, RecvCtx, RoutedCompletion, Srq};
 
 /// What an endpoint is: its name, address and port.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -80,6 +80,9 @@ pub struct EndpointCounters {
     pub atomics_replayed: u64,
     /// PSN sequence NAKs ignored because a retry was already under way.
     pub seq_naks_ignored: u64,
+    /// Completions lost because their CQ was full (each raised
+    /// [`AsyncEvent::CqErr`]).
+    pub completions_lost: u64,
     /// CM messages sent again: unanswered within their response timeout,
     /// or as the answer to a duplicate.
     pub cm_retransmitted: u64,
@@ -106,14 +109,14 @@ pub struct Resources {
     pub cqs: usize,
     /// Queue pairs.
     pub qps: usize,
+    /// Shared receive queues.
+    pub srqs: usize,
 }
 
 #[derive(Debug)]
 pub(crate) struct Cq {
     pub depth: u32,
     pub entries: VecDeque<Completion>,
-    /// A completion was lost because the CQ was full.
-    pub overrun: bool,
 }
 
 /// What a timer entry is for.
@@ -172,6 +175,7 @@ pub struct Endpoint {
     pub(crate) pds: BTreeSet<PdId>,
     pub(crate) cqs: IdMap<Cq>,
     pub(crate) qps: IdMap<RcQp>,
+    pub(crate) srqs: IdMap<Srq>,
     pub(crate) qpn_to_qp: BTreeMap<u32, QpId>,
     next_id: u32,
     next_qpn: u32,
@@ -187,6 +191,7 @@ pub struct Endpoint {
     pub(crate) listeners: BTreeMap<u16, ListenId>,
     pub(crate) conns: BTreeMap<ConnId, Conn>,
     pub(crate) cm_events: VecDeque<CmEvent>,
+    pub(crate) async_events: VecDeque<AsyncEvent>,
     pub(crate) cm_out: VecDeque<CmTransmit>,
     /// The PSN of the next QP1 packet ([`poll_cm_packet`](Self::poll_cm_packet)).
     gsi_psn: Psn,
@@ -206,6 +211,7 @@ impl Endpoint {
             pds: BTreeSet::new(),
             cqs: IdMap::default(),
             qps: IdMap::default(),
+            srqs: IdMap::default(),
             qpn_to_qp: BTreeMap::new(),
             next_id: 1,
             // rxe hands out QPNs from 17 up; QP0/QP1 are special.
@@ -218,6 +224,7 @@ impl Endpoint {
             listeners: BTreeMap::new(),
             conns: BTreeMap::new(),
             cm_events: VecDeque::new(),
+            async_events: VecDeque::new(),
             cm_out: VecDeque::new(),
             gsi_psn: Psn::wrapping(0),
             counters: EndpointCounters::default(),
@@ -253,7 +260,13 @@ impl Endpoint {
 
     /// Its live verbs objects.
     pub fn resources(&self) -> Resources {
-        Resources { pds: self.pds.len(), mrs: self.mem.len(), cqs: self.cqs.len(), qps: self.qps.len() }
+        Resources {
+            pds: self.pds.len(),
+            mrs: self.mem.len(),
+            cqs: self.cqs.len(),
+            qps: self.qps.len(),
+            srqs: self.srqs.len(),
+        }
     }
 
     /// Whether a CM event or a completion on one of `cqs` waits.
@@ -292,18 +305,26 @@ impl Endpoint {
         Psn::wrapping(self.rng.0.next_u32())
     }
 
-    /// Delivers the completions the last action produced to their CQs.
+    /// Delivers the completions the last action produced to their CQs. A
+    /// completion that finds its CQ full is lost and raises
+    /// [`AsyncEvent::CqErr`], as rxe's `rxe_cq_post` does.
     #[inline]
     pub(crate) fn route(&mut self) {
         for rc in self.comps.drain(..) {
             if let Some(cq) = self.cqs.get_mut(rc.cq.0) {
                 if cq.entries.len() >= cq.depth as usize {
-                    cq.overrun = true;
+                    self.counters.completions_lost += 1;
+                    self.async_events.push_back(AsyncEvent::CqErr { cq: rc.cq });
                 } else {
                     cq.entries.push_back(rc.wc);
                 }
             }
         }
+    }
+
+    /// The next asynchronous event (a CQ overflow, an SRQ limit), if any.
+    pub fn poll_async_event(&mut self) -> Option<AsyncEvent> {
+        self.async_events.pop_front()
     }
 
     pub(crate) fn arm(&mut self, at: Instant, key: TimerKey) {
@@ -348,7 +369,18 @@ impl Endpoint {
         let Some(&qp) = self.qpn_to_qp.get(&pkt.bth.dest_qp) else { return self.handle_gsi(now, pkt) };
         if let Some(q) = self.qps.get_mut(qp.0) {
             let before = q.counters;
-            q.handle_packet(now, pkt, &mut self.mem, &mut self.comps);
+            let srq = match q.init.srq {
+                Some(s) => self.srqs.get_mut(s.0),
+                None => None,
+            };
+            let cq_room = self.cqs.get(q.init.recv_cq.0).is_some_and(|c| c.entries.len() < c.depth as usize);
+            let mut ctx = RecvCtx { srq, cq_room };
+            q.handle_packet(now, pkt, &mut self.mem, &mut ctx, &mut self.comps);
+            if let Some(srq) = ctx.srq
+                && std::mem::take(&mut srq.limit_reached)
+            {
+                self.async_events.push_back(AsyncEvent::SrqLimitReached { srq: srq.id });
+            }
             self.counters.atomics_replayed += q.counters.atomics_replayed - before.atomics_replayed;
             self.counters.seq_naks_ignored += q.counters.seq_naks_ignored - before.seq_naks_ignored;
         }

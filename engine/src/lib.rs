@@ -23,7 +23,7 @@
 //!     let pd = ep.alloc_pd().unwrap();
 //!     let cq = ep.create_cq(16).unwrap();
 //!     let mr = ep.reg_mr(pd, 4096, Access::LOCAL_WRITE).unwrap();
-//!     let qp = ep.create_qp(&QpInit { pd, send_cq: cq, recv_cq: cq, caps: QpCaps::default(), sq_sig_all: true }).unwrap();
+//!     let qp = ep.create_qp(&QpInit { pd, send_cq: cq, recv_cq: cq, caps: QpCaps::default(), sq_sig_all: true, srq: None }).unwrap();
 //!     res.push((cq, mr, qp));
 //! }
 //! for i in 0..2 {

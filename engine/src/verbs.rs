@@ -18,7 +18,7 @@ use rctb_core::transport::*;
 use crate::cm::{CM_MAX_RETRIES, CM_RESPONSE_TIMEOUT, CmMessage, Conn, ConnState, Connect, mad};
 use crate::endpoint::{Cq, Endpoint};
 use crate::memory::{Memory, Region};
-use crate::rc::{PostError, RcQp, RoutedCompletion};
+use crate::rc::{PostError, RcQp, RoutedCompletion, Srq};
 
 /// Largest region an endpoint registers (it allocates real memory).
 pub const MAX_MR_SIZE: u64 = 1 << 32;
@@ -28,6 +28,8 @@ pub const MAX_CQE: u32 = 1 << 20;
 pub const MAX_QP_WR: u32 = 1 << 15;
 /// Most scatter/gather entries per work request.
 pub const MAX_SGE: u32 = 32;
+/// Largest shared receive queue.
+pub const MAX_SRQ_WR: u32 = 1 << 15;
 
 fn post_error(verb: Verb, e: PostError) -> TransportError {
     match e {
@@ -36,6 +38,12 @@ fn post_error(verb: Verb, e: PostError) -> TransportError {
         PostError::TooManySge(limit) => {
             TransportError::invalid(verb, "num_sge", limit as u64 + 1, "exceeds the QP's max SGE count")
         }
+        PostError::HasSrq => TransportError::invalid(
+            verb,
+            "qp",
+            0,
+            "the QP takes its receives from a shared receive queue: post them with post_srq_recv",
+        ),
     }
 }
 
@@ -137,11 +145,12 @@ impl Endpoint {
         }
         let mrs = n.mem.count_in_pd(pd);
         let qps = n.qps.values().filter(|q| q.pd() == pd).count();
-        if mrs + qps > 0 {
+        let srqs = n.srqs.values().filter(|s| s.pd == pd).count();
+        if mrs + qps + srqs > 0 {
             return Err(TransportError::Busy {
                 verb: Verb::DeallocPd,
                 what: pd.to_string(),
-                by: format!("{mrs} memory regions, {qps} queue pairs"),
+                by: format!("{mrs} memory regions, {qps} queue pairs, {srqs} shared receive queues"),
             });
         }
         n.pds.remove(&pd);
@@ -225,7 +234,7 @@ impl Endpoint {
         }
         let n = &mut *self;
         let cq = CqId(n.alloc_id());
-        n.cqs.insert(cq.0, Cq { depth, entries: Default::default(), overrun: false });
+        n.cqs.insert(cq.0, Cq { depth, entries: Default::default() });
         Ok(cq)
     }
 
@@ -356,15 +365,68 @@ impl Endpoint {
     /// Moves up to `max` completions of `cq` into `out`; how many.
     pub fn poll_cq(&mut self, cq: CqId, max: usize, out: &mut Vec<Completion>) -> Result<usize> {
         let c = self.cqs.get_mut(cq.0).ok_or_else(|| TransportError::handle(Verb::PollCq, cq))?;
-        if c.overrun {
-            return Err(TransportError::Exhausted {
-                verb: Verb::PollCq,
-                what: "CQ entries (overrun: completions lost)",
-            });
-        }
         let k = max.min(c.entries.len());
         out.extend(c.entries.drain(..k));
         Ok(k)
+    }
+
+    /// Creates a shared receive queue.
+    pub fn create_srq(&mut self, init: &SrqInit) -> Result<SrqId> {
+        if !self.pds.contains(&init.pd) {
+            return Err(TransportError::handle(Verb::CreateSrq, init.pd));
+        }
+        for (field, v, max, rule) in [
+            ("max_wr", init.max_wr, MAX_SRQ_WR, "must be 1..=max_srq_wr (32768)"),
+            ("max_sge", init.max_sge, MAX_SGE, "must be 1..=max_sge (32)"),
+        ] {
+            if v == 0 || v > max {
+                return Err(TransportError::invalid(Verb::CreateSrq, field, v as u64, rule));
+            }
+        }
+        check_srq_limit(Verb::CreateSrq, init.limit, init.max_wr)?;
+        let id = SrqId(self.alloc_id());
+        self.srqs.insert(id.0, Srq::new(id, init.pd, init.max_wr, init.max_sge, init.limit));
+        Ok(id)
+    }
+
+    /// Arms (or, with 0, disarms) a shared receive queue's limit.
+    pub fn modify_srq(&mut self, srq: SrqId, limit: u32) -> Result<()> {
+        let s = self.srqs.get_mut(srq.0).ok_or_else(|| TransportError::handle(Verb::ModifySrq, srq))?;
+        check_srq_limit(Verb::ModifySrq, limit, s.max_wr)?;
+        s.limit = limit;
+        Ok(())
+    }
+
+    /// Destroys a shared receive queue (refused while a QP uses it).
+    pub fn destroy_srq(&mut self, srq: SrqId) -> Result<()> {
+        if !self.srqs.contains_key(srq.0) {
+            return Err(TransportError::handle(Verb::DestroySrq, srq));
+        }
+        let users = self.qps.values().filter(|q| q.init.srq == Some(srq)).count();
+        if users > 0 {
+            return Err(TransportError::Busy {
+                verb: Verb::DestroySrq,
+                what: srq.to_string(),
+                by: format!("{users} queue pairs"),
+            });
+        }
+        self.srqs.remove(srq.0);
+        Ok(())
+    }
+
+    /// Posts a receive to a shared receive queue.
+    pub fn post_srq_recv<'a>(&mut self, srq: SrqId, wr: &RecvWr<'a>) -> Result<()> {
+        let verb = Verb::PostSrqRecv;
+        let s = self.srqs.get_mut(srq.0).ok_or_else(|| TransportError::handle(verb, srq))?;
+        if wr.sges.len() as u32 > s.max_sge {
+            return Err(post_error(verb, PostError::TooManySge(s.max_sge)));
+        }
+        if s.len() >= s.max_wr as usize {
+            return Err(post_error(verb, PostError::QueueFull(s.max_wr)));
+        }
+        let bad = self.mem.check_sges(s.pd, wr.sges).is_err();
+        s.post(wr, bad);
+        Ok(())
     }
 
     /// Listens for RDMA CM connect requests on `port`.
@@ -564,6 +626,11 @@ fn check_qp_init(n: &Endpoint, init: &QpInit) -> Result<()> {
             return Err(TransportError::handle(Verb::CreateQp, cq));
         }
     }
+    if let Some(srq) = init.srq
+        && !n.srqs.contains_key(srq.0)
+    {
+        return Err(TransportError::handle(Verb::CreateQp, srq));
+    }
     let c = &init.caps;
     for (field, v, max) in [
         ("max_send_wr", c.max_send_wr, MAX_QP_WR),
@@ -574,6 +641,13 @@ fn check_qp_init(n: &Endpoint, init: &QpInit) -> Result<()> {
         if v > max {
             return Err(TransportError::invalid(Verb::CreateQp, field, v as u64, "exceeds the device limit"));
         }
+    }
+    Ok(())
+}
+
+fn check_srq_limit(verb: Verb, limit: u32, max_wr: u32) -> Result<()> {
+    if limit > max_wr {
+        return Err(TransportError::invalid(verb, "limit", limit as u64, "exceeds the SRQ's max_wr"));
     }
     Ok(())
 }

@@ -56,7 +56,7 @@ fn qp_init(ep: &mut Endpoint) -> QpInit {
     let pd = ep.alloc_pd().unwrap();
     let cq = ep.create_cq(64).unwrap();
     let caps = QpCaps { max_send_wr: 16, max_recv_wr: 16, ..QpCaps::default() };
-    QpInit { pd, send_cq: cq, recv_cq: cq, caps, sq_sig_all: true }
+    QpInit { pd, send_cq: cq, recv_cq: cq, caps, sq_sig_all: true, srq: None }
 }
 
 fn name(pkt: &Packet) -> &'static str {

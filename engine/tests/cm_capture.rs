@@ -59,7 +59,7 @@ fn endpoint(name: &str, ip: Ipv4Addr) -> Endpoint {
 fn qp_init(ep: &mut Endpoint) -> QpInit {
     let pd = ep.alloc_pd().unwrap();
     let cq = ep.create_cq(64).unwrap();
-    QpInit { pd, send_cq: cq, recv_cq: cq, caps: QpCaps::default(), sq_sig_all: true }
+    QpInit { pd, send_cq: cq, recv_cq: cq, caps: QpCaps::default(), sq_sig_all: true, srq: None }
 }
 
 #[test]

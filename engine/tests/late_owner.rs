@@ -41,7 +41,7 @@ fn end(seed: u64, name: &str, ip: Ipv4Addr) -> End {
     let cq = ep.create_cq(64).unwrap();
     let mr = ep.reg_mr(pd, MIB as u64, Access::LOCAL_WRITE | Access::REMOTE_WRITE).unwrap();
     let caps = QpCaps { max_send_wr: 16, max_recv_wr: 16, max_send_sge: 1, max_recv_sge: 1, max_inline_data: 0 };
-    let qp = ep.create_qp(&QpInit { pd, send_cq: cq, recv_cq: cq, caps, sq_sig_all: true }).unwrap();
+    let qp = ep.create_qp(&QpInit { pd, send_cq: cq, recv_cq: cq, caps, sq_sig_all: true, srq: None }).unwrap();
     End { ep, cq, qp, mr }
 }
 

@@ -168,6 +168,6 @@ impl Side {
     fn qp_init(&mut self) -> QpInit {
         let pd = self.ep.alloc_pd().unwrap();
         let caps = QpCaps { max_send_wr: 16, max_recv_wr: 16, ..QpCaps::default() };
-        QpInit { pd, send_cq: self.cq, recv_cq: self.cq, caps, sq_sig_all: true }
+        QpInit { pd, send_cq: self.cq, recv_cq: self.cq, caps, sq_sig_all: true, srq: None }
     }
 }

@@ -105,7 +105,8 @@ impl Echo {
             match event {
                 CmEvent::ConnectRequest { conn, .. } if self.conn.is_some() => t.cm_reject(conn, b"busy")?,
                 CmEvent::ConnectRequest { conn, .. } => {
-                    let init = QpInit { pd, send_cq: cq, recv_cq: cq, caps: QpCaps::default(), sq_sig_all: false };
+                    let init =
+                        QpInit { pd, send_cq: cq, recv_cq: cq, caps: QpCaps::default(), sq_sig_all: false, srq: None };
                     let qp = t.cm_accept(conn, &AcceptParams::new(init, Vec::new()))?;
                     for slot in 0..DEPTH as u64 {
                         post_slot(t, qp, mr, slot)?;
@@ -210,7 +211,8 @@ impl Pinger {
                 let cq = t.create_cq(8)?;
                 // One buffer for the ping, one for its echo.
                 let mr = t.reg_mr(pd, 2 * MSG as u64, Access::LOCAL_WRITE)?;
-                let init = QpInit { pd, send_cq: cq, recv_cq: cq, caps: QpCaps::default(), sq_sig_all: true };
+                let init =
+                    QpInit { pd, send_cq: cq, recv_cq: cq, caps: QpCaps::default(), sq_sig_all: true, srq: None };
                 // Six transport retries, not rdma_cm's usual 7: rxe never spends
                 // a retry count of 7, and a dead peer must end the run with
                 // RETRY_EXC_ERR rather than keep it retrying forever.

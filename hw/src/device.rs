@@ -16,13 +16,14 @@ use rctb_core::transport::{
     DeviceInfo, Gid, GidEntry, GidType, Mtu, PortInfo, PortState, Result, TransportError, Verb,
 };
 use rdma_sys::{
-    _compat_ibv_port_attr, ibv_context, ibv_device_attr, ibv_get_device_name, ibv_gid, ibv_port_attr, ibv_port_state,
-    ibv_query_device, ibv_query_gid, ibv_query_port, rdma_free_devices, rdma_get_devices,
+    _compat_ibv_port_attr, ibv_ack_async_event, ibv_async_event, ibv_context, ibv_device_attr, ibv_get_async_event,
+    ibv_get_device_name, ibv_gid, ibv_port_attr, ibv_port_state, ibv_query_device, ibv_query_gid, ibv_query_port,
+    rdma_free_devices, rdma_get_devices,
 };
 
 use crate::gid::read_gid_type;
 use crate::summary::{DeviceSummary, NO_DEVICE_HINT, SYSFS_ROOT, UNKNOWN_DEVICE_HINT};
-use crate::sys::{check_rc, cstr_lossy};
+use crate::sys::{check_rc, cstr_lossy, errno, os_error, set_nonblocking};
 
 fn no_device(verb: Verb, hint: &'static str) -> TransportError {
     TransportError::NoDevice { verb, hint: Some(hint) }
@@ -83,12 +84,46 @@ unsafe impl Send for DeviceList {}
 // SAFETY: as above: `&self` only reads the array.
 unsafe impl Sync for DeviceList {}
 
+/// `struct ibv_async_event` with its `event_type` as a plain integer:
+/// rdma-sys declares it a Rust enum, which a value from a newer kernel
+/// (not in our headers) would make undefined behaviour to hold. Same C
+/// layout: an 8-byte union of pointers and an int, then a C enum (an int).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct AsyncEventRaw {
+    /// `element`: the CQ, QP, SRQ or WQ pointer (or the port number) the
+    /// event is about, by `event_type`. Compared, never dereferenced.
+    pub(crate) element: *mut libc::c_void,
+    /// `event_type`, an `enum ibv_event_type` value.
+    pub(crate) event_type: u32,
+}
+
+// The mirror must match the C struct exactly.
+const _: () = {
+    assert!(std::mem::size_of::<AsyncEventRaw>() == std::mem::size_of::<ibv_async_event>());
+    assert!(std::mem::align_of::<AsyncEventRaw>() == std::mem::align_of::<ibv_async_event>());
+    assert!(std::mem::offset_of!(AsyncEventRaw, event_type) == std::mem::offset_of!(ibv_async_event, event_type));
+};
+
+/// The device's shared receive queue limits (`ibv_device_attr`), which
+/// [`DeviceInfo`] does not carry.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct SrqLimits {
+    /// Most SRQs (`max_srq`); 0 when the device has none.
+    pub(crate) max_srq: u32,
+    /// Most receives one SRQ holds (`max_srq_wr`).
+    pub(crate) max_srq_wr: u32,
+    /// Most SGEs per SRQ receive (`max_srq_sge`).
+    pub(crate) max_srq_sge: u32,
+}
+
 /// An open device context (shared by every object created on it).
 #[derive(Debug)]
 pub(crate) struct Context {
     ctx: NonNull<ibv_context>,
     pub(crate) name: String,
     pub(crate) info: DeviceInfo,
+    pub(crate) srq_limits: SrqLimits,
     pub(crate) port_count: u8,
     /// Keeps `ctx` open; dropped last (after every child released its Arc).
     _list: DeviceList,
@@ -101,7 +136,8 @@ unsafe impl Send for Context {}
 unsafe impl Sync for Context {}
 
 impl Context {
-    /// Opens device `name` from librdmacm's list.
+    /// Opens device `name` from librdmacm's list, with its async event fd
+    /// made non-blocking (so `poll_async_event` never blocks).
     pub(crate) fn open(name: &str) -> Result<Self> {
         let list = DeviceList::get(Verb::QueryDevice)?;
         let ctx = list
@@ -109,13 +145,42 @@ impl Context {
             .find(|(_, n)| n == name)
             .map(|(ctx, _)| ctx)
             .ok_or_else(|| no_device(Verb::QueryDevice, UNKNOWN_DEVICE_HINT))?;
-        let (info, port_count) = query_device(ctx, name)?;
-        Ok(Context { ctx, name: name.to_owned(), info, port_count, _list: list })
+        let (info, srq_limits, port_count) = query_device(ctx, name)?;
+        // librdmacm opens each device once, so this context (and its fd)
+        // may be shared with other transports on the device: setting the
+        // flag again is harmless, and nothing else here reads the fd.
+        // SAFETY: the context is open while `list` is held; `async_fd` is
+        // a plain int field set when the device was opened.
+        set_nonblocking(unsafe { (*ctx.as_ptr()).async_fd }, Verb::QueryDevice)?;
+        Ok(Context { ctx, name: name.to_owned(), info, srq_limits, port_count, _list: list })
     }
 
     /// The raw context; valid for as long as `self` lives.
     pub(crate) fn as_ptr(&self) -> *mut ibv_context {
         self.ctx.as_ptr()
+    }
+
+    /// The next asynchronous event, copied out and already acknowledged
+    /// (`ibv_get_async_event` + `ibv_ack_async_event`); `None` when none
+    /// is pending. Never blocks (the fd is non-blocking, see `open`).
+    pub(crate) fn next_async_event(&self) -> Result<Option<AsyncEventRaw>> {
+        let mut event = AsyncEventRaw { element: std::ptr::null_mut(), event_type: 0 };
+        let event_ptr = (&mut event as *mut AsyncEventRaw).cast::<ibv_async_event>();
+        // SAFETY: the context is open; `event_ptr` points to writable
+        // memory of `struct ibv_async_event`'s C layout (see
+        // `AsyncEventRaw`), which the call fills on success.
+        if unsafe { ibv_get_async_event(self.as_ptr(), event_ptr) } != 0 {
+            return match errno() {
+                libc::EAGAIN | libc::EINTR => Ok(None),
+                e => Err(os_error(Verb::AsyncEvent, "ibv_get_async_event", e)),
+            };
+        }
+        // Acknowledge at once: ibv_destroy_cq/qp/srq wait until every event
+        // of their object was acknowledged, so holding one could deadlock.
+        // SAFETY: `event_ptr` holds the event just read, unchanged, and it
+        // is acknowledged exactly once.
+        unsafe { ibv_ack_async_event(event_ptr) };
+        Ok(Some(event))
     }
 
     pub(crate) fn port(&self, port: u8) -> Result<PortInfo> {
@@ -161,7 +226,7 @@ pub(crate) fn list_devices() -> Result<Vec<DeviceSummary>> {
     let list = DeviceList::get(Verb::QueryDevice)?;
     let mut out = Vec::new();
     for (ctx, name) in list.contexts() {
-        let (device, port_count) = query_device(ctx, &name)?;
+        let (device, _, port_count) = query_device(ctx, &name)?;
         let ports =
             (1..=port_count).map(|p| query_port(ctx, &name, p, Path::new(SYSFS_ROOT))).collect::<Result<Vec<_>>>()?;
         out.push(DeviceSummary { name, device, ports });
@@ -169,7 +234,7 @@ pub(crate) fn list_devices() -> Result<Vec<DeviceSummary>> {
     Ok(out)
 }
 
-fn query_device(ctx: NonNull<ibv_context>, name: &str) -> Result<(DeviceInfo, u8)> {
+fn query_device(ctx: NonNull<ibv_context>, name: &str) -> Result<(DeviceInfo, SrqLimits, u8)> {
     // SAFETY: ibv_device_attr is plain data; all-zero is a valid value.
     let mut attr: ibv_device_attr = unsafe { std::mem::zeroed() };
     // SAFETY: `ctx` is an open context (callers hold its list) and `attr`
@@ -187,7 +252,12 @@ fn query_device(ctx: NonNull<ibv_context>, name: &str) -> Result<(DeviceInfo, u8
         max_qp_rd_atom: u8_of(attr.max_qp_rd_atom),
         max_qp_init_rd_atom: u8_of(attr.max_qp_init_rd_atom),
     };
-    Ok((info, attr.phys_port_cnt))
+    let srq_limits = SrqLimits {
+        max_srq: u32_of(attr.max_srq),
+        max_srq_wr: u32_of(attr.max_srq_wr),
+        max_srq_sge: u32_of(attr.max_srq_sge),
+    };
+    Ok((info, srq_limits, attr.phys_port_cnt))
 }
 
 fn port_state(raw: u32) -> PortState {

@@ -33,7 +33,7 @@
 //! let pd = t.alloc_pd()?;
 //! let mr = t.reg_mr(pd, 4096, Access::LOCAL_WRITE | Access::REMOTE_WRITE)?;
 //! let cq = t.create_cq(64)?;
-//! let qp = t.create_qp(&QpInit { pd, send_cq: cq, recv_cq: cq, caps: QpCaps::default(), sq_sig_all: false })?;
+//! let qp = t.create_qp(&QpInit { pd, send_cq: cq, recv_cq: cq, caps: QpCaps::default(), sq_sig_all: false, srq: None })?;
 //! t.modify_qp(qp.id, &QpTransition::Init(InitAttr { pkey_index: 0, port: 1, access: Access::LOCAL_WRITE }))?;
 //! t.post_recv(qp.id, &RecvWr::new(1, &[Sge::new(mr.id, 0, 4096)]))?;
 //! // ... RTR/RTS towards the peer (GID index from `detect_gid_index`), then
@@ -53,6 +53,13 @@
 //!   bounds-checked `mr_write`/`mr_read`/`mr_view`.
 //! - RC QPs with the exact verbs attribute masks per transition; SEND, SEND
 //!   with immediate, RDMA WRITE (with immediate) and RDMA READ.
+//! - Shared receive queues (`create_srq`, `modify_srq` arming the limit,
+//!   `post_srq_recv`, `destroy_srq`; QPs take one through `QpInit::srq`,
+//!   with `ibv_create_qp` and RDMA CM alike).
+//! - Asynchronous events (`poll_async_event`): `ibv_get_async_event` on the
+//!   context's async fd, made non-blocking at `open`, each event
+//!   acknowledged at once; CQ_ERR, QP_FATAL, SRQ_LIMIT_REACHED and
+//!   QP_LAST_WQE_REACHED name our handle, anything else is `Other`.
 //! - Completion channels per CQ and a non-blocking RDMA CM state machine;
 //!   `wait` blocks in `ppoll` on both until a deadline.
 //! - `now()` is `CLOCK_MONOTONIC`: every transport in the process shares it.
@@ -70,12 +77,12 @@
 //!
 //! # Resource cleanup
 //!
-//! Each verbs object holds an `Arc` of its parent (QP -> PD and CQs, MR ->
-//! PD, everything -> device context), so a parent is never freed before its
-//! children. Destroying a parent that still has children returns
-//! `TransportError::Busy`, as verbs returns EBUSY. Dropping the transport
-//! releases everything, children first: CM ids, QPs, MRs, CQs, PDs, the CM
-//! event channel, the device list. A region's buffer is freed only after
+//! Each verbs object holds an `Arc` of its parent (QP -> PD, CQs and SRQ,
+//! SRQ -> PD, MR -> PD, everything -> device context), so a parent is never
+//! freed before its children. Destroying a parent that still has children
+//! returns `TransportError::Busy`, as verbs returns EBUSY. Dropping the
+//! transport releases everything, children first: CM ids, QPs, SRQs, MRs,
+//! CQs, PDs, the CM event channel, the device list. A region's buffer is freed only after
 //! `ibv_dereg_mr` succeeded; if it fails, `dereg_mr` returns the error and
 //! keeps the region, and a drop leaks the buffer rather than free memory
 //! the NIC might still write.
@@ -96,6 +103,11 @@
 //! - `cm_disconnect` reports `Disconnected` for its own side at once (the
 //!   QP is in ERR); the peer sees `Disconnected` when its transport reads
 //!   the DREQ, and only then answers it (so drive the peer too).
+//! - Asynchronous events belong to the device context, which every
+//!   `VerbsTransport` on one device in a process shares (librdmacm opens
+//!   each device once): an event goes to the transport that polls first,
+//!   as `Other` when the object is another transport's. A CQ overflow may
+//!   also raise QP_FATAL for the QPs on it, as the device decides.
 //! - A receive buffer too small for a SEND completes with `LOC_QP_OP_ERR` on
 //!   rxe (Linux 6.1) where ConnectX reports `LOC_LEN_ERR`: the provider's
 //!   status is passed through unchanged.
@@ -119,6 +131,8 @@ mod mr;
 mod pd;
 #[cfg(feature = "verbs")]
 mod qp;
+#[cfg(feature = "verbs")]
+mod srq;
 #[cfg(feature = "verbs")]
 mod sys;
 #[cfg(feature = "verbs")]

@@ -17,6 +17,7 @@ use rdma_sys::{
 
 use crate::cq::Cq;
 use crate::pd::Pd;
+use crate::srq::Srq;
 use crate::sys::{check_rc, last_os_error, os_error, rc_errno};
 use crate::wc::WrTracker;
 
@@ -26,6 +27,9 @@ pub(crate) struct QpParents {
     pub(crate) pd: Arc<Pd>,
     pub(crate) send_cq: Arc<Cq>,
     pub(crate) recv_cq: Arc<Cq>,
+    /// The shared receive queue the QP takes its receives from
+    /// (`QpInit::srq`).
+    pub(crate) srq: Option<Arc<Srq>>,
 }
 
 /// An `ibv_qp` (RC).
@@ -47,17 +51,21 @@ pub(crate) struct QueuePair {
     pub(crate) parents: QpParents,
 }
 
+/// The `ibv_qp_init_attr` for `ibv_create_qp` and `rdma_create_qp`. With
+/// an SRQ the QP has no receive queue of its own: its receive capacities
+/// are passed as 0 (verbs ignores them then; some providers check them).
 pub(crate) fn init_attr(init: &QpInit, parents: &QpParents) -> ibv_qp_init_attr {
+    let own_rq = parents.srq.is_none();
     ibv_qp_init_attr {
         qp_context: std::ptr::null_mut(),
         send_cq: parents.send_cq.as_ptr(),
         recv_cq: parents.recv_cq.as_ptr(),
-        srq: std::ptr::null_mut(),
+        srq: parents.srq.as_ref().map_or(std::ptr::null_mut(), |s| s.as_ptr()),
         cap: ibv_qp_cap {
             max_send_wr: init.caps.max_send_wr,
-            max_recv_wr: init.caps.max_recv_wr,
+            max_recv_wr: if own_rq { init.caps.max_recv_wr } else { 0 },
             max_send_sge: init.caps.max_send_sge,
-            max_recv_sge: init.caps.max_recv_sge,
+            max_recv_sge: if own_rq { init.caps.max_recv_sge } else { 0 },
             max_inline_data: init.caps.max_inline_data,
         },
         qp_type: ibv_qp_type::IBV_QPT_RC,
@@ -178,8 +186,8 @@ impl QueuePair {
     /// `ibv_create_qp`: an RC QP in RESET.
     pub(crate) fn create(id: QpId, init: &QpInit, parents: QpParents) -> Result<Self> {
         let mut attr = init_attr(init, &parents);
-        // SAFETY: the PD and CQs are alive (held by `parents`, which the QP
-        // keeps); `attr` is a valid init attr.
+        // SAFETY: the PD, CQs and SRQ (if any) are alive (held by
+        // `parents`, which the QP keeps); `attr` is a valid init attr.
         let qp = unsafe { ibv_create_qp(parents.pd.as_ptr(), &mut attr) };
         let qp = NonNull::new(qp).ok_or_else(|| last_os_error(Verb::CreateQp, "ibv_create_qp"))?;
         // SAFETY: ibv_create_qp wrote the granted capacities back into `attr`.
@@ -191,16 +199,11 @@ impl QueuePair {
     pub(crate) fn adopt(id: QpId, qp: NonNull<ibv_qp>, caps: QpCaps, state: QpState, parents: QpParents) -> Self {
         // SAFETY: `qp` is a live QP handed over to us.
         let qpn = unsafe { (*qp.as_ptr()).qp_num };
-        QueuePair {
-            qp: Some(qp),
-            id,
-            qpn,
-            caps,
-            state,
-            tracker: WrTracker::new(caps.max_send_wr, caps.max_recv_wr),
-            cm: None,
-            parents,
+        let mut tracker = WrTracker::new(caps.max_send_wr, caps.max_recv_wr);
+        if parents.srq.is_some() {
+            tracker.set_shared_recv();
         }
+        QueuePair { qp: Some(qp), id, qpn, caps, state, tracker, cm: None, parents }
     }
 
     pub(crate) fn caps_from(attr: &ibv_qp_init_attr) -> QpCaps {
@@ -346,7 +349,16 @@ impl QueuePair {
     }
 
     /// `ibv_post_recv` of one WR whose SGEs were already resolved.
+    /// Refused on a QP with an SRQ (providers say only EINVAL or ENOMEM).
     pub(crate) fn post_recv(&mut self, wr: &RecvWr<'_>, sges: &mut [ibv_sge]) -> Result<()> {
+        if self.parents.srq.is_some() {
+            return Err(TransportError::invalid(
+                Verb::PostRecv,
+                "qp",
+                0,
+                "the QP takes its receives from a shared receive queue: post them with post_srq_recv",
+            ));
+        }
         self.check_post(Verb::PostRecv, sges.len(), false)?;
         let mut rwr = ibv_recv_wr {
             wr_id: wr.wr_id,

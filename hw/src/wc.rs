@@ -40,6 +40,9 @@ pub(crate) struct WrTracker {
     /// capacity: a correct application never has more outstanding).
     send_cap: usize,
     recv_cap: usize,
+    /// The QP takes its receives from a shared receive queue: `recv` stays
+    /// empty, and a failed WR that is no known send is one of those.
+    shared_recv: bool,
 }
 
 impl WrTracker {
@@ -49,7 +52,13 @@ impl WrTracker {
             recv: VecDeque::new(),
             send_cap: (max_send_wr as usize).max(1),
             recv_cap: (max_recv_wr as usize).max(1),
+            shared_recv: false,
         }
+    }
+
+    /// Marks the QP as taking its receives from a shared receive queue.
+    pub(crate) fn set_shared_recv(&mut self) {
+        self.shared_recv = true;
     }
 
     pub(crate) fn posted_send(&mut self, wr_id: u64, op: WcOpcode) {
@@ -113,6 +122,8 @@ impl WrTracker {
             (true, false) => true,
             (false, true) => false,
             (true, true) => reported.is_some_and(is_recv),
+            // A QP on an SRQ posts no receives of its own to remember.
+            (false, false) if self.shared_recv => return WcOpcode::Recv,
             (false, false) => return reported.unwrap_or(WcOpcode::Send),
         };
         if take_recv {
@@ -207,6 +218,16 @@ mod tests {
         t.posted_recv(7);
         assert_eq!(t.complete(7, false, Some(WcOpcode::Recv)), WcOpcode::Recv);
         assert_eq!(t.complete(7, false, None), WcOpcode::RdmaWrite);
+    }
+
+    #[test]
+    fn srq_receives_fail_as_receives() {
+        let mut t = WrTracker::new(8, 8);
+        t.set_shared_recv();
+        t.posted_send(1, WcOpcode::RdmaWrite);
+        // A receive taken from the SRQ: never posted on this QP.
+        assert_eq!(t.complete(40, false, Some(WcOpcode::Send)), WcOpcode::Recv);
+        assert_eq!(t.complete(1, false, None), WcOpcode::RdmaWrite);
     }
 
     #[test]

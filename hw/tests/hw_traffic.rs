@@ -44,6 +44,7 @@ impl Player {
             recv_cq: self.cq,
             caps: QpCaps { max_send_wr: 64, max_recv_wr: 64, max_send_sge: 2, max_recv_sge: 2, max_inline_data: 0 },
             sq_sig_all: false,
+            srq: None,
         }
     }
 

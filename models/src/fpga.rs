@@ -344,7 +344,14 @@ impl<T: Transport> FpgaEngine<T> {
                     max_inline_data: b(0),
                 };
                 let Ok(cq) = self.t.create_cq(caps.max_send_wr.max(1) + caps.max_recv_wr) else { return fail };
-                match self.t.create_qp(&QpInit { pd, send_cq: cq, recv_cq: cq, caps, sq_sig_all: m.sq_sig_all }) {
+                match self.t.create_qp(&QpInit {
+                    pd,
+                    send_cq: cq,
+                    recv_cq: cq,
+                    caps,
+                    sq_sig_all: m.sq_sig_all,
+                    srq: None,
+                }) {
                     Ok(qp) => {
                         self.qps.insert(qp.qpn, EngineQp { qp, cq });
                         Rx::Qp { success: true, qpn: qp.qpn, state: QPS_RESET }

@@ -31,7 +31,7 @@ fn pair(mr_len: u64, depth: u32) -> (Sim, End, End) {
         let cq = t.create_cq(depth * 2).unwrap();
         let mr = t.reg_mr(pd, mr_len, Access::LOCAL_WRITE | Access::REMOTE_WRITE).unwrap();
         let caps = QpCaps { max_send_wr: depth, max_recv_wr: depth, ..QpCaps::default() };
-        let qp = t.create_qp(&QpInit { pd, send_cq: cq, recv_cq: cq, caps, sq_sig_all: false }).unwrap();
+        let qp = t.create_qp(&QpInit { pd, send_cq: cq, recv_cq: cq, caps, sq_sig_all: false, srq: None }).unwrap();
         ends.push(End { t, cq, qp, mr });
     }
     let mut b = ends.pop().unwrap();

@@ -43,7 +43,7 @@ fn sender(sim: &Sim) -> Sender {
     let cq = t.create_cq(2 * WINDOW as u32).unwrap();
     let mr = t.reg_mr(pd, 1 << 16, Access::LOCAL_WRITE).unwrap();
     let caps = QpCaps { max_send_wr: WINDOW as u32, max_recv_wr: 1, ..QpCaps::default() };
-    let qp = t.create_qp(&QpInit { pd, send_cq: cq, recv_cq: cq, caps, sq_sig_all: true }).unwrap();
+    let qp = t.create_qp(&QpInit { pd, send_cq: cq, recv_cq: cq, caps, sq_sig_all: true, srq: None }).unwrap();
     t.modify_qp(qp.id, &QpTransition::Init(InitAttr { pkey_index: 0, port: 1, access: Access::LOCAL_WRITE })).unwrap();
     Sender { t, cq, qp, mr }
 }
@@ -111,7 +111,7 @@ fn frames_bare_verbs(bencher: Bencher<'_, '_>) {
     let cq = t.create_cq(DEPTH).unwrap();
     let mr = t.reg_mr(pd, DEPTH as u64 * 4096, Access::LOCAL_WRITE | Access::REMOTE_WRITE).unwrap();
     let caps = QpCaps { max_send_wr: 1, max_recv_wr: DEPTH, ..QpCaps::default() };
-    let qp = t.create_qp(&QpInit { pd, send_cq: cq, recv_cq: cq, caps, sq_sig_all: false }).unwrap();
+    let qp = t.create_qp(&QpInit { pd, send_cq: cq, recv_cq: cq, caps, sq_sig_all: false, srq: None }).unwrap();
     let access = Access::LOCAL_WRITE | Access::REMOTE_WRITE;
     t.modify_qp(qp.id, &QpTransition::Init(InitAttr { pkey_index: 0, port: 1, access })).unwrap();
     let sges: Vec<[Sge; 1]> = (0..DEPTH as u64).map(|i| [Sge::new(mr.id, i * 4096, 4096)]).collect();

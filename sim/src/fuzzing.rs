@@ -72,7 +72,12 @@ impl Case {
     /// proptest covers 64 KiB), an optional partition in the first 2 ms.
     /// `None` when the bytes describe no operation.
     pub fn from_bytes(data: &[u8]) -> Option<Case> {
-        let mut u = arbitrary::Unstructured::new(data);
+        Case::decode(&mut arbitrary::Unstructured::new(data))
+    }
+
+    /// [`Case::from_bytes`] on what `u` holds; the bytes past the case
+    /// (there are some only after an eighth operation) stay in `u`.
+    pub fn decode(u: &mut arbitrary::Unstructured<'_>) -> Option<Case> {
         let seed: u64 = u.arbitrary().ok()?;
         let mtu = Mtu::ALL[u.int_in_range(0..=4usize).ok()?];
         let mut p = |cap: f64| u.int_in_range(0..=255u8).map(|x| x as f64 / 255.0 * cap);
@@ -156,7 +161,7 @@ fn end(sim: &Sim, name: &str, ip: &str, mr_len: u64) -> Result<End, String> {
     let cq = t.create_cq(4096).map_err(e)?;
     let mr = t.reg_mr(pd, mr_len, ACCESS).map_err(e)?;
     let caps = QpCaps { max_send_wr: 256, max_recv_wr: 256, max_send_sge: 1, max_recv_sge: 1, max_inline_data: 0 };
-    let qp = t.create_qp(&QpInit { pd, send_cq: cq, recv_cq: cq, caps, sq_sig_all: false }).map_err(e)?;
+    let qp = t.create_qp(&QpInit { pd, send_cq: cq, recv_cq: cq, caps, sq_sig_all: false, srq: None }).map_err(e)?;
     Ok(End { t, cq, qp, mr })
 }
 
@@ -356,3 +361,7 @@ pub fn run(c: &Case) -> Result<(), String> {
     }
     Ok(())
 }
+
+mod program;
+
+pub use program::{MAX_STEPS, Program, Reached, Step, sim_rc};

@@ -60,11 +60,20 @@
 //! responder resources shared with READ, and a duplicate request answered
 //! from the saved original value, never applied twice.
 //!
-//! A CQ holds the entries it was created with; a completion that finds it
-//! full is lost and `poll_cq` reports the overrun from then on.
+//! Shared receive queues are modelled as rxe has them: QPs of one node
+//! created with `QpInit::srq` take receives from it in order, a dry SRQ is
+//! answered with RNR NAKs, and an armed limit raises
+//! `AsyncEvent::SrqLimitReached` once.
 //!
-//! What it does not model: UD/UC, SRQs, memory windows, the async events
-//! (a CQ overrun moves no QP to ERR) and congestion control (ECN/CNP).
+//! A CQ holds the entries it was created with. A completion that finds it
+//! full is lost and raises `AsyncEvent::CqErr` (`poll_async_event`); a
+//! receive completion that does not fit also moves its QP to ERR without
+//! acknowledging the message, as rxe does, while a lost send completion
+//! leaves the QP as it is.
+//!
+//! What it does not model: UD/UC, memory windows, the async events verbs
+//! devices raise beyond CQ overflow and the SRQ limit (QP_FATAL,
+//! LAST_WQE_REACHED, port events), and congestion control (ECN/CNP).
 
 #![warn(missing_docs)]
 
@@ -289,6 +298,7 @@ impl Sim {
             r.cqs += e.cqs;
             r.qps += e.qps;
             r.mrs += e.mrs;
+            r.srqs += e.srqs;
         }
         r
     }
@@ -305,4 +315,6 @@ pub struct LiveResources {
     pub cqs: usize,
     /// Queue pairs.
     pub qps: usize,
+    /// Shared receive queues.
+    pub srqs: usize,
 }

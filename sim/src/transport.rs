@@ -155,6 +155,27 @@ impl Transport for SimTransport {
         self.ep_mut(|ep| ep.poll_cq(cq, max, out))
     }
 
+    fn create_srq(&mut self, init: &SrqInit) -> Result<SrqId> {
+        self.ep_mut(|ep| ep.create_srq(init))
+    }
+
+    fn modify_srq(&mut self, srq: SrqId, limit: u32) -> Result<()> {
+        self.ep_mut(|ep| ep.modify_srq(srq, limit))
+    }
+
+    fn destroy_srq(&mut self, srq: SrqId) -> Result<()> {
+        self.ep_mut(|ep| ep.destroy_srq(srq))
+    }
+
+    fn post_srq_recv<'a>(&mut self, srq: SrqId, wr: &RecvWr<'a>) -> Result<()> {
+        // A posted receive may end an RNR wait: the world looks again.
+        self.drive(|ep, _| ep.post_srq_recv(srq, wr))
+    }
+
+    fn poll_async_event(&mut self) -> Result<Option<AsyncEvent>> {
+        Ok(self.ep_mut(|ep| ep.poll_async_event()))
+    }
+
     fn cm_listen(&mut self, port: u16) -> Result<ListenId> {
         self.ep_mut(|ep| ep.cm_listen(port))
     }

@@ -122,7 +122,7 @@ fn cm_connect_accept_carries_private_data_both_ways() {
     let qp_init = |t: &mut rctb_sim::SimTransport| {
         let pd = t.alloc_pd().unwrap();
         let cq = t.create_cq(16).unwrap();
-        QpInit { pd, send_cq: cq, recv_cq: cq, caps: QpCaps::default(), sq_sig_all: false }
+        QpInit { pd, send_cq: cq, recv_cq: cq, caps: QpCaps::default(), sq_sig_all: false, srq: None }
     };
     let listener = tb.cm_listen(4420).unwrap();
     let init_a = qp_init(&mut ta);
@@ -171,7 +171,7 @@ fn loopback_between_two_qps_of_one_node() {
     let all = Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ;
     let mr = t.reg_mr(pd, 8192, all).unwrap();
     let caps = QpCaps { max_send_wr: 16, max_recv_wr: 16, max_send_sge: 1, max_recv_sge: 1, max_inline_data: 0 };
-    let init = QpInit { pd, send_cq: cq, recv_cq: cq, caps, sq_sig_all: true };
+    let init = QpInit { pd, send_cq: cq, recv_cq: cq, caps, sq_sig_all: true, srq: None };
     let (q1, q2) = (t.create_qp(&init).unwrap(), t.create_qp(&init).unwrap());
     let gid = Gid::from_ipv4("10.0.0.9".parse().unwrap());
     for (q, peer) in [(q1.id, q2.qpn), (q2.id, q1.qpn)] {

@@ -25,7 +25,7 @@ struct Run {
 fn init(t: &mut SimTransport) -> QpInit {
     let pd = t.alloc_pd().unwrap();
     let cq = t.create_cq(16).unwrap();
-    QpInit { pd, send_cq: cq, recv_cq: cq, caps: QpCaps::default(), sq_sig_all: false }
+    QpInit { pd, send_cq: cq, recv_cq: cq, caps: QpCaps::default(), sq_sig_all: false, srq: None }
 }
 
 fn run(seed: u64, faults: CmFaults) -> Run {

@@ -237,7 +237,7 @@ fn cm_pair() -> (rctb_sim::Sim, rctb_sim::SimTransport, rctb_sim::SimTransport, 
     let init = |t: &mut rctb_sim::SimTransport| {
         let pd = t.alloc_pd().unwrap();
         let cq = t.create_cq(16).unwrap();
-        QpInit { pd, send_cq: cq, recv_cq: cq, caps: QpCaps::default(), sq_sig_all: false }
+        QpInit { pd, send_cq: cq, recv_cq: cq, caps: QpCaps::default(), sq_sig_all: false, srq: None }
     };
     let (ia, ib) = (init(&mut ta), init(&mut tb));
     (sim, ta, tb, ia, ib)

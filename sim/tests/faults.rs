@@ -205,7 +205,7 @@ fn fresh(t: &mut SimTransport) -> (CqId, QpInfo, MrInfo) {
     let cq = t.create_cq(64).unwrap();
     let mr = t.reg_mr(pd, 1 << 16, all).unwrap();
     let caps = QpCaps { max_send_wr: 16, max_recv_wr: 16, max_send_sge: 1, max_recv_sge: 1, max_inline_data: 0 };
-    let qp = t.create_qp(&QpInit { pd, send_cq: cq, recv_cq: cq, caps, sq_sig_all: false }).unwrap();
+    let qp = t.create_qp(&QpInit { pd, send_cq: cq, recv_cq: cq, caps, sq_sig_all: false, srq: None }).unwrap();
     (cq, qp, mr)
 }
 
@@ -505,7 +505,7 @@ fn a_removed_rule_acts_no_more() {
 fn cm_init(t: &mut SimTransport) -> QpInit {
     let pd = t.alloc_pd().unwrap();
     let cq = t.create_cq(16).unwrap();
-    QpInit { pd, send_cq: cq, recv_cq: cq, caps: QpCaps::default(), sq_sig_all: false }
+    QpInit { pd, send_cq: cq, recv_cq: cq, caps: QpCaps::default(), sq_sig_all: false, srq: None }
 }
 
 #[test]

@@ -1,7 +1,8 @@
 //! The conformance suite's own traffic, rxe against the simulator.
 //!
-//! `testdata/traces/rxe-conformance.txt` is rxe's traffic for the 48
-//! conformance cases that put RC frames on the wire, reduced to header
+//! `testdata/traces/rxe-conformance.txt` is rxe's traffic for the
+//! conformance cases that put RC frames on the wire (55 connections: one
+//! SRQ case uses two), reduced to header
 //! sequences (its first lines say how it was made). The simulator runs the
 //! same suite; per case and per direction the two must agree on what RC
 //! semantics fix:
@@ -122,7 +123,7 @@ fn compare(rxe: &[String], sim: &[String]) -> (Essence, Essence) {
 #[test]
 fn conformance_traffic_matches_rxe_in_what_rc_fixes() {
     let (rxe, sim) = (rxe(), simulated());
-    assert_eq!(rxe.len(), 48, "the golden trace has the 48 cases with RC traffic");
+    assert_eq!(rxe.len(), 55, "the golden trace has the 55 connections of the cases with RC traffic");
     assert_eq!(sim.len(), rxe.len(), "the simulator puts RC traffic on the wire in the same cases");
     let mut failures = Vec::new();
     for (i, (r, s)) in rxe.iter().zip(&sim).enumerate() {

@@ -79,6 +79,21 @@ impl<A: Transport, B: Transport> Transport for Either<A, B> {
     fn query_qp(&self, qp: QpId) -> Result<QpInfo> {
         either!(self, t => t.query_qp(qp))
     }
+    fn create_srq(&mut self, init: &SrqInit) -> Result<SrqId> {
+        either!(self, t => t.create_srq(init))
+    }
+    fn modify_srq(&mut self, srq: SrqId, limit: u32) -> Result<()> {
+        either!(self, t => t.modify_srq(srq, limit))
+    }
+    fn destroy_srq(&mut self, srq: SrqId) -> Result<()> {
+        either!(self, t => t.destroy_srq(srq))
+    }
+    fn post_srq_recv<'a>(&mut self, srq: SrqId, wr: &RecvWr<'a>) -> Result<()> {
+        either!(self, t => t.post_srq_recv(srq, wr))
+    }
+    fn poll_async_event(&mut self) -> Result<Option<AsyncEvent>> {
+        either!(self, t => t.poll_async_event())
+    }
     fn destroy_qp(&mut self, qp: QpId) -> Result<()> {
         either!(self, t => t.destroy_qp(qp))
     }
@@ -185,6 +200,22 @@ impl<T: Transport> Transport for Driven<T> {
     }
     fn query_qp(&self, qp: QpId) -> Result<QpInfo> {
         self.inner.query_qp(qp)
+    }
+    fn create_srq(&mut self, init: &SrqInit) -> Result<SrqId> {
+        self.inner.create_srq(init)
+    }
+    fn modify_srq(&mut self, srq: SrqId, limit: u32) -> Result<()> {
+        self.inner.modify_srq(srq, limit)
+    }
+    fn destroy_srq(&mut self, srq: SrqId) -> Result<()> {
+        self.inner.destroy_srq(srq)
+    }
+    fn post_srq_recv<'a>(&mut self, srq: SrqId, wr: &RecvWr<'a>) -> Result<()> {
+        self.inner.post_srq_recv(srq, wr)
+    }
+    fn poll_async_event(&mut self) -> Result<Option<AsyncEvent>> {
+        self.reactor.turn()?;
+        self.inner.poll_async_event()
     }
     fn destroy_qp(&mut self, qp: QpId) -> Result<()> {
         self.inner.destroy_qp(qp)

@@ -266,6 +266,33 @@ impl Transport for UdpTransport {
         self.engine_mut(|e| e.poll_cq(cq, max, out))
     }
 
+    fn create_srq(&mut self, init: &SrqInit) -> Result<SrqId> {
+        self.engine_mut(|e| e.create_srq(init))
+    }
+
+    fn modify_srq(&mut self, srq: SrqId, limit: u32) -> Result<()> {
+        self.engine_mut(|e| e.modify_srq(srq, limit))
+    }
+
+    fn destroy_srq(&mut self, srq: SrqId) -> Result<()> {
+        self.engine_mut(|e| e.destroy_srq(srq))
+    }
+
+    fn post_srq_recv<'a>(&mut self, srq: SrqId, wr: &RecvWr<'a>) -> Result<()> {
+        self.drive(|e, _| e.post_srq_recv(srq, wr))
+    }
+
+    fn poll_async_event(&mut self) -> Result<Option<AsyncEvent>> {
+        // Like poll_cq: a driving transport takes what the socket holds first.
+        if let Some(ev) = self.engine_mut(|e| e.poll_async_event()) {
+            return Ok(Some(ev));
+        }
+        if self.drives {
+            self.reactor.borrow_mut().turn()?;
+        }
+        Ok(self.engine_mut(|e| e.poll_async_event()))
+    }
+
     fn cm_listen(&mut self, port: u16) -> Result<ListenId> {
         self.engine_mut(|e| e.cm_listen(port))
     }

@@ -25,7 +25,7 @@ fn pair(base: u8) -> (UdpTransport, UdpTransport, Ipv4Addr) {
 fn qp_init(t: &mut UdpTransport) -> QpInit {
     let pd = t.alloc_pd().unwrap();
     let cq = t.create_cq(16).unwrap();
-    QpInit { pd, send_cq: cq, recv_cq: cq, caps: QpCaps::default(), sq_sig_all: true }
+    QpInit { pd, send_cq: cq, recv_cq: cq, caps: QpCaps::default(), sq_sig_all: true, srq: None }
 }
 
 /// The next CM event on `t` (each wait also moves the other endpoint).

@@ -23,7 +23,7 @@ fn end(reactor: &UdpReactor, name: &str, ip: Ipv4Addr) -> End {
     let cq = t.create_cq(16).unwrap();
     let mr = t.reg_mr(pd, 1 << 16, Access::LOCAL_WRITE | Access::REMOTE_WRITE).unwrap();
     let caps = QpCaps { max_send_wr: 8, max_recv_wr: 8, max_send_sge: 1, max_recv_sge: 1, max_inline_data: 0 };
-    let qp = t.create_qp(&QpInit { pd, send_cq: cq, recv_cq: cq, caps, sq_sig_all: true }).unwrap();
+    let qp = t.create_qp(&QpInit { pd, send_cq: cq, recv_cq: cq, caps, sq_sig_all: true, srq: None }).unwrap();
     End { t, cq, qp, mr }
 }
 

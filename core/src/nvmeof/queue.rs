@@ -171,7 +171,7 @@ impl Queue {
             max_recv_sge: 1,
             max_inline_data: 0,
         };
-        let init = QpInit { pd, send_cq: self.cq, recv_cq: self.cq, caps, sq_sig_all: false };
+        let init = QpInit { pd, send_cq: self.cq, recv_cq: self.cq, caps, sq_sig_all: false, srq: None };
         let mut params = ConnectParams::new(self.addr, init, req.encode().to_vec());
         let dev = t.device()?;
         // PROTOCOLS.md §2: min(255, max_qp_rd_atom); the u8 field holds that.

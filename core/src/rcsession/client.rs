@@ -157,7 +157,7 @@ pub struct ClientTransfer {
 
 fn qp_init(pd: PdId, cq: CqId) -> QpInit {
     let caps = QpCaps { max_send_wr: 4, max_recv_wr: 4, max_send_sge: 1, max_recv_sge: 1, max_inline_data: 0 };
-    QpInit { pd, send_cq: cq, recv_cq: cq, caps, sq_sig_all: true }
+    QpInit { pd, send_cq: cq, recv_cq: cq, caps, sq_sig_all: true, srq: None }
 }
 
 /// The client: one QP per session (a fresh QPN from `begin`), one CQ, one

@@ -237,6 +237,7 @@ impl<T: Transport, R: RngCore> SessionManager<T, R> {
                 max_inline_data: 0,
             },
             sq_sig_all: true,
+            srq: None,
         }) {
             Ok(qp) => qp,
             Err(e) => {

@@ -419,7 +419,7 @@ impl<T: Transport> RoceServer<T> {
         let cq = t.create_cq(depth)?;
         made.cq = Some(cq);
         let caps = QpCaps { max_send_wr: 1, max_recv_wr: depth, max_send_sge: 1, max_recv_sge: 1, max_inline_data: 0 };
-        let qp = t.create_qp(&QpInit { pd, send_cq: cq, recv_cq: cq, caps, sq_sig_all: false })?;
+        let qp = t.create_qp(&QpInit { pd, send_cq: cq, recv_cq: cq, caps, sq_sig_all: false, srq: None })?;
         made.qp = Some(qp);
         let access = Access::REMOTE_WRITE | Access::REMOTE_READ | Access::LOCAL_WRITE;
         t.modify_qp(qp.id, &QpTransition::Init(InitAttr { pkey_index: 0, port: cfg.ib_port(), access }))?;

@@ -65,6 +65,16 @@ pub enum Verb {
     PostRecv,
     /// [`Transport::poll_cq`](super::Transport::poll_cq) (`ibv_poll_cq`).
     PollCq,
+    /// [`Transport::create_srq`](super::Transport::create_srq) (`ibv_create_srq`).
+    CreateSrq,
+    /// [`Transport::modify_srq`](super::Transport::modify_srq) (`ibv_modify_srq` with `IBV_SRQ_LIMIT`).
+    ModifySrq,
+    /// [`Transport::destroy_srq`](super::Transport::destroy_srq) (`ibv_destroy_srq`).
+    DestroySrq,
+    /// [`Transport::post_srq_recv`](super::Transport::post_srq_recv) (`ibv_post_srq_recv`).
+    PostSrqRecv,
+    /// [`Transport::poll_async_event`](super::Transport::poll_async_event) (`ibv_get_async_event`).
+    AsyncEvent,
     /// [`Transport::wait`](super::Transport::wait) (`ibv_req_notify_cq`,
     /// `ibv_get_cq_event`, `rdma_get_cm_event`).
     Wait,
@@ -102,6 +112,11 @@ impl fmt::Display for Verb {
             Verb::PostSend => "post_send",
             Verb::PostRecv => "post_recv",
             Verb::PollCq => "poll_cq",
+            Verb::CreateSrq => "create_srq",
+            Verb::ModifySrq => "modify_srq",
+            Verb::DestroySrq => "destroy_srq",
+            Verb::PostSrqRecv => "post_srq_recv",
+            Verb::AsyncEvent => "get_async_event",
             Verb::Wait => "wait",
             Verb::CmListen => "cm_listen",
             Verb::CmConnect => "cm_connect",

@@ -118,9 +118,31 @@ pub trait Transport {
     /// `InvalidArgument` with more SGEs than `max_recv_sge`.
     fn post_recv<'a>(&mut self, qp: QpId, wr: &RecvWr<'a>) -> Result<()>;
     /// Appends up to `max` completions of `cq` to `out`; returns how many.
-    /// `Exhausted` once the CQ overran (more completions than its depth;
-    /// the simulator detects it): completions were lost.
+    /// A completion that found the CQ full was lost; that is reported as
+    /// [`AsyncEvent::CqErr`], not here.
     fn poll_cq(&mut self, cq: CqId, max: usize, out: &mut Vec<Completion>) -> Result<usize>;
+
+    // ---- shared receive queues and asynchronous events ----
+
+    /// Creates a shared receive queue (`ibv_create_srq`). QPs take from it
+    /// when created with [`QpInit::srq`].
+    fn create_srq(&mut self, init: &SrqInit) -> Result<SrqId>;
+    /// Arms the SRQ limit (`ibv_modify_srq` with `IBV_SRQ_LIMIT`): once a
+    /// receive taken leaves fewer than `limit` posted, one
+    /// [`AsyncEvent::SrqLimitReached`] is raised and the limit disarms.
+    /// `InvalidArgument` when `limit` exceeds the SRQ's `max_wr`.
+    fn modify_srq(&mut self, srq: SrqId, limit: u32) -> Result<()>;
+    /// Destroys a shared receive queue (`ibv_destroy_srq`); its posted
+    /// receives are dropped. `Busy` while a QP uses it.
+    fn destroy_srq(&mut self, srq: SrqId) -> Result<()>;
+    /// Posts one receive to a shared receive queue (`ibv_post_srq_recv`).
+    /// `QueueFull` with `max_wr` posted; `InvalidArgument` with more SGEs
+    /// than `max_sge`. A SEND arriving on a QP whose SRQ is empty is
+    /// answered with an RNR NAK, as with a QP's own receive queue.
+    fn post_srq_recv<'a>(&mut self, srq: SrqId, wr: &RecvWr<'a>) -> Result<()>;
+    /// The next asynchronous event, if any (`ibv_get_async_event` and
+    /// `ibv_ack_async_event`). Never blocks.
+    fn poll_async_event(&mut self) -> Result<Option<AsyncEvent>>;
 
     // ---- connection management (RDMA CM semantics) ----
 

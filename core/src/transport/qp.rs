@@ -42,6 +42,70 @@ pub struct QpInit {
     pub caps: QpCaps,
     /// Generate a completion for every send WR, ignoring `SendWr::signaled`.
     pub sq_sig_all: bool,
+    /// Take receives from this shared receive queue (`ibv_qp_init_attr.srq`)
+    /// instead of a receive queue of the QP's own: `caps.max_recv_wr` and
+    /// `max_recv_sge` are then ignored and `post_recv` on the QP is refused.
+    pub srq: Option<SrqId>,
+}
+
+/// Everything needed to create a shared receive queue
+/// (`struct ibv_srq_init_attr`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SrqInit {
+    /// The protection domain its receives' regions belong to; the QPs that
+    /// use it must be in the same one.
+    pub pd: PdId,
+    /// Receives posted at once (`max_wr`); one more is `QueueFull`.
+    pub max_wr: u32,
+    /// Most SGEs per receive (`max_sge`); more is `InvalidArgument`.
+    pub max_sge: u32,
+    /// The limit armed at creation (`srq_limit`), 0 for none: see
+    /// [`Transport::modify_srq`](super::Transport::modify_srq).
+    pub limit: u32,
+}
+
+impl SrqInit {
+    /// A shared receive queue of `max_wr` one-SGE receives, no limit armed.
+    pub fn new(pd: PdId, max_wr: u32) -> Self {
+        SrqInit { pd, max_wr, max_sge: 1, limit: 0 }
+    }
+}
+
+/// An asynchronous event (`struct ibv_async_event`): something that
+/// happened to a resource outside any work request's completion.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum AsyncEvent {
+    /// `IBV_EVENT_CQ_ERR`: a completion was lost because the CQ was full.
+    /// A receive-side completion that does not fit also moves its QP to
+    /// ERR (without acknowledging the message), as rxe does; a send-side
+    /// one is only lost. Raised once per lost completion.
+    CqErr {
+        /// The CQ that overflowed.
+        cq: CqId,
+    },
+    /// `IBV_EVENT_QP_FATAL`: the QP went to ERR on its own. Verbs devices
+    /// report it; the engine reports the CQ overflow as `CqErr` only.
+    QpFatal {
+        /// The QP.
+        qp: QpId,
+    },
+    /// `IBV_EVENT_SRQ_LIMIT_REACHED`: fewer receives than the armed limit
+    /// remain; the limit is disarmed until `modify_srq` arms it again.
+    SrqLimitReached {
+        /// The shared receive queue.
+        srq: SrqId,
+    },
+    /// `IBV_EVENT_QP_LAST_WQE_REACHED`: a QP attached to a shared receive
+    /// queue went to ERR and takes no more of its receives.
+    QpLastWqeReached {
+        /// The QP.
+        qp: QpId,
+    },
+    /// Any other event a verbs device reported (`enum ibv_event_type` value).
+    Other {
+        /// The raw event type.
+        event_type: u32,
+    },
 }
 
 /// Queue pair state (`enum ibv_qp_state`).

@@ -44,6 +44,10 @@ handle!(
     QpId
 );
 handle!(
+    /// A shared receive queue.
+    SrqId
+);
+handle!(
     /// An RDMA CM listener.
     ListenId
 );

@@ -36,7 +36,7 @@ use crate::memory::Memory;
 use crate::packet::Packet;
 
 pub(crate) use requester::Requester;
-pub(crate) use responder::Responder;
+pub(crate) use responder::{RecvCtx, Responder, Srq};
 
 /// A WR's scatter/gather list, inline for the usual one or two entries.
 pub(crate) type SgeList = smallvec::SmallVec<[rctb_core::transport::Sge; 2]>;
@@ -65,6 +65,8 @@ pub enum PostError {
     QueueFull(u32),
     /// More scatter/gather entries than the QP takes (its limit).
     TooManySge(u32),
+    /// A receive posted to a QP that takes its receives from an SRQ.
+    HasSrq,
 }
 
 /// Path facts fixed at RTR/RTS.
@@ -284,6 +286,9 @@ impl RcQp {
         mem: &Memory,
         out: &mut Vec<RoutedCompletion>,
     ) -> Result<(), PostError> {
+        if self.init.srq.is_some() {
+            return Err(PostError::HasSrq);
+        }
         if wr.sges.len() as u32 > self.init.caps.max_recv_sge.max(1) {
             return Err(PostError::TooManySge(self.init.caps.max_recv_sge));
         }
@@ -309,6 +314,7 @@ impl RcQp {
         now: Instant,
         pkt: &Packet,
         mem: &mut Memory,
+        ctx: &mut RecvCtx<'_>,
         out: &mut Vec<RoutedCompletion>,
     ) {
         let Some(path) = self.path else {
@@ -328,7 +334,7 @@ impl RcQp {
                 self.dropped += 1;
             }
         } else {
-            responder::handle_request(self, pkt, mem, out);
+            responder::handle_request(self, pkt, mem, ctx, out);
         }
     }
 

@@ -5,7 +5,7 @@
 
 use std::collections::VecDeque;
 
-use rctb_core::transport::{ATOMIC_LEN, Access, MrId, Psn, RecvWr, WcOpcode, WcStatus};
+use rctb_core::transport::{ATOMIC_LEN, Access, MrId, PdId, Psn, RecvWr, SrqId, WcOpcode, WcStatus};
 use rctb_core::wire::roce::{Aeth, AtomicAckEth, AtomicEth, Bth, NakCode, Opcode, Reth};
 
 use super::{Path, RcQp, RoutedCompletion, SgeList};
@@ -18,6 +18,57 @@ struct RecvWqe {
     sges: SgeList,
     /// The SGE list failed its local check at post time.
     bad: bool,
+}
+
+/// A shared receive queue: receives any attached QP takes, oldest first.
+/// A QP takes one when a message that needs a receive starts and its own
+/// queue is empty; the receive is then the QP's (completed, or flushed, on
+/// its CQ), so several QPs' multi-packet messages never share one.
+#[derive(Debug)]
+pub(crate) struct Srq {
+    pub id: SrqId,
+    pub pd: PdId,
+    pub max_wr: u32,
+    pub max_sge: u32,
+    /// The armed limit, 0 for none.
+    pub limit: u32,
+    /// The limit fired since the owner last looked.
+    pub limit_reached: bool,
+    wqes: VecDeque<RecvWqe>,
+}
+
+impl Srq {
+    pub(crate) fn new(id: SrqId, pd: PdId, max_wr: u32, max_sge: u32, limit: u32) -> Self {
+        Srq { id, pd, max_wr, max_sge, limit, limit_reached: false, wqes: VecDeque::new() }
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.wqes.len()
+    }
+
+    pub(crate) fn post(&mut self, wr: &RecvWr<'_>, bad: bool) {
+        self.wqes.push_back(RecvWqe { wr_id: wr.wr_id, sges: SgeList::from_slice(wr.sges), bad });
+    }
+
+    /// Takes the oldest receive; fires the armed limit when fewer than it
+    /// remain (rxe's `get_srq_wqe`).
+    fn take(&mut self) -> Option<RecvWqe> {
+        let w = self.wqes.pop_front()?;
+        if self.limit > 0 && self.wqes.len() < self.limit as usize {
+            self.limit = 0;
+            self.limit_reached = true;
+        }
+        Some(w)
+    }
+}
+
+/// What the responder needs from outside its QP for one packet.
+#[derive(Debug)]
+pub(crate) struct RecvCtx<'a> {
+    /// The QP's shared receive queue, if it has one.
+    pub srq: Option<&'a mut Srq>,
+    /// The receive CQ can take one more completion.
+    pub cq_room: bool,
 }
 
 /// A multi-packet message in progress.
@@ -167,7 +218,13 @@ fn fatal(qp: &mut RcQp, failed_recv: Option<WcStatus>, out: &mut Vec<RoutedCompl
     qp.resp.replies = replies;
 }
 
-pub(super) fn handle_request(qp: &mut RcQp, pkt: &Packet, mem: &mut Memory, out: &mut Vec<RoutedCompletion>) {
+pub(super) fn handle_request(
+    qp: &mut RcQp,
+    pkt: &Packet,
+    mem: &mut Memory,
+    ctx: &mut RecvCtx<'_>,
+    out: &mut Vec<RoutedCompletion>,
+) {
     let op = pkt.bth.opcode;
     if !op.is_known() || !op.is_rc() {
         qp.dropped += 1;
@@ -208,9 +265,9 @@ pub(super) fn handle_request(qp: &mut RcQp, pkt: &Packet, mem: &mut Memory, out:
     } else if op.has_atomic_eth() {
         handle_atomic(qp, pkt, mem, out);
     } else if op.is_send() {
-        handle_send(qp, pkt, mem, out);
+        handle_send(qp, pkt, mem, ctx, out);
     } else {
-        handle_write(qp, pkt, mem, out);
+        handle_write(qp, pkt, mem, ctx, out);
     }
 }
 
@@ -265,17 +322,40 @@ fn finish_packet(qp: &mut RcQp, pkt: &Packet) {
     }
 }
 
-fn handle_send(qp: &mut RcQp, pkt: &Packet, mem: &mut Memory, out: &mut Vec<RoutedCompletion>) {
+/// Makes sure the QP holds a receive, taking one from its SRQ when its own
+/// queue is empty; whether it has one now.
+#[inline]
+fn have_recv(qp: &mut RcQp, ctx: &mut RecvCtx<'_>) -> bool {
+    if qp.resp.rq.is_empty()
+        && let Some(srq) = ctx.srq.as_deref_mut()
+        && let Some(w) = srq.take()
+    {
+        qp.resp.rq.push_back(w);
+    }
+    !qp.resp.rq.is_empty()
+}
+
+/// The message is complete but its receive completion would not fit the
+/// full CQ: as rxe (`RESPST_ERR_CQ_OVERFLOW`), the QP goes to ERR without
+/// acknowledging it; the receive stays posted and is flushed with the rest.
+/// What was queued for earlier packets still goes out.
+fn cq_overflow(qp: &mut RcQp, out: &mut Vec<RoutedCompletion>) {
+    let replies = std::mem::take(&mut qp.resp.replies);
+    qp.enter_error(None, out);
+    qp.resp.replies = replies;
+}
+
+fn handle_send(qp: &mut RcQp, pkt: &Packet, mem: &mut Memory, ctx: &mut RecvCtx<'_>, out: &mut Vec<RoutedCompletion>) {
     let op = pkt.bth.opcode;
     let psn = pkt.bth.psn;
-    let Some(wqe) = qp.resp.rq.front() else {
+    if !have_recv(qp, ctx) {
         // No receive posted: RNR NAK with our min RNR timer; the requester
         // retries this PSN after that wait.
         let (timer, msn) = (qp.min_rnr_timer.code(), qp.resp.msn);
         qp.resp.queue_nak(psn, Aeth::rnr_nak(timer, msn));
         return;
-    };
-    if wqe.bad {
+    }
+    if qp.resp.rq[0].bad {
         malformed_wqe(qp, psn, out);
         return;
     }
@@ -298,6 +378,10 @@ fn handle_send(qp: &mut RcQp, pkt: &Packet, mem: &mut Memory, out: &mut Vec<Rout
         return;
     }
     let received = offset + pkt.payload.len() as u64;
+    if op.ends_message() && !ctx.cq_room {
+        cq_overflow(qp, out);
+        return;
+    }
     if op.ends_message() {
         qp.resp.cur = None;
         qp.resp.msn = (qp.resp.msn + 1) & 0x00FF_FFFF;
@@ -310,7 +394,7 @@ fn handle_send(qp: &mut RcQp, pkt: &Packet, mem: &mut Memory, out: &mut Vec<Rout
     finish_packet(qp, pkt);
 }
 
-fn handle_write(qp: &mut RcQp, pkt: &Packet, mem: &mut Memory, out: &mut Vec<RoutedCompletion>) {
+fn handle_write(qp: &mut RcQp, pkt: &Packet, mem: &mut Memory, ctx: &mut RecvCtx<'_>, out: &mut Vec<RoutedCompletion>) {
     let op = pkt.bth.opcode;
     let psn = pkt.bth.psn;
     let (target, done, total) = match (qp.resp.cur, pkt.reth) {
@@ -347,13 +431,17 @@ fn handle_write(qp: &mut RcQp, pkt: &Packet, mem: &mut Memory, out: &mut Vec<Rou
     // WRITE with immediate needs a receive for its completion, checked on the
     // packet that carries the immediate (as rxe does).
     let needs_recv = op.has_immdt();
-    if needs_recv && qp.resp.rq.is_empty() {
+    if needs_recv && !have_recv(qp, ctx) {
         let (timer, msn) = (qp.min_rnr_timer.code(), qp.resp.msn);
         qp.resp.queue_nak(psn, Aeth::rnr_nak(timer, msn));
         return;
     }
     if let Some((mr, off)) = target {
         mem.write_resolved(mr, off + done, &pkt.payload);
+    }
+    if needs_recv && !ctx.cq_room {
+        cq_overflow(qp, out);
+        return;
     }
     if op.ends_message() {
         qp.resp.cur = None;

@@ -25,7 +25,7 @@ pub fn side(name: &str, ip: Ipv4Addr, seed: u64, mr_len: u64, access: Access) ->
     let cq = ep.create_cq(64).unwrap();
     let mr = ep.reg_mr(pd, mr_len, access).unwrap();
     let caps = QpCaps { max_send_wr: 16, max_recv_wr: 16, ..QpCaps::default() };
-    let qp = ep.create_qp(&QpInit { pd, send_cq: cq, recv_cq: cq, caps, sq_sig_all: true }).unwrap();
+    let qp = ep.create_qp(&QpInit { pd, send_cq: cq, recv_cq: cq, caps, sq_sig_all: true, srq: None }).unwrap();
     Side { ep, cq, qp, mr }
 }
 

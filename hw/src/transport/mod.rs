@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 use rctb_core::time::Instant;
 use rctb_core::transport::*;
-use rdma_sys::{ibv_sge, ibv_wc};
+use rdma_sys::{ibv_event_type, ibv_sge, ibv_wc};
 
 use crate::cq::Cq;
 use crate::device::Context;
@@ -24,6 +24,7 @@ use crate::gid::{GidDetectError, detect_gid_index};
 use crate::mr::MemoryRegion;
 use crate::pd::Pd;
 use crate::qp::{QpParents, QueuePair, modify_attr};
+use crate::srq::Srq;
 use crate::summary::{DeviceSummary, SYSFS_ROOT};
 use crate::sys::monotonic_nanos;
 use crate::wc::completion;
@@ -71,11 +72,15 @@ struct PendingQp {
 /// | `reg_mr` / `dereg_mr` | page-aligned zeroed buffer + `ibv_reg_mr` / `ibv_dereg_mr`, then free |
 /// | `mr_read` / `mr_write` / `mr_view` | bounds-checked copies / a borrowed slice |
 /// | `create_cq` / `destroy_cq` | `ibv_create_comp_channel` (O_NONBLOCK) + `ibv_create_cq` / both destroyed |
-/// | `create_qp` | `ibv_create_qp` (RC) |
+/// | `create_qp` | `ibv_create_qp` (RC; `ibv_qp_init_attr.srq` from `QpInit::srq`) |
 /// | `modify_qp` | `ibv_query_qp` (state check), `ibv_modify_qp` with the IBA-required mask |
 /// | `query_qp` / `destroy_qp` | `ibv_query_qp` / `ibv_destroy_qp` |
 /// | `post_send` / `post_recv` | `ibv_post_send` / `ibv_post_recv` (provider ops table) |
 /// | `poll_cq` | `ibv_poll_cq` (provider ops table) |
+/// | `create_srq` | `ibv_create_srq`, then `ibv_modify_srq` (`IBV_SRQ_LIMIT`) when a limit is given |
+/// | `modify_srq` / `destroy_srq` | `ibv_modify_srq` with `IBV_SRQ_LIMIT` / `ibv_destroy_srq` |
+/// | `post_srq_recv` | `ibv_post_srq_recv` (provider ops table) |
+/// | `poll_async_event` | `ibv_get_async_event` (async fd made O_NONBLOCK at `open`) + `ibv_ack_async_event` |
 /// | `wait` | `ibv_poll_cq`, `ibv_req_notify_cq`, `ppoll`, `ibv_get_cq_event` + `ibv_ack_cq_events`, `rdma_get_cm_event` |
 /// | `cm_listen` | `rdma_create_id` (TCP), `rdma_bind_addr` (device IPv4), `rdma_listen` |
 /// | `cm_connect` | `rdma_create_id`, `rdma_resolve_addr`, then `rdma_resolve_route`, `rdma_create_qp`, `rdma_connect` |
@@ -84,6 +89,12 @@ struct PendingQp {
 /// | `cm_destroy` / `cm_close_listener` | `rdma_destroy_id` |
 /// | `cm_poll` | `rdma_get_cm_event` (non-blocking) + `rdma_ack_cm_event` |
 /// | `now` | `clock_gettime(CLOCK_MONOTONIC)` |
+///
+/// Asynchronous events come from the device context, which librdmacm
+/// opens once per device and so every `VerbsTransport` on that device in
+/// the process shares: each event goes to whichever transport polls first,
+/// and one about another transport's CQ, QP or SRQ is reported as
+/// [`AsyncEvent::Other`].
 ///
 /// `Send`, not `Sync`:
 ///
@@ -94,12 +105,15 @@ struct PendingQp {
 #[derive(Debug)]
 pub struct VerbsTransport {
     // Fields drop top to bottom. CM ids go first (rdma_cm stops touching
-    // QPs), then QPs, MRs, CQs, PDs, the CM event channel and finally the
-    // device context. Every object also holds an Arc of its parents, so a
-    // different order would still be sound; this one needs no EBUSY retries.
+    // QPs), then QPs, SRQs, MRs, CQs, PDs, the CM event channel and finally
+    // the device context. Every object also holds an Arc of its parents, so
+    // a different order would still be sound; this one needs no EBUSY
+    // retries.
     conns: BTreeMap<ConnId, Conn>,
     listeners: BTreeMap<ListenId, crate::cm::CmId>,
     qps: BTreeMap<QpId, QpSlot>,
+    /// After the QPs that use them, before their PDs.
+    srqs: BTreeMap<SrqId, Arc<Srq>>,
     mrs: BTreeMap<MrId, MemoryRegion>,
     cqs: BTreeMap<CqId, CqEntry>,
     pds: BTreeMap<PdId, Arc<Pd>>,
@@ -142,6 +156,7 @@ impl VerbsTransport {
             conns: BTreeMap::new(),
             listeners: BTreeMap::new(),
             qps: BTreeMap::new(),
+            srqs: BTreeMap::new(),
             mrs: BTreeMap::new(),
             cqs: BTreeMap::new(),
             pds: BTreeMap::new(),
@@ -209,22 +224,30 @@ impl VerbsTransport {
         self.cqs.get(&cq).map(|e| &e.cq).ok_or_else(|| TransportError::handle(verb, cq))
     }
 
-    /// Checks a `QpInit` and collects the QP's parents.
+    fn srq_arc(&self, srq: SrqId, verb: Verb) -> Result<&Arc<Srq>> {
+        self.srqs.get(&srq).ok_or_else(|| TransportError::handle(verb, srq))
+    }
+
+    /// Checks a `QpInit` and collects the QP's parents (the SRQ too, so
+    /// `ibv_create_qp` and `rdma_create_qp` both get it in their init attr).
     fn qp_parents(&self, init: &QpInit, verb: Verb) -> Result<QpParents> {
         let parents = QpParents {
             pd: Arc::clone(self.pd(init.pd, verb)?),
             send_cq: Arc::clone(self.cq_arc(init.send_cq, verb)?),
             recv_cq: Arc::clone(self.cq_arc(init.recv_cq, verb)?),
+            srq: init.srq.map(|s| self.srq_arc(s, verb).map(Arc::clone)).transpose()?,
         };
         let dev = &self.ctx.info;
         let c = &init.caps;
-        for (field, v, max) in [
-            ("max_send_wr", c.max_send_wr, dev.max_qp_wr),
-            ("max_recv_wr", c.max_recv_wr, dev.max_qp_wr),
-            ("max_send_sge", c.max_send_sge, dev.max_sge),
-            ("max_recv_sge", c.max_recv_sge, dev.max_sge),
+        // With an SRQ the receive capacities are ignored (not passed on).
+        let own_rq = init.srq.is_none();
+        for (field, v, max, checked) in [
+            ("max_send_wr", c.max_send_wr, dev.max_qp_wr, true),
+            ("max_recv_wr", c.max_recv_wr, dev.max_qp_wr, own_rq),
+            ("max_send_sge", c.max_send_sge, dev.max_sge, true),
+            ("max_recv_sge", c.max_recv_sge, dev.max_sge, own_rq),
         ] {
-            if v > max {
+            if checked && v > max {
                 return Err(TransportError::invalid(verb, field, v.into(), "exceeds the device limit"));
             }
         }
@@ -249,6 +272,38 @@ impl VerbsTransport {
         self.qpn_to_qp.insert(q.qpn, q.id);
         self.qps.insert(q.id, QpSlot::Ready(q));
         info
+    }
+
+    /// The QP whose `ibv_qp` is `ptr` (an async event's element).
+    fn qp_by_ptr(&self, ptr: *mut libc::c_void) -> Option<QpId> {
+        self.qps.iter().find_map(|(&id, s)| match s {
+            QpSlot::Ready(q) if q.as_ptr().cast() == ptr => Some(id),
+            _ => None,
+        })
+    }
+
+    /// The trait's view of an async event: the handle its element is, when
+    /// that is one of ours (pointers are compared, never dereferenced).
+    fn async_event(&self, raw: &crate::device::AsyncEventRaw) -> AsyncEvent {
+        use ibv_event_type as E;
+        let (t, ptr) = (raw.event_type, raw.element);
+        let known = if ptr.is_null() {
+            None
+        } else if t == E::IBV_EVENT_CQ_ERR as u32 {
+            self.cqs.iter().find(|(_, e)| e.cq.as_ptr().cast() == ptr).map(|(&cq, _)| AsyncEvent::CqErr { cq })
+        } else if t == E::IBV_EVENT_QP_FATAL as u32 {
+            self.qp_by_ptr(ptr).map(|qp| AsyncEvent::QpFatal { qp })
+        } else if t == E::IBV_EVENT_QP_LAST_WQE_REACHED as u32 {
+            self.qp_by_ptr(ptr).map(|qp| AsyncEvent::QpLastWqeReached { qp })
+        } else if t == E::IBV_EVENT_SRQ_LIMIT_REACHED as u32 {
+            self.srqs
+                .iter()
+                .find(|(_, s)| s.as_ptr().cast() == ptr)
+                .map(|(&srq, _)| AsyncEvent::SrqLimitReached { srq })
+        } else {
+            None
+        };
+        known.unwrap_or(AsyncEvent::Other { event_type: t })
     }
 
     /// Moves completions from the hardware CQ into `polled` (at most `max`).
@@ -333,6 +388,7 @@ impl Transport for VerbsTransport {
         let arc = self.pd(pd, Verb::DeallocPd)?;
         if Arc::strong_count(arc) > 1 {
             let mrs = self.mrs.values().filter(|m| Arc::ptr_eq(&m.pd, arc)).count();
+            let srqs = self.srqs.values().filter(|s| Arc::ptr_eq(&s.pd, arc)).count();
             let qps = self
                 .qps
                 .values()
@@ -344,7 +400,7 @@ impl Transport for VerbsTransport {
             return Err(TransportError::Busy {
                 verb: Verb::DeallocPd,
                 what: pd.to_string(),
-                by: format!("{mrs} memory regions, {qps} queue pairs"),
+                by: format!("{mrs} memory regions, {qps} queue pairs, {srqs} shared receive queues"),
             });
         }
         let arc = self.pds.get_mut(&pd).expect("looked up above");
@@ -525,6 +581,77 @@ impl Transport for VerbsTransport {
         let fetched = fetch_completions(entry, &mut self.qps, &self.qpn_to_qp, max - buffered)?;
         out.extend(entry.polled.drain(..));
         Ok(buffered + fetched)
+    }
+
+    fn create_srq(&mut self, init: &SrqInit) -> Result<SrqId> {
+        let verb = Verb::CreateSrq;
+        let pd = Arc::clone(self.pd(init.pd, verb)?);
+        let dev = self.ctx.srq_limits;
+        if dev.max_srq == 0 {
+            return Err(TransportError::Unsupported {
+                verb,
+                what: "shared receive queues (the device's max_srq is 0)",
+            });
+        }
+        for (field, v, max, rule) in [
+            ("max_wr", init.max_wr, dev.max_srq_wr, "must be 1..=the device's max_srq_wr"),
+            ("max_sge", init.max_sge, dev.max_srq_sge, "must be 1..=the device's max_srq_sge"),
+        ] {
+            if v == 0 || v > max {
+                return Err(TransportError::invalid(verb, field, v.into(), rule));
+            }
+        }
+        if init.limit > init.max_wr {
+            return Err(TransportError::invalid(verb, "limit", init.limit.into(), "exceeds the SRQ's max_wr"));
+        }
+        let srq = Srq::create(&pd, init)?;
+        let id = SrqId(self.alloc_id());
+        self.srqs.insert(id, Arc::new(srq));
+        Ok(id)
+    }
+
+    fn modify_srq(&mut self, srq: SrqId, limit: u32) -> Result<()> {
+        self.srq_arc(srq, Verb::ModifySrq)?.modify_limit(limit, Verb::ModifySrq)
+    }
+
+    fn destroy_srq(&mut self, srq: SrqId) -> Result<()> {
+        let arc = self.srq_arc(srq, Verb::DestroySrq)?;
+        if Arc::strong_count(arc) > 1 {
+            let users = self
+                .qps
+                .values()
+                .filter(|s| {
+                    let p = match s {
+                        QpSlot::Ready(q) => &q.parents,
+                        QpSlot::Pending(p) => &p.parents,
+                    };
+                    p.srq.as_ref().is_some_and(|s| Arc::ptr_eq(s, arc))
+                })
+                .count();
+            return Err(TransportError::Busy {
+                verb: Verb::DestroySrq,
+                what: srq.to_string(),
+                by: format!("{users} queue pairs"),
+            });
+        }
+        let arc = self.srqs.get_mut(&srq).expect("looked up above");
+        Arc::get_mut(arc).expect("the only reference (strong count was 1)").destroy()?;
+        self.srqs.remove(&srq);
+        Ok(())
+    }
+
+    fn post_srq_recv<'a>(&mut self, srq: SrqId, wr: &RecvWr<'a>) -> Result<()> {
+        let s = self.srq_arc(srq, Verb::PostSrqRecv)?;
+        let mut sges = self.sges(wr.sges, Verb::PostSrqRecv)?;
+        s.post_recv(wr, &mut sges)
+    }
+
+    fn poll_async_event(&mut self) -> Result<Option<AsyncEvent>> {
+        // Read and acknowledged at once; the element is only compared.
+        let Some(raw) = self.ctx.next_async_event()? else { return Ok(None) };
+        let event = self.async_event(&raw);
+        tracing::debug!(event_type = raw.event_type, ?event, "async event");
+        Ok(Some(event))
     }
 
     fn cm_listen(&mut self, port: u16) -> Result<ListenId> {

@@ -73,7 +73,7 @@ impl NvmeTarget {
             max_recv_sge: 1,
             max_inline_data: 0,
         };
-        let init = QpInit { pd, send_cq: cq, recv_cq: cq, caps, sq_sig_all: false };
+        let init = QpInit { pd, send_cq: cq, recv_cq: cq, caps, sq_sig_all: false, srq: None };
         let accept = CmAccept { recfmt: 0, crqsize: depth };
         let mut params = AcceptParams::new(init, accept.encode().to_vec());
         params.responder_resources = 16;

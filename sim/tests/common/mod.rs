@@ -70,7 +70,8 @@ fn side(sim: &Sim, name: &str, ip: &str, cfg: &PairConfig, access: Access) -> Si
     let pd = t.alloc_pd().unwrap();
     let cq = t.create_cq(4096).unwrap();
     let mr = t.reg_mr(pd, cfg.mr_len, access).unwrap();
-    let qp = t.create_qp(&QpInit { pd, send_cq: cq, recv_cq: cq, caps: cfg.caps, sq_sig_all: false }).unwrap();
+    let qp =
+        t.create_qp(&QpInit { pd, send_cq: cq, recv_cq: cq, caps: cfg.caps, sq_sig_all: false, srq: None }).unwrap();
     Side { t, pd, cq, qp, mr }
 }
 

@@ -459,8 +459,9 @@ mod split {
         let cq = t.create_cq(256).map_err(v("create_cq"))?;
         let mr = t.reg_mr(pd, len, access).map_err(v("reg_mr"))?;
         let caps = QpCaps { max_send_wr: 64, max_recv_wr: 64, max_send_sge: 1, max_recv_sge: 1, max_inline_data: 0 };
-        let qp =
-            t.create_qp(&QpInit { pd, send_cq: cq, recv_cq: cq, caps, sq_sig_all: false }).map_err(v("create_qp"))?;
+        let qp = t
+            .create_qp(&QpInit { pd, send_cq: cq, recv_cq: cq, caps, sq_sig_all: false, srq: None })
+            .map_err(v("create_qp"))?;
         Ok(End { t, cq, qp, mr })
     }
 

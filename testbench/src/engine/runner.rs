@@ -511,6 +511,7 @@ pub fn describe_leaks(l: &LiveResources) -> String {
     if *l == LiveResources::default() {
         "none".to_string()
     } else {
-        format!("{} PDs, {} MRs, {} CQs, {} QPs", l.pds, l.mrs, l.cqs, l.qps)
+        let srqs = if l.srqs > 0 { format!(", {} SRQs", l.srqs) } else { String::new() };
+        format!("{} PDs, {} MRs, {} CQs, {} QPs{srqs}", l.pds, l.mrs, l.cqs, l.qps)
     }
 }

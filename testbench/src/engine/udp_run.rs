@@ -157,7 +157,7 @@ impl Fabric for UdpFabric {
 
     fn live_resources(&self) -> LiveResources {
         let r = self.reactor.resources();
-        LiveResources { pds: r.pds, mrs: r.mrs, cqs: r.cqs, qps: r.qps }
+        LiveResources { pds: r.pds, mrs: r.mrs, cqs: r.cqs, qps: r.qps, srqs: r.srqs }
     }
 
     fn enable_pcap(&self) {

@@ -121,6 +121,21 @@ impl Transport for Device {
     fn poll_cq(&mut self, _: CqId, _: usize, _: &mut Vec<Completion>) -> Result<usize> {
         match self.never {}
     }
+    fn create_srq(&mut self, _: &SrqInit) -> Result<SrqId> {
+        match self.never {}
+    }
+    fn modify_srq(&mut self, _: SrqId, _: u32) -> Result<()> {
+        match self.never {}
+    }
+    fn destroy_srq(&mut self, _: SrqId) -> Result<()> {
+        match self.never {}
+    }
+    fn post_srq_recv<'a>(&mut self, _: SrqId, _: &RecvWr<'a>) -> Result<()> {
+        match self.never {}
+    }
+    fn poll_async_event(&mut self) -> Result<Option<AsyncEvent>> {
+        match self.never {}
+    }
     fn cm_listen(&mut self, _: u16) -> Result<ListenId> {
         match self.never {}
     }

@@ -39,6 +39,7 @@ impl<T: Transport> Stream<T> {
                 max_inline_data: 0,
             },
             sq_sig_all: false,
+            srq: None,
         })
     }
 
