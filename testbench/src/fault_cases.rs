@@ -2,7 +2,8 @@
 //! put a fault on chosen packets: the RC machinery of both sides must
 //! recover exactly (PSN-gap NAK and go-back-N, duplicate requests, a lost
 //! ACK and the requester's timeout, a retry count of 7 that never runs out
-//! as rxe treats it, and atomics that arrive twice or whose
+//! as rxe treats it, a PSN sequence NAK that arrives twice and starts one
+//! retry, not two, and atomics that arrive twice or whose
 //! acknowledge is lost: the responder answers the repeat from the result it
 //! saved and does not execute it again).
 //!
@@ -38,6 +39,9 @@ pub enum PacketFault {
     DropFirstAck,
     /// The first atomic acknowledge from `b` to `a` is lost.
     DropFirstAtomicAck,
+    /// Request packet number `n` from `a` to `b` is lost once, and every
+    /// PSN sequence NAK from `b` to `a` arrives twice.
+    DropRequestDuplicateNaks(u32),
 }
 
 /// Recovery counters a backend can see; `None` where it cannot (the side
@@ -77,6 +81,7 @@ pub fn cases<T: Transport, P: FaultPath<T>>() -> Vec<(&'static str, Case<T, P>)>
         ("faults/duplicate_requests", duplicates as Case<T, P>),
         ("faults/lost_ack_timeout", lost_ack as Case<T, P>),
         ("faults/retry_cnt_7_never_runs_out", retry_cnt_7 as Case<T, P>),
+        ("faults/duplicated_seq_nak_one_retry", duplicated_seq_nak as Case<T, P>),
         ("faults/atomic_ack_lost_replayed_once", atomic_ack_lost as Case<T, P>),
         ("faults/atomic_duplicated_applied_once", atomic_duplicated as Case<T, P>),
     ]
@@ -272,6 +277,47 @@ fn retry_cnt_7<T: Transport, P: FaultPath<T>>(x: &mut Endpoints<'_, T>, path: &m
         && a - b < u64::from(LOST_TRANSMISSIONS)
     {
         return Err(format!("{} ACK timeouts for {LOST_TRANSMISSIONS} lost transmissions", a - b));
+    }
+    Ok(())
+}
+
+/// A 4-packet WRITE loses its second packet and the responder's PSN
+/// sequence NAK arrives twice, with `retry_cnt` 1. The first NAK spends the
+/// one retry and starts it; the second finds that retry under way and is
+/// ignored (rxe's `started_retry`), so the WRITE completes. A requester
+/// that took the second NAK as a new retry would find none left and fail
+/// RETRY_EXC_ERR.
+fn duplicated_seq_nak<T: Transport, P: FaultPath<T>>(x: &mut Endpoints<'_, T>, path: &mut P) -> Result<(), String> {
+    let len = 4 * x.path_mtu().bytes();
+    let src = x.mr(true, len as u64, Access::LOCAL_WRITE)?;
+    let dst = x.mr(false, len as u64, Access::LOCAL_WRITE | Access::REMOTE_WRITE)?;
+    // A 67 ms ACK timeout: the NAKs, not the timer, drive the recovery.
+    let pair = x.connect(Link { retry_cnt: 1, timeout: 14, ..Link::default() })?;
+    let data = pattern(78, len as usize);
+    x.a.mr_write(src.id, 0, &data).map_err(|er| e("mr_write", er))?;
+    let before = path.recovery(x);
+    path.install(x, PacketFault::DropRequestDuplicateNaks(1))?;
+    let sge = [Sge::new(src.id, 0, len)];
+    x.a.post_send(pair.a.id, &SendWr::new(1, SendOp::Write { remote: dst.remote(0) }, &sge))
+        .map_err(|er| e("post_send", er))?;
+    let wcs = completions(x.a, &x.sa, 1)?;
+    expect_wc(wcs.first(), "write", WcStatus::Success, Some(WcOpcode::RdmaWrite), None, None)?;
+    let mut got = vec![0; len as usize];
+    x.b.mr_read(dst.id, 0, &mut got).map_err(|er| e("mr_read", er))?;
+    if got != data {
+        return Err("the written data differs".into());
+    }
+    // One packet lost and at least one NAK doubled.
+    if path.acted() < 2 {
+        return Err(format!("the fault acted on {} packets (expected a loss and a doubled NAK)", path.acted()));
+    }
+    // (What the requester's socket counted says nothing here: a copy made
+    // on its way in is not counted there.)
+    let after = path.recovery(x);
+    if let (Some(b), Some(a)) = (before.timeouts, after.timeouts)
+        && a != b
+    {
+        return Err(format!("{} ACK timeouts: the NAK's retry should have recovered", a - b));
     }
     Ok(())
 }

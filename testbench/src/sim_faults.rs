@@ -8,7 +8,7 @@
 //! to [`fault_cases::run`](crate::fault_cases::run). The counters are the
 //! fabric's ([`rctb_sim::FabricStats`]), so both sides are seen.
 
-use rctb_core::wire::roce::Opcode;
+use rctb_core::wire::roce::{AckKind, NakCode, Opcode};
 use rctb_sim::{NodeId, PacketAction, PacketMatch, PacketRule, RuleId, Sim, SimTransport};
 
 use crate::fault_cases::{FaultPath, PacketFault, Recovery};
@@ -20,22 +20,36 @@ pub struct SimPath {
     sim: Sim,
     a: NodeId,
     b: NodeId,
-    rule: Option<RuleId>,
-    /// What the last rule did, kept when it is cleared.
+    rules: Vec<RuleId>,
+    /// What the last rules did, kept when they are cleared.
     acted: u64,
 }
 
 impl SimPath {
     /// Faults between node `a` (the requester) and `b`.
     pub fn new(sim: &Sim, a: NodeId, b: NodeId) -> Self {
-        SimPath { sim: sim.clone(), a, b, rule: None, acted: 0 }
+        SimPath { sim: sim.clone(), a, b, rules: Vec::new(), acted: 0 }
     }
 
-    /// The rule for `fault`.
-    pub fn rule(&self, fault: PacketFault) -> PacketRule {
+    /// The rules for `fault` (one, or two for a fault on both directions).
+    pub fn rules(&self, fault: PacketFault) -> Vec<PacketRule> {
+        if let PacketFault::DropRequestDuplicateNaks(n) = fault {
+            let seq_naks = PacketMatch::any()
+                .from(self.b)
+                .to(self.a)
+                .opcode(Opcode::ACKNOWLEDGE)
+                .when(|p| p.aeth.is_some_and(|a| a.kind() == AckKind::Nak(NakCode::PsnSequenceError)));
+            return vec![self.rule(PacketFault::DropRequest(n)), PacketRule::new(seq_naks, PacketAction::Duplicate)];
+        }
+        vec![self.rule(fault)]
+    }
+
+    fn rule(&self, fault: PacketFault) -> PacketRule {
         let requests = PacketMatch::any().from(self.a).to(self.b).requests();
         match fault {
-            PacketFault::DropRequest(n) => PacketRule::new(requests, PacketAction::Drop).skip(n.into()).once(),
+            PacketFault::DropRequest(n) | PacketFault::DropRequestDuplicateNaks(n) => {
+                PacketRule::new(requests, PacketAction::Drop).skip(n.into()).once()
+            }
             PacketFault::DuplicateRequests => PacketRule::new(requests, PacketAction::Duplicate),
             PacketFault::DropFirstRequests(n) => PacketRule::new(requests, PacketAction::Drop).limit(n.into()),
             PacketFault::DropFirstAck => {
@@ -49,20 +63,25 @@ impl SimPath {
         }
     }
 
-    /// Packets the last installed rule acted on (also after `clear`).
+    /// Packets the last installed rules acted on (also after `clear`).
     pub fn last_acted(&self) -> u64 {
-        self.rule.and_then(|r| self.sim.rule_stats(r)).map_or(self.acted, |s| s.applied)
+        if self.rules.is_empty() {
+            return self.acted;
+        }
+        self.rules.iter().filter_map(|r| self.sim.rule_stats(*r)).map(|s| s.applied).sum()
     }
 }
 
 impl FaultPath<SimTransport> for SimPath {
     fn install(&mut self, _x: &Endpoints<'_, SimTransport>, fault: PacketFault) -> Result<(), String> {
-        if let Some(old) = self.rule.take() {
+        for old in self.rules.drain(..) {
             self.sim.remove_rule(old);
         }
         self.acted = 0;
-        let id = self.sim.add_rule(self.rule(fault)).map_err(|e| e.to_string())?;
-        self.rule = Some(id);
+        for rule in self.rules(fault) {
+            let id = self.sim.add_rule(rule).map_err(|e| e.to_string())?;
+            self.rules.push(id);
+        }
         Ok(())
     }
 
@@ -71,9 +90,7 @@ impl FaultPath<SimTransport> for SimPath {
     }
 
     fn clear(&mut self, _x: &Endpoints<'_, SimTransport>) {
-        if let Some(id) = self.rule.take() {
-            self.acted = self.sim.remove_rule(id).map_or(0, |s| s.applied);
-        }
+        self.acted = self.rules.drain(..).filter_map(|id| self.sim.remove_rule(id)).map(|s| s.applied).sum();
     }
 
     fn recovery(&self, _x: &Endpoints<'_, SimTransport>) -> Recovery {

@@ -12,7 +12,7 @@ use std::cell::Cell;
 use std::rc::Rc;
 
 use rctb_core::transport::*;
-use rctb_core::wire::roce::Opcode;
+use rctb_core::wire::roce::{AckKind, NakCode, Opcode};
 use rctb_udp::mixed::Either;
 use rctb_udp::{Dir, Fate, UdpTransport};
 
@@ -47,6 +47,11 @@ fn udp<O>(t: &Either<UdpTransport, O>) -> Option<&UdpTransport> {
 /// A request packet (not an ACK, atomic ACK or READ response).
 fn is_request(op: Opcode) -> bool {
     !op.is_response()
+}
+
+/// A PSN sequence error NAK.
+fn is_seq_nak(p: &rctb_udp::Packet) -> bool {
+    p.bth.opcode == Opcode::ACKNOWLEDGE && p.aeth.is_some_and(|a| a.kind() == AckKind::Nak(NakCode::PsnSequenceError))
 }
 
 impl UdpPath {
@@ -90,6 +95,33 @@ impl UdpPath {
         any
     }
 
+    /// Loses request packet `k` from `a` to `b` and doubles every PSN
+    /// sequence NAK from `b` to `a`, on one UDP endpoint only: `a`'s way
+    /// out and in, or else `b`'s way in and out.
+    fn drop_and_double_naks<O: Transport>(&self, x: &Ends<'_, O>, k: u32) -> bool {
+        for (t, req_dir) in [(&*x.a, Dir::Tx), (&*x.b, Dir::Rx)] {
+            if let Some(u) = udp(t) {
+                let (n, acted) = (Cell::new(0u32), self.acted.clone());
+                u.set_hook(Some(Box::new(move |d, p| {
+                    let fate = if d == req_dir && is_request(p.bth.opcode) {
+                        n.set(n.get() + 1);
+                        if n.get() - 1 == k { Fate::Drop } else { Fate::Pass }
+                    } else if d != req_dir && is_seq_nak(p) {
+                        Fate::Duplicate
+                    } else {
+                        Fate::Pass
+                    };
+                    if fate != Fate::Pass {
+                        acted.set(acted.get() + 1);
+                    }
+                    fate
+                })));
+                return true;
+            }
+        }
+        false
+    }
+
     /// Loses the first `opcode` packet from `b` to `a`: on `a`'s way in, or else on
     /// `b`'s way out.
     fn lose_first<O: Transport>(&self, x: &Ends<'_, O>, opcode: Opcode) -> bool {
@@ -122,6 +154,7 @@ impl<O: Transport> FaultPath<Either<UdpTransport, O>> for UdpPath {
             }
             PacketFault::DropFirstAck => self.lose_first(x, Opcode::ACKNOWLEDGE),
             PacketFault::DropFirstAtomicAck => self.lose_first(x, Opcode::ATOMIC_ACKNOWLEDGE),
+            PacketFault::DropRequestDuplicateNaks(k) => self.drop_and_double_naks(x, k),
         };
         if hooked { Ok(()) } else { Err("no UDP endpoint to put the fault on".into()) }
     }

@@ -26,10 +26,16 @@ fn the_udp_front_ends_print_what_the_hooks_read() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{text}\n{}", String::from_utf8_lossy(&out.stderr));
     assert!(text.contains("PASS write/1mib") && text.contains("PASS cm/connect_accept_private_data"), "{text}");
-    for case in ["psn_gap_go_back_n", "duplicate_requests", "lost_ack_timeout", "atomic_ack_lost_replayed_once"] {
+    for case in [
+        "psn_gap_go_back_n",
+        "duplicate_requests",
+        "lost_ack_timeout",
+        "duplicated_seq_nak_one_retry",
+        "atomic_ack_lost_replayed_once",
+    ] {
         assert!(text.lines().any(|l| l == format!("PASS faults/{case}")), "{text}");
     }
-    assert!(text.lines().any(|l| l == "conformance: 58 passed, 0 failed"), "{text}");
+    assert!(text.lines().any(|l| l == "conformance: 67 passed, 0 failed"), "{text}");
 
     let args = ["udp-bench", "--device", "127.91.6.2", "--peer", "127.91.6.1", "--iters", "8", "--reps", "2"];
     let out = rctb(&[&args[..], &["--pingpong", "20", "--idle-secs", "0.05", "--two-processes"]].concat());

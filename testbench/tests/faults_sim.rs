@@ -43,14 +43,16 @@ fn every_fault_case_passes_on_the_simulator() {
                 "faults/duplicate_requests",
                 "faults/lost_ack_timeout",
                 "faults/retry_cnt_7_never_runs_out",
+                "faults/duplicated_seq_nak_one_retry",
                 "faults/atomic_ack_lost_replayed_once",
                 "faults/atomic_duplicated_applied_once",
             ],
             "{replay}"
         );
-        // One packet lost in the first, third and fifth case, twelve in the
-        // fourth; four duplicated in the second and four in the sixth.
-        assert_eq!((st.dropped_rule, st.duplicated), (15, 8), "{st:?}; {replay}");
+        // One packet lost in the first, third, fifth and sixth case, twelve
+        // in the fourth; four duplicated in the second and in the seventh,
+        // one NAK in the fifth.
+        assert_eq!((st.dropped_rule, st.duplicated), (16, 9), "{st:?}; {replay}");
     }
 }
 
@@ -73,6 +75,23 @@ fn a_retry_count_of_7_outlasts_twelve_lost_transmissions() {
         assert_eq!(acted, 12, "{replay}");
         // Each loss costs one ACK timeout and one resend; 7 is never spent.
         assert_eq!((st.dropped_rule, st.timeouts, st.retransmitted), (12, 12, 12), "{st:?}; {replay}");
+    }
+}
+
+#[test]
+fn a_doubled_seq_nak_starts_one_retry() {
+    for seed in SEEDS {
+        let (_, st, acted, replay) = run(seed, "duplicated_seq_nak");
+        // The lost packet and the one NAK, doubled.
+        assert_eq!(acted, 2, "{replay}");
+        // 4 packets, the second lost: the third finds the gap (one NAK, sent
+        // once, arriving twice), the second copy is ignored, the last three
+        // go again once; no timer fires.
+        assert_eq!(
+            (st.dropped_rule, st.duplicated, st.seq_naks, st.seq_naks_ignored, st.retransmitted, st.timeouts),
+            (1, 1, 1, 1, 3, 0),
+            "{st:?}; {replay}"
+        );
     }
 }
 
