@@ -119,6 +119,14 @@ pub(crate) struct Cq {
     pub entries: VecDeque<Completion>,
 }
 
+/// A completion found its CQ full (kept out of `route`, which stays small
+/// enough to inline on the packet path).
+#[cold]
+fn lose_completion(counters: &mut EndpointCounters, events: &mut VecDeque<AsyncEvent>, cq: CqId) {
+    counters.completions_lost += 1;
+    events.push_back(AsyncEvent::CqErr { cq });
+}
+
 /// What a timer entry is for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) enum TimerKey {
@@ -313,8 +321,7 @@ impl Endpoint {
         for rc in self.comps.drain(..) {
             if let Some(cq) = self.cqs.get_mut(rc.cq.0) {
                 if cq.entries.len() >= cq.depth as usize {
-                    self.counters.completions_lost += 1;
-                    self.async_events.push_back(AsyncEvent::CqErr { cq: rc.cq });
+                    lose_completion(&mut self.counters, &mut self.async_events, rc.cq);
                 } else {
                     cq.entries.push_back(rc.wc);
                 }
@@ -373,8 +380,7 @@ impl Endpoint {
                 Some(s) => self.srqs.get_mut(s.0),
                 None => None,
             };
-            let cq_room = self.cqs.get(q.init.recv_cq.0).is_some_and(|c| c.entries.len() < c.depth as usize);
-            let mut ctx = RecvCtx { srq, cq_room };
+            let mut ctx = RecvCtx { srq, cqs: &self.cqs };
             q.handle_packet(now, pkt, &mut self.mem, &mut ctx, &mut self.comps);
             if let Some(srq) = ctx.srq
                 && std::mem::take(&mut srq.limit_reached)

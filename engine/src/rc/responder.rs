@@ -9,6 +9,8 @@ use rctb_core::transport::{ATOMIC_LEN, Access, MrId, PdId, Psn, RecvWr, SrqId, W
 use rctb_core::wire::roce::{Aeth, AtomicAckEth, AtomicEth, Bth, NakCode, Opcode, Reth};
 
 use super::{Path, RcQp, RoutedCompletion, SgeList};
+use crate::endpoint::Cq;
+use crate::idmap::IdMap;
 use crate::memory::Memory;
 use crate::packet::Packet;
 
@@ -67,8 +69,16 @@ impl Srq {
 pub(crate) struct RecvCtx<'a> {
     /// The QP's shared receive queue, if it has one.
     pub srq: Option<&'a mut Srq>,
-    /// The receive CQ can take one more completion.
-    pub cq_room: bool,
+    /// The endpoint's CQs, to see whether a receive completion fits.
+    pub cqs: &'a IdMap<Cq>,
+}
+
+impl RecvCtx<'_> {
+    /// Whether `qp`'s receive CQ can take one more completion.
+    #[inline]
+    fn cq_room(&self, qp: &RcQp) -> bool {
+        self.cqs.get(qp.init.recv_cq.0).is_some_and(|c| c.entries.len() < c.depth as usize)
+    }
 }
 
 /// A multi-packet message in progress.
@@ -218,6 +228,7 @@ fn fatal(qp: &mut RcQp, failed_recv: Option<WcStatus>, out: &mut Vec<RoutedCompl
     qp.resp.replies = replies;
 }
 
+#[inline]
 pub(super) fn handle_request(
     qp: &mut RcQp,
     pkt: &Packet,
@@ -326,19 +337,24 @@ fn finish_packet(qp: &mut RcQp, pkt: &Packet) {
 /// queue is empty; whether it has one now.
 #[inline]
 fn have_recv(qp: &mut RcQp, ctx: &mut RecvCtx<'_>) -> bool {
-    if qp.resp.rq.is_empty()
-        && let Some(srq) = ctx.srq.as_deref_mut()
-        && let Some(w) = srq.take()
-    {
-        qp.resp.rq.push_back(w);
+    !qp.resp.rq.is_empty() || take_from_srq(qp, ctx)
+}
+
+fn take_from_srq(qp: &mut RcQp, ctx: &mut RecvCtx<'_>) -> bool {
+    match ctx.srq.as_deref_mut().and_then(Srq::take) {
+        Some(w) => {
+            qp.resp.rq.push_back(w);
+            true
+        }
+        None => false,
     }
-    !qp.resp.rq.is_empty()
 }
 
 /// The message is complete but its receive completion would not fit the
 /// full CQ: as rxe (`RESPST_ERR_CQ_OVERFLOW`), the QP goes to ERR without
 /// acknowledging it; the receive stays posted and is flushed with the rest.
 /// What was queued for earlier packets still goes out.
+#[cold]
 fn cq_overflow(qp: &mut RcQp, out: &mut Vec<RoutedCompletion>) {
     let replies = std::mem::take(&mut qp.resp.replies);
     qp.enter_error(None, out);
@@ -355,7 +371,8 @@ fn handle_send(qp: &mut RcQp, pkt: &Packet, mem: &mut Memory, ctx: &mut RecvCtx<
         qp.resp.queue_nak(psn, Aeth::rnr_nak(timer, msn));
         return;
     }
-    if qp.resp.rq[0].bad {
+    let Some(wqe) = qp.resp.rq.front() else { return };
+    if wqe.bad {
         malformed_wqe(qp, psn, out);
         return;
     }
@@ -378,7 +395,7 @@ fn handle_send(qp: &mut RcQp, pkt: &Packet, mem: &mut Memory, ctx: &mut RecvCtx<
         return;
     }
     let received = offset + pkt.payload.len() as u64;
-    if op.ends_message() && !ctx.cq_room {
+    if op.ends_message() && !ctx.cq_room(qp) {
         cq_overflow(qp, out);
         return;
     }
@@ -439,7 +456,7 @@ fn handle_write(qp: &mut RcQp, pkt: &Packet, mem: &mut Memory, ctx: &mut RecvCtx
     if let Some((mr, off)) = target {
         mem.write_resolved(mr, off + done, &pkt.payload);
     }
-    if needs_recv && !ctx.cq_room {
+    if needs_recv && !ctx.cq_room(qp) {
         cq_overflow(qp, out);
         return;
     }
