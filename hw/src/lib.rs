@@ -149,7 +149,13 @@ pub use summary::{DeviceSummary, NO_DEVICE_HINT, UNKNOWN_DEVICE_HINT};
 #[cfg(feature = "verbs")]
 pub use cm::{REJ_CONSUMER_DEFINED, REJ_INVALID_SERVICE_ID};
 #[cfg(feature = "verbs")]
+pub use mr::MrExport;
+#[cfg(feature = "verbs")]
 pub use transport::{CONNECT_SETTLE, VerbsTransport, list_devices};
+
+/// The CPython buffer protocol over registered memory (feature `python`).
+#[cfg(feature = "python")]
+pub mod pybuffer;
 
 /// Whether this build of rctb-hw has the verbs backend (feature `verbs`).
 pub const VERBS: bool = cfg!(feature = "verbs");

@@ -43,6 +43,15 @@ impl PageBuffer {
     }
 }
 
+// SAFETY: the buffer is plain heap memory owned by this value; no Rust
+// reference into it is ever kept (every access is a raw copy or a view
+// scoped to one call), so moving or sharing the owner across threads is
+// sound. The NIC and a Python buffer view may touch the bytes at any time,
+// which is why they are only ever read or written through raw pointers.
+unsafe impl Send for PageBuffer {}
+// SAFETY: as above.
+unsafe impl Sync for PageBuffer {}
+
 impl Drop for PageBuffer {
     fn drop(&mut self) {
         // SAFETY: allocated in `zeroed` with this very layout.
@@ -50,11 +59,13 @@ impl Drop for PageBuffer {
     }
 }
 
-/// A registered region: the `ibv_mr`, its buffer and its PD.
+/// A registered region: the `ibv_mr`, its buffer and its PD. The buffer is
+/// shared with the [`MrExport`]s handed out, so it outlives the
+/// registration while one is alive.
 #[derive(Debug)]
 pub(crate) struct MemoryRegion {
     mr: Option<NonNull<ibv_mr>>,
-    buf: ManuallyDrop<PageBuffer>,
+    buf: ManuallyDrop<Arc<PageBuffer>>,
     pub(crate) info: MrInfo,
     pub(crate) pd: Arc<Pd>,
 }
@@ -72,7 +83,15 @@ impl MemoryRegion {
         // SAFETY: `mr` was just returned by ibv_reg_mr and is live.
         let (lkey, rkey) = unsafe { ((*mr.as_ptr()).lkey, (*mr.as_ptr()).rkey) };
         let info = MrInfo { id, addr: buf.addr() as u64, len, lkey, rkey, access };
-        Ok(MemoryRegion { mr: Some(mr), buf: ManuallyDrop::new(buf), info, pd: Arc::clone(pd) })
+        Ok(MemoryRegion { mr: Some(mr), buf: ManuallyDrop::new(Arc::new(buf)), info, pd: Arc::clone(pd) })
+    }
+
+    /// `len` bytes at `offset` as a handle that keeps the buffer allocated
+    /// (bounds-checked).
+    pub(crate) fn export(&self, offset: u64, len: u64) -> Result<MrExport> {
+        self.span(offset, len)?;
+        // Both fit usize: `offset + len <= info.len`, which fits (span).
+        Ok(MrExport { buf: Arc::clone(&self.buf), offset: offset as usize, len: len as usize, mr: self.info.id })
     }
 
     /// `offset..offset+len` as a pointer into the buffer, bounds-checked.
@@ -162,9 +181,59 @@ impl Drop for MemoryRegion {
                 return;
             }
         }
-        // SAFETY: deregistered (now or in `dereg`), so nothing but us can
-        // reach the buffer; it is dropped exactly once, here.
+        // SAFETY: deregistered (now or in `dereg`), so the NIC no longer
+        // reaches the buffer; our reference to it is dropped exactly once,
+        // here (an `MrExport` may keep the memory a while longer).
         unsafe { ManuallyDrop::drop(&mut self.buf) }
+    }
+}
+
+/// Bytes of a registered region, shared with their owner without a copy
+/// ([`VerbsTransport::mr_export`](crate::VerbsTransport::mr_export)): the
+/// memory stays allocated while the handle lives, also after `dereg_mr`
+/// (the NIC then no longer writes it). What the NIC or the application
+/// writes is seen through the handle at once; like verbs, nothing orders
+/// those writes with a reader.
+#[derive(Clone, Debug)]
+pub struct MrExport {
+    buf: Arc<PageBuffer>,
+    offset: usize,
+    len: usize,
+    mr: MrId,
+}
+
+impl MrExport {
+    /// The first byte. Valid for [`len`](Self::len) bytes while `self`
+    /// lives; read and write it only through raw pointers (the NIC may
+    /// change it at any time).
+    pub fn as_ptr(&self) -> *mut u8 {
+        // SAFETY: `offset + len` is within the allocation (checked when the
+        // export was made), so the result stays inside (or one past) it.
+        unsafe { self.buf.addr().add(self.offset) }
+    }
+
+    /// How many bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether it spans no bytes.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The region it was taken from.
+    pub fn mr(&self) -> MrId {
+        self.mr
+    }
+
+    /// A copy of the bytes now.
+    pub fn to_vec(&self) -> Vec<u8> {
+        let mut out = vec![0u8; self.len];
+        // SAFETY: `as_ptr()..+len` is inside the live allocation (held by
+        // `self.buf`); `out` is a separate allocation of `len` bytes.
+        unsafe { std::ptr::copy_nonoverlapping(self.as_ptr(), out.as_mut_ptr(), self.len) };
+        out
     }
 }
 
@@ -182,6 +251,17 @@ mod tests {
             let s = unsafe { std::slice::from_raw_parts(b.addr(), len as usize) };
             assert!(s.iter().all(|&x| x == 0));
         }
+    }
+
+    #[test]
+    fn an_export_keeps_the_memory_and_sees_writes() {
+        let buf = Arc::new(PageBuffer::zeroed(64).unwrap());
+        let x = MrExport { buf: Arc::clone(&buf), offset: 8, len: 4, mr: MrId(1) };
+        // SAFETY: offset 8..12 is inside the 4096-byte allocation.
+        unsafe { std::ptr::copy_nonoverlapping([1u8, 2, 3, 4].as_ptr(), buf.addr().add(8), 4) };
+        drop(buf);
+        assert_eq!(x.to_vec(), [1, 2, 3, 4]);
+        assert_eq!((x.len(), x.mr()), (4, MrId(1)));
     }
 
     #[test]

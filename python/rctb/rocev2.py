@@ -146,6 +146,20 @@ class RoCEv2Frame:
         self._server, self._id = server, fid
         self.channel, self.ringPosition, self.size = channel, ring, size
         self._released = False
+        self._mrview = None
+
+    def view(self):
+        """The payload in its receive slot, without a copy: an object with
+        the (read-only) buffer protocol, for ``memoryview(frame.view())`` or
+        ``numpy.frombuffer(frame.view(), ...)``. ``release()`` refuses
+        (``BufferError``) while a memoryview or array of it is alive, since
+        the slot would then be filled again under it. Needs the verbs
+        backend (elsewhere ``NotImplementedError``: use ``getData()``)."""
+        if self._released:
+            raise ValueError("the frame was released")
+        if self._mrview is None:
+            self._mrview = self._server._h.frame_view(self._id)
+        return self._mrview
 
     def getData(self) -> bytes:
         """The frame's payload (a copy)."""
@@ -167,7 +181,11 @@ class RoCEv2Frame:
     def release(self) -> None:
         """Give the slot back to the receive queue (again: no effect)."""
         if not self._released:
+            if self._mrview is not None and self._mrview.exports:
+                raise BufferError("the frame still has %d buffer view(s) (memoryview, numpy array): "
+                                  "drop them before release()" % self._mrview.exports)
             self._released = True
+            self._mrview = None
             self._server._h.release(self._id)
 
     def __len__(self):

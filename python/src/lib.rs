@@ -33,6 +33,8 @@ fn _rctb(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<queue::NvmeQueue>()?;
     m.add_class::<rocev2::RoceServerHandle>()?;
     m.add_class::<rocev2::FpgaEngineHandle>()?;
+    #[cfg(feature = "verbs")]
+    m.add_class::<rctb_hw::pybuffer::MrView>()?;
     m.add("QueueFullError", m.py().get_type::<errors::QueueFullError>())?;
     m.add("StatusFailure", m.py().get_type::<errors::StatusFailure>())?;
     m.add_function(wrap_pyfunction!(scenario::run_scenario_json, m)?)?;

@@ -307,6 +307,21 @@ impl NvmeController {
         Ok(PyBytes::new(py, &data))
     }
 
+    /// Buffer `key`'s registered memory as a buffer-protocol object,
+    /// without a copy (verbs only: the simulator's memory is its engine
+    /// thread's, so there `buffer_read` copies).
+    fn buffer_view(&self, py: Python<'_>, key: u32) -> PyResult<Py<PyAny>> {
+        let view = self.call(py, move |s| {
+            let mr = s.buffer(key)?;
+            match &s.ctrl {
+                #[cfg(feature = "verbs")]
+                AnyController::Verbs(c) => c.transport().mr_export(mr.id, 0, mr.len).map(Some).map_err(NvmeError::from),
+                AnyController::Sim(_) => Ok(None),
+            }
+        })?;
+        crate::verbs::view_or_refuse(py, view, false)
+    }
+
     /// Reads `length` bytes (whole blocks) of `nsid` from `slba` into
     /// buffer `key` at `offset` (split at MDTS).
     fn read(&self, py: Python<'_>, nsid: u32, slba: u64, key: u32, offset: u64, length: u64) -> PyResult<()> {

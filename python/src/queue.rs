@@ -260,6 +260,19 @@ impl NvmeQueue {
         Ok(PyBytes::new(py, &data))
     }
 
+    /// Buffer `key`'s registered memory without a copy (verbs only).
+    fn buffer_view(&self, py: Python<'_>, key: u32) -> PyResult<Py<PyAny>> {
+        let view = self.call(py, move |q| {
+            let mr = *q.buffers.get(&key).ok_or_else(|| err(format!("buffer {key} is closed")))?;
+            match &q.t {
+                #[cfg(feature = "verbs")]
+                Either::B(t) => Ok(Some(t.mr_export(mr.id, 0, mr.len)?)),
+                _ => Ok(None),
+            }
+        })?;
+        crate::verbs::view_or_refuse(py, view, false)
+    }
+
     /// Disconnects and frees everything; idempotent.
     fn close(&self, py: Python<'_>) -> PyResult<()> {
         let engine = self.engine.clone();

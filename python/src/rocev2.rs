@@ -378,6 +378,24 @@ impl RoceServerHandle {
         Ok(PyBytes::new(py, &data))
     }
 
+    /// A held frame's bytes in its receive slot, without a copy (verbs
+    /// only). Its `exports` count says whether Python still looks at it:
+    /// `release` refuses while it does.
+    fn frame_view(&self, py: Python<'_>, frame: u64) -> PyResult<Py<PyAny>> {
+        let view = self.call(py, move |s| {
+            let f = s.frames.get(&frame).ok_or(RoceError::ForeignFrame { slot: u32::MAX })?;
+            match &s.server {
+                #[cfg(feature = "verbs")]
+                AnyServer::Verbs(x) => {
+                    let (mr, offset, len) = x.frame_span(f)?;
+                    Ok(Some(x.transport().mr_export(mr, offset, len)?))
+                }
+                _ => Ok(None),
+            }
+        })?;
+        crate::verbs::view_or_refuse(py, view, true)
+    }
+
     /// Whether a held frame's bytes are the PRBS of its channel and ring
     /// position (the FPGA model's payload): `None` if so, else the first
     /// differing byte offset.

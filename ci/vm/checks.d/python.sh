@@ -50,7 +50,12 @@ with nvmeof.Controller(addr, nqn, port=port, source=os.environ["SRC"], timeout=1
     ns = ctrl.namespace(1)
     print("namespace 1:", ns.info)
     with ctrl.allocate(1 << 20) as buf:
+        # A view taken before the read sees what the target writes: the
+        # registered memory itself, no copy.
+        view = memoryview(buf.view())
+        assert len(view) == 1 << 20 and not view.readonly
         ns.read(buf, 0)
+        assert bytes(view) == known, "the zero-copy view does not show what the target wrote"
         assert buf.read() == known, "namespace 1 does not read as its backing file"
         data = os.urandom(256 * 1024)
         buf.write(data)
@@ -59,13 +64,22 @@ with nvmeof.Controller(addr, nqn, port=port, source=os.environ["SRC"], timeout=1
         buf.write(bytes(len(data)))
         ns.read(buf, 4096, len(data) // ns.lba_size)
         assert buf.read(len(data)) == data, "read back differs from what was written"
+        # Writing through the view is what the target then reads.
+        view[:4096] = b"\xa5" * 4096
+        ns.write(buf, 8192, 4096 // ns.lba_size)
+        ns.flush()
+        view.release()
+        zero_copy = "view: target writes seen in place, writes through it reach the target"
 with open(os.environ["NS1"], "rb") as f:
     f.seek(4096 * ns.lba_size)
     assert f.read(len(data)) == data, "the backing file does not hold the write"
+    f.seek(8192 * ns.lba_size)
+    assert f.read(4096) == b"\xa5" * 4096, "the backing file does not hold what was written through the view"
+print(zero_copy)
 print("ok")
 PY
     then
-        pass py-nvmeof "identify, known data, write, flush, read back"
+        pass py-nvmeof "identify, known data, write, flush, read back; zero-copy view both ways"
     else
         fail py-nvmeof "$(tail -1 "$HWV_OUT/py-nvmeof.log")"
     fi
@@ -172,7 +186,18 @@ with RoCEv2Server(rocev2Cfg=cfg, backend="verbs") as server:
                 assert frame.channel == c, "channel %d's view gave a frame of channel %d" % (c, frame.channel)
                 bad = frame.prbsMismatch()
                 assert bad is None, "channel %d frame %d: PRBS differs at byte %d" % (c, got[c], bad)
-                assert len(frame.getData()) == frame.size == 256
+                data = frame.getData()
+                assert len(data) == frame.size == 256
+                # The slot itself, read-only, no copy; release waits for it.
+                mv = memoryview(frame.view())
+                assert mv.readonly and bytes(mv) == data, "the frame's zero-copy view differs from getData()"
+                try:
+                    frame.release()
+                except BufferError:
+                    pass
+                else:
+                    raise AssertionError("release() with a memoryview of the frame alive")
+                mv.release()
                 nbytes += frame.size
             got[c] += 1
     done = follow(os.environ["F"], "done")
@@ -186,7 +211,7 @@ with RoCEv2Server(rocev2Cfg=cfg, backend="verbs") as server:
     assert status["RxFrameCount"] == n and status["RxByteCount"] == nbytes, status
     assert server.heldFrames == 0
     print("counters:", counters)
-    print("%d frames, %d bytes on channels %s, PRBS checked, counts exact" % (n, nbytes, dict(got)))
+    print("%d frames, %d bytes on channels %s, PRBS checked, zero-copy views, counts exact" % (n, nbytes, dict(got)))
 PY
     py=$!
     "$TIMEOUT" 150 "$RCTB" fpga-emu --device "$DEV" --host-ip "$PEER_IP" --frames "$PY_ROCE_FRAMES" \

@@ -9,8 +9,8 @@ use thiserror::Error;
 use super::config::{GidIndex, ServerConfig, TransportConfig};
 use crate::time::Instant;
 use crate::transport::{
-    Access, AddressVector, Completion, CqId, Gid, GidType, InitAttr, InvalidValue, MAX_24BIT, MrInfo, MrVisitor, Mtu,
-    PdId, PortInfo, Psn, QpCaps, QpInfo, QpInit, QpTransition, Qpn, Readiness, RecvWr, RtrAttr, RtsAttr, Sge,
+    Access, AddressVector, Completion, CqId, Gid, GidType, InitAttr, InvalidValue, MAX_24BIT, MrId, MrInfo, MrVisitor,
+    Mtu, PdId, PortInfo, Psn, QpCaps, QpInfo, QpInit, QpTransition, Qpn, Readiness, RecvWr, RtrAttr, RtsAttr, Sge,
     Transport, TransportError, WcOpcode, WcStatus,
 };
 
@@ -630,6 +630,13 @@ impl<T: Transport> RoceServer<T> {
         let offset = frame.slot as u64 * self.cfg.max_payload() as u64;
         self.t.mr_view(self.mr.id, offset, frame.len as u64, f)?;
         Ok(())
+    }
+
+    /// Where a held frame's bytes are: the slab's region, the offset in it
+    /// and the length (for zero-copy access from outside the transport).
+    pub fn frame_span(&self, frame: &Frame) -> Result<(MrId, u64, u64), RoceError> {
+        self.check_frame(frame)?;
+        Ok((self.mr.id, frame.slot as u64 * self.cfg.max_payload() as u64, frame.len as u64))
     }
 
     /// A copy of the frame's bytes (convenience for tests and tools).

@@ -216,6 +216,14 @@ impl VerbsTransport {
         self.pds.get(&pd).ok_or_else(|| TransportError::handle(verb, pd))
     }
 
+    /// `len` bytes of region `mr` at `offset`, shared without a copy: the
+    /// handle keeps the memory allocated (also after `dereg_mr`), and sees
+    /// what the NIC writes into it. For zero-copy views (the Python
+    /// package's buffer protocol); bounds-checked like `mr_read`.
+    pub fn mr_export(&self, mr: MrId, offset: u64, len: u64) -> Result<crate::MrExport> {
+        self.mr(mr, Verb::MrAccess)?.export(offset, len)
+    }
+
     fn mr(&self, mr: MrId, verb: Verb) -> Result<&MemoryRegion> {
         self.mrs.get(&mr).ok_or_else(|| TransportError::handle(verb, mr))
     }

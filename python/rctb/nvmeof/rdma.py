@@ -97,6 +97,17 @@ class HostBuffer:
             raise ValueError("read exceeds the host buffer")
         return self._ctrl.buffer_read(self._key, length, offset)
 
+    def view(self):
+        """The registered memory itself, without a copy: an object with the
+        buffer protocol, for ``memoryview(buf.view())`` or
+        ``numpy.frombuffer(buf.view(), ...)``. What the target writes into
+        the buffer is seen through it at once. After ``close()`` the memory
+        stays alive while a view of it does, but receives nothing more.
+        Needs the verbs backend (elsewhere ``NotImplementedError``: use
+        ``read()``, which copies)."""
+        self._live()
+        return self._ctrl.buffer_view(self._key)
+
     def close(self) -> None:
         """Deregister the memory region (again: no effect)."""
         if not self._closed:
