@@ -66,14 +66,15 @@ with nvmeof.Controller(addr, nqn, port=port, source=os.environ["SRC"], timeout=1
         assert buf.read(len(data)) == data, "read back differs from what was written"
         # Writing through the view is what the target then reads.
         view[:4096] = b"\xa5" * 4096
-        ns.write(buf, 8192, 4096 // ns.lba_size)
+        tail = ns.info.size_lbas - 4096 // ns.lba_size  # the last 4 KiB
+        ns.write(buf, tail, 4096 // ns.lba_size)
         ns.flush()
         view.release()
         zero_copy = "view: target writes seen in place, writes through it reach the target"
 with open(os.environ["NS1"], "rb") as f:
     f.seek(4096 * ns.lba_size)
     assert f.read(len(data)) == data, "the backing file does not hold the write"
-    f.seek(8192 * ns.lba_size)
+    f.seek(tail * ns.lba_size)
     assert f.read(4096) == b"\xa5" * 4096, "the backing file does not hold what was written through the view"
 print(zero_copy)
 print("ok")
