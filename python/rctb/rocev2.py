@@ -139,6 +139,17 @@ class RoCEv2FpgaParams(NamedTuple):
     fpgaRkey: int
 
 
+class _FrameCopy(bytes):
+    """A frame's bytes where no zero-copy view exists (the simulator, udp):
+    ``bytes`` with the buffer protocol, and no views to wait for."""
+
+    exports = 0
+    readonly = True
+
+    def tobytes(self) -> bytes:
+        return bytes(self)
+
+
 class RoCEv2Frame:
     """One received frame: a receive slot held until ``release()``."""
 
@@ -153,12 +164,17 @@ class RoCEv2Frame:
         the (read-only) buffer protocol, for ``memoryview(frame.view())`` or
         ``numpy.frombuffer(frame.view(), ...)``. ``release()`` refuses
         (``BufferError``) while a memoryview or array of it is alive, since
-        the slot would then be filled again under it. Needs the verbs
-        backend (elsewhere ``NotImplementedError``: use ``getData()``)."""
+        the slot would then be filled again under it. On the simulator and
+        udp, whose memory belongs to the engine thread, it is a read-only
+        copy made once: a held frame cannot change, so code written against
+        ``view()`` reads the same there and runs unchanged."""
         if self._released:
             raise ValueError("the frame was released")
         if self._mrview is None:
-            self._mrview = self._server._h.frame_view(self._id)
+            if self._server._h.zero_copy:
+                self._mrview = self._server._h.frame_view(self._id)
+            else:
+                self._mrview = _FrameCopy(self.getData())
         return self._mrview
 
     def getData(self) -> bytes:

@@ -312,6 +312,7 @@ impl NvmeController {
     /// thread's, so there `buffer_read` copies).
     fn buffer_view(&self, py: Python<'_>, key: u32) -> PyResult<Py<PyAny>> {
         let view = self.call(py, move |s| {
+            #[cfg_attr(not(feature = "verbs"), allow(unused_variables))]
             let mr = s.buffer(key)?;
             match &s.ctrl {
                 #[cfg(feature = "verbs")]

@@ -263,6 +263,7 @@ impl NvmeQueue {
     /// Buffer `key`'s registered memory without a copy (verbs only).
     fn buffer_view(&self, py: Python<'_>, key: u32) -> PyResult<Py<PyAny>> {
         let view = self.call(py, move |q| {
+            #[cfg_attr(not(feature = "verbs"), allow(unused_variables))]
             let mr = *q.buffers.get(&key).ok_or_else(|| err(format!("buffer {key} is closed")))?;
             match &q.t {
                 #[cfg(feature = "verbs")]

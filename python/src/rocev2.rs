@@ -383,6 +383,7 @@ impl RoceServerHandle {
     /// `release` refuses while it does.
     fn frame_view(&self, py: Python<'_>, frame: u64) -> PyResult<Py<PyAny>> {
         let view = self.call(py, move |s| {
+            #[cfg_attr(not(feature = "verbs"), allow(unused_variables))]
             let f = s.frames.get(&frame).ok_or(RoceError::ForeignFrame { slot: u32::MAX })?;
             match &s.server {
                 #[cfg(feature = "verbs")]
@@ -412,6 +413,19 @@ impl RoceServerHandle {
         self.call(py, move |s| match s.frames.remove(&frame) {
             Some(f) => srv!(&mut s.server, x => x.release(f)),
             None => Ok(()),
+        })
+    }
+
+    /// Whether `frame_view` gives the slot itself (the verbs backend).
+    #[getter]
+    fn zero_copy(&self, py: Python<'_>) -> PyResult<bool> {
+        self.call(py, |s| {
+            #[cfg(feature = "verbs")]
+            if let AnyServer::Verbs(_) = s.server {
+                return Ok(true);
+            }
+            let _ = s;
+            Ok(false)
         })
     }
 

@@ -1,8 +1,11 @@
-"""Zero-copy views (``HostBuffer.view()``, ``RoCEv2Frame.view()``) on the
-backends that cannot give them: the simulator's memory belongs to its
-engine thread, so a view is refused with a clear NotImplementedError and
-nothing changes; ``read()`` and ``getData()`` keep working. The views
-themselves run on rxe in the VM (``ci/vm/checks.d/python.sh``)."""
+"""Views (``HostBuffer.view()``, ``RoCEv2Frame.view()``) on the simulator,
+whose memory belongs to its engine thread: a frame's view is a read-only
+copy (a held frame cannot change, so it reads as the zero-copy one would),
+a buffer's view is refused with a clear NotImplementedError (a copy would
+miss later writes) and changes nothing. The zero-copy views themselves run
+on rxe in the VM (``ci/vm/checks.d/python.sh``)."""
+
+import numpy
 
 import pytest
 
@@ -26,16 +29,20 @@ def test_host_buffer_view_needs_verbs(sim):
                 buf.view()
 
 
-def test_frame_view_needs_verbs_and_release_still_works():
+def test_frame_view_reads_as_the_frame_and_release_still_works():
     fabric, server, engine, _fpga = bring_up(depth=8)
     stream = server.stream
     engine.startStream([0], [64], 2, window=1)
     f = stream.get(timeout=1.0)
     assert f is not None, "seed %d" % SEED
-    with pytest.raises(NotImplementedError, match="verbs backend"):
-        f.view()
-    assert f.prbsMismatch() is None and len(f.getData()) == 64
+    mv = memoryview(f.view())
+    assert mv.readonly and bytes(mv) == f.getData() and len(mv) == 64, "seed %d" % SEED
+    arr = numpy.frombuffer(f.view(), dtype=numpy.uint8)
+    assert arr.tobytes() == f.getData() and not arr.flags.writeable
+    assert f.prbsMismatch() is None
+    # A copy has no views to wait for: release works with them alive.
     f.release()
+    assert bytes(mv) == arr.tobytes()
     with pytest.raises(ValueError, match="released"):
         f.view()
     g = stream.get(timeout=1.0)
