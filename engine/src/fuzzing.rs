@@ -24,6 +24,7 @@
 //! once; at the end everything destroys in order and the PD deallocates.
 
 use std::collections::BTreeMap;
+use std::fmt;
 use std::net::Ipv4Addr;
 
 use rctb_core::time::{Duration, Instant};
@@ -245,11 +246,61 @@ enum Owner {
     Rq(usize),
 }
 
+/// Work requests a fuzz driver posted, by `wr_id`, each to complete at most
+/// once and where it was posted (`O` names the queue). Shared with the
+/// simulator's `sim_rc` program.
 #[derive(Debug)]
-struct Posted {
-    owner: Owner,
-    len: u32,
-    done: bool,
+pub struct WrLedger<O> {
+    posted: BTreeMap<u64, (O, u32, bool)>,
+    next: u64,
+}
+
+impl<O: Copy + PartialEq + fmt::Debug> Default for WrLedger<O> {
+    fn default() -> Self {
+        WrLedger { posted: BTreeMap::new(), next: 1 }
+    }
+}
+
+impl<O: Copy + PartialEq + fmt::Debug> WrLedger<O> {
+    /// The `wr_id` the next [`post`](Self::post) records.
+    pub fn next_id(&self) -> u64 {
+        self.next
+    }
+
+    /// Records a WR of `len` bytes posted to `owner`; its `wr_id`.
+    pub fn post(&mut self, owner: O, len: u32) -> u64 {
+        let id = self.next;
+        self.next += 1;
+        self.posted.insert(id, (owner, len, false));
+        id
+    }
+
+    /// Marks completion `w` done, checking that its WR was posted to `want`
+    /// and not completed before; the WR's length.
+    pub fn complete(&mut self, want: O, w: &Completion) -> Result<u32, String> {
+        let Some((owner, len, done)) = self.posted.get_mut(&w.wr_id) else {
+            return Err(format!("a completion of wr_id {} never posted: {w:?}", w.wr_id));
+        };
+        check!(!*done, "wr_id {} completed twice: {w:?}", w.wr_id);
+        check!(*owner == want, "wr_id {} of {owner:?} completed where {want:?} takes from: {w:?}", w.wr_id);
+        *done = true;
+        Ok(*len)
+    }
+
+    /// [`complete`](Self::complete) for a receive, which also must have
+    /// completed as one and, as a SEND, fit its `len` bytes.
+    pub fn complete_recv(&mut self, want: O, w: &Completion) -> Result<(), String> {
+        let len = self.complete(want, w)?;
+        if w.status == WcStatus::Success {
+            check!(
+                matches!(w.opcode, WcOpcode::Recv | WcOpcode::RecvRdmaWithImm),
+                "a receive completed as {:?}",
+                w.opcode
+            );
+            check!(w.opcode != WcOpcode::Recv || w.byte_len <= len, "{} bytes into {len}", w.byte_len);
+        }
+        Ok(())
+    }
 }
 
 #[derive(Debug)]
@@ -285,8 +336,7 @@ struct Verbs {
     cqs: Vec<(CqId, bool)>,
     srqs: Vec<SrqSlot>,
     qps: Vec<Accepted>,
-    posted: BTreeMap<u64, Posted>,
-    next_wr: u64,
+    ledger: WrLedger<Owner>,
     reached: Reached,
 }
 
@@ -299,8 +349,8 @@ impl Verbs {
         let access = Access::LOCAL_WRITE.union(Access::REMOTE_WRITE);
         let mr = ep.reg_mr(pd, WRITE_AREA + 4096, access).map_err(|e| e.to_string())?;
         let cqs = vec![(cq, true)];
-        let (srqs, qps, posted) = (Vec::new(), Vec::new(), BTreeMap::new());
-        Ok(Verbs { pd, mr, cqs, srqs, qps, posted, next_wr: 1, reached: Reached::default() })
+        let (srqs, qps, ledger) = (Vec::new(), Vec::new(), WrLedger::default());
+        Ok(Verbs { pd, mr, cqs, srqs, qps, ledger, reached: Reached::default() })
     }
 
     /// Tracks a QP `cm_accept` made for `conn`.
@@ -345,13 +395,6 @@ impl Verbs {
         self.reached.refused += usize::from(r.is_err());
     }
 
-    fn wr_id(&mut self, owner: Owner, len: u32) -> u64 {
-        let id = self.next_wr;
-        self.next_wr += 1;
-        self.posted.insert(id, Posted { owner, len, done: false });
-        id
-    }
-
     /// One verbs record (kinds 5-9 and 11-14).
     fn record(&mut self, ep: &mut Endpoint, now: Instant, op: u8, x: u8, y: u8) -> Result<(), String> {
         match op {
@@ -376,15 +419,15 @@ impl Verbs {
                 let Some(s) = pick(&self.srqs, x & 0x7F) else { return Ok(()) };
                 let len = (u32::from(y) * 2 + 1).min(SLOT as u32);
                 // The top bit of `x` puts the SGE past the region.
-                let offset = if x & 0x80 != 0 { self.mr.len } else { self.next_wr % SLOTS * SLOT };
+                let offset = if x & 0x80 != 0 { self.mr.len } else { self.ledger.next_id() % SLOTS * SLOT };
                 let sge = [Sge::new(self.mr.id, offset, len)];
-                let r = ep.post_srq_recv(self.srqs[s].id, &RecvWr::new(self.next_wr, &sge));
+                let r = ep.post_srq_recv(self.srqs[s].id, &RecvWr::new(self.ledger.next_id(), &sge));
                 self.note(&r);
                 let slot = &self.srqs[s];
                 match r {
                     Ok(()) => {
                         check!(slot.live, "post_srq_recv to a destroyed SRQ");
-                        self.wr_id(Owner::Srq(s), len);
+                        self.ledger.post(Owner::Srq(s), len);
                         self.srqs[s].outstanding += 1;
                     }
                     Err(TransportError::QueueFull { .. }) => check!(
@@ -443,14 +486,14 @@ impl Verbs {
             12 => {
                 let Some(i) = pick(&self.qps, x) else { return Ok(()) };
                 let len = (u32::from(y) * 2 + 1).min(SLOT as u32);
-                let sge = [Sge::new(self.mr.id, self.next_wr % SLOTS * SLOT, len)];
-                let r = ep.post_recv(now, self.qps[i].qp, &RecvWr::new(self.next_wr, &sge));
+                let sge = [Sge::new(self.mr.id, self.ledger.next_id() % SLOTS * SLOT, len)];
+                let r = ep.post_recv(now, self.qps[i].qp, &RecvWr::new(self.ledger.next_id(), &sge));
                 self.note(&r);
                 let q = &self.qps[i];
                 match r {
                     Ok(()) => {
                         check!(q.srq.is_none(), "post_recv taken by a QP on an SRQ");
-                        self.wr_id(Owner::Rq(i), len);
+                        self.ledger.post(Owner::Rq(i), len);
                         self.qps[i].outstanding += 1;
                     }
                     Err(TransportError::InvalidArgument { .. }) => {
@@ -549,25 +592,7 @@ impl Verbs {
             Some(s) => Owner::Srq(s),
             None => Owner::Rq(i),
         };
-        let Some(posted) = self.posted.get_mut(&w.wr_id) else {
-            return Err(format!("a completion of wr_id {} never posted: {w:?}", w.wr_id));
-        };
-        check!(!posted.done, "wr_id {} completed twice: {w:?}", w.wr_id);
-        check!(
-            posted.owner == want,
-            "wr_id {} of {:?} completed on QP {i} (takes from {want:?})",
-            w.wr_id,
-            posted.owner
-        );
-        posted.done = true;
-        if w.status == WcStatus::Success {
-            check!(
-                matches!(w.opcode, WcOpcode::Recv | WcOpcode::RecvRdmaWithImm),
-                "a receive completed as {:?}",
-                w.opcode
-            );
-            check!(w.opcode != WcOpcode::Recv || w.byte_len <= posted.len, "{} bytes into {}", w.byte_len, posted.len);
-        }
+        self.ledger.complete_recv(want, w)?;
         match want {
             Owner::Srq(s) => {
                 self.srqs[s].outstanding -= 1;

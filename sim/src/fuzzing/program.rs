@@ -9,6 +9,7 @@ use rctb_core::transport::*;
 
 use super::{ACCESS, Case, run};
 use crate::{LinkConfig, LinkFaults, NodeConfig, Sim, SimTransport};
+use rctb_engine::fuzzing::WrLedger;
 
 /// Most steps a [`Program`] runs.
 pub const MAX_STEPS: usize = 64;
@@ -178,13 +179,6 @@ enum Owner {
 }
 
 #[derive(Debug)]
-struct Posted {
-    owner: Owner,
-    len: u32,
-    done: bool,
-}
-
-#[derive(Debug)]
 struct SrqSlot {
     id: SrqId,
     max_wr: u32,
@@ -225,8 +219,7 @@ struct Bench {
     srqs: Vec<SrqSlot>,
     cqs: Vec<CqSlot>,
     pairs: Vec<Pair>,
-    posted: std::collections::BTreeMap<u64, Posted>,
-    next_wr: u64,
+    ledger: WrLedger<Owner>,
     reached: Reached,
 }
 
@@ -272,17 +265,9 @@ impl Bench {
             srqs: Vec::new(),
             cqs: vec![CqSlot { id: first, live: true }],
             pairs: Vec::new(),
-            posted: Default::default(),
-            next_wr: 1,
+            ledger: WrLedger::default(),
             reached: Reached::default(),
         })
-    }
-
-    fn wr_id(&mut self, owner: Owner, len: u32) -> u64 {
-        let id = self.next_wr;
-        self.next_wr += 1;
-        self.posted.insert(id, Posted { owner, len, done: false });
-        id
     }
 
     /// Counts a verb's refusal (one the checks after it let pass).
@@ -309,17 +294,17 @@ impl Bench {
             }
             Step::PostSrqRecv { srq, len, bad } => {
                 let Some(s) = pick(&self.srqs, srq) else { return Ok(()) };
-                let slot = self.next_wr % PROGRAM_SLOTS * PROGRAM_SLOT;
+                let slot = self.ledger.next_id() % PROGRAM_SLOTS * PROGRAM_SLOT;
                 let offset = if bad { self.b_mr.len } else { slot };
                 let sge = [Sge::new(self.b_mr.id, offset, len.min(PROGRAM_SLOT as u32))];
-                let id = self.next_wr;
+                let id = self.ledger.next_id();
                 let r = self.b.post_srq_recv(self.srqs[s].id, &RecvWr::new(id, &sge));
                 self.note(&r);
                 let slot = &self.srqs[s];
                 match r {
                     Ok(()) => {
                         check!(slot.live, "posted to a destroyed SRQ");
-                        self.wr_id(Owner::Srq(s), sge[0].len);
+                        self.ledger.post(Owner::Srq(s), sge[0].len);
                         self.srqs[s].outstanding += 1;
                     }
                     Err(TransportError::QueueFull { .. }) => check!(
@@ -372,15 +357,15 @@ impl Bench {
             Step::CreatePair { recv_cq, srq } => self.create_pair(recv_cq, srq)?,
             Step::PostRecv { pair, len } => {
                 let Some(p) = pick(&self.pairs, pair) else { return Ok(()) };
-                let slot = self.next_wr % PROGRAM_SLOTS * PROGRAM_SLOT;
+                let slot = self.ledger.next_id() % PROGRAM_SLOTS * PROGRAM_SLOT;
                 let sge = [Sge::new(self.b_mr.id, slot, len.min(PROGRAM_SLOT as u32))];
-                let r = self.b.post_recv(self.pairs[p].b.id, &RecvWr::new(self.next_wr, &sge));
+                let r = self.b.post_recv(self.pairs[p].b.id, &RecvWr::new(self.ledger.next_id(), &sge));
                 self.note(&r);
                 let pr = &self.pairs[p];
                 match r {
                     Ok(()) => {
                         check!(pr.live && pr.srq.is_none(), "post_recv taken (live {}, srq {:?})", pr.live, pr.srq);
-                        self.wr_id(Owner::Rq(p), sge[0].len);
+                        self.ledger.post(Owner::Rq(p), sge[0].len);
                         self.pairs[p].outstanding += 1;
                     }
                     Err(TransportError::InvalidArgument { .. }) => {
@@ -399,17 +384,19 @@ impl Bench {
                 let Some(p) = pick(&self.pairs, pair) else { return Ok(()) };
                 let op = match kind {
                     0 => SendOp::Send,
-                    1 => SendOp::SendWithImm { imm: 0x5000_0000 | self.next_wr as u32 },
-                    _ => SendOp::WriteWithImm { remote: self.b_mr.remote(WRITE_AREA), imm: self.next_wr as u32 },
+                    1 => SendOp::SendWithImm { imm: 0x5000_0000 | self.ledger.next_id() as u32 },
+                    _ => {
+                        SendOp::WriteWithImm { remote: self.b_mr.remote(WRITE_AREA), imm: self.ledger.next_id() as u32 }
+                    }
                 };
                 let sge = [Sge::new(self.a_mr.id, 0, len.min(4096))];
-                let r = self.a.post_send(self.pairs[p].a.id, &SendWr::new(self.next_wr, op, &sge));
+                let r = self.a.post_send(self.pairs[p].a.id, &SendWr::new(self.ledger.next_id(), op, &sge));
                 self.note(&r);
                 let live = self.pairs[p].live;
                 match r {
                     Ok(()) => {
                         check!(live, "posted to a destroyed QP");
-                        self.wr_id(Owner::Sq(p), len);
+                        self.ledger.post(Owner::Sq(p), len);
                     }
                     Err(TransportError::InvalidHandle { .. }) => check!(!live, "a live QP is unknown"),
                     // The send queue is full, or the QP went to ERR.
@@ -544,30 +531,7 @@ impl Bench {
             Some(s) => Owner::Srq(s),
             None => Owner::Rq(p),
         };
-        let Some(posted) = self.posted.get_mut(&w.wr_id) else {
-            return Err(format!("a completion of wr_id {} never posted: {w:?}", w.wr_id));
-        };
-        check!(!posted.done, "wr_id {} completed twice: {w:?}", w.wr_id);
-        check!(
-            posted.owner == want,
-            "wr_id {} of {:?} completed on pair {p} (takes from {want:?})",
-            w.wr_id,
-            posted.owner
-        );
-        posted.done = true;
-        if w.status == WcStatus::Success {
-            check!(
-                matches!(w.opcode, WcOpcode::Recv | WcOpcode::RecvRdmaWithImm),
-                "a receive completed as {:?}",
-                w.opcode
-            );
-            check!(
-                w.opcode != WcOpcode::Recv || w.byte_len <= posted.len,
-                "{} bytes into a receive of {}",
-                w.byte_len,
-                posted.len
-            );
-        }
+        self.ledger.complete_recv(want, w)?;
         match want {
             Owner::Srq(s) => {
                 self.srqs[s].outstanding -= 1;
@@ -583,12 +547,7 @@ impl Bench {
         let Some(p) = self.pairs.iter().position(|p| p.a.id == w.qp) else {
             return Err(format!("a completion for no QP of a: {w:?}"));
         };
-        let Some(posted) = self.posted.get_mut(&w.wr_id) else {
-            return Err(format!("a completion of wr_id {} never posted: {w:?}", w.wr_id));
-        };
-        check!(!posted.done && posted.owner == Owner::Sq(p), "send {} again or elsewhere: {w:?} {posted:?}", w.wr_id);
-        posted.done = true;
-        Ok(())
+        self.ledger.complete(Owner::Sq(p), w).map(|_| ())
     }
 
     fn poll_async(&mut self) -> Result<(), String> {
