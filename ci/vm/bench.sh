@@ -19,6 +19,7 @@ PEER=$2
 HERE=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=lib.sh
 . "$HERE/lib.sh"
+HWV_LIB=$HERE/lib.sh # hooks: . "$HWV_LIB" (cost_run, rxe_snap, ...)
 : "${HWV_BENCH_REPS:=3}" "${HWV_N_4K:=30000}" "${HWV_N_1M:=120}" "${HWV_FIO_RUNTIME:=5}"
 : "${HWV_BENCH_DIR:=$HERE/bench.d}" "${HWV_T_CHECK:=90}"
 : "${RCTB:=$(command -v rctb || true)}"
@@ -31,34 +32,49 @@ PEER_GID=$(gid_index "$PEER")
 DEV_IP="" PEER_IP=""
 [ -n "$DEV_GID" ] && DEV_IP=$(gid_ipv4 "$DEV" "$DEV_GID")
 [ -n "$PEER_GID" ] && PEER_IP=$(gid_ipv4 "$PEER" "$PEER_GID")
-export RCTB DEV PEER DEV_GID PEER_GID DEV_IP PEER_IP HWV_OUT HWV_RESULTS HWV_BENCH_REPS
+export RCTB DEV PEER DEV_GID PEER_GID DEV_IP PEER_IP HWV_OUT HWV_RESULTS HWV_BENCH_REPS HWV_LIB
 
 xarg() { [ -n "$1" ] && echo "-x $1"; }
 
 # ------------------------------------------------------------------ perftest
-# pt WORKLOAD TOOL SIZE ITERS: REPS runs, server on PEER, client on DEV.
-# Each side is pinned to its own CPU: perftest times with the TSC, and a
-# process moving between TCG vCPUs (their TSCs differ) can measure 0 MB/s.
+# pt WORKLOAD TOOL SIZE ITERS [EXTRA...]: REPS runs, server on PEER, client
+# on DEV, both with the perftest options EXTRA (e.g. -t 32 -Q 1). Each side
+# is pinned to its own CPU: perftest times with the TSC, and a process moving
+# between TCG vCPUs (their TSCs differ) can measure 0 MB/s. Each run's CPU
+# cost (perftest/rx, perftest/tx) and rxe counters go to cost.txt; with
+# HWV_STRACE=1 one more run counts system calls (its MB/s is not kept).
 ptfail=""
 pt() {
-    for r in $(seq 1 "$HWV_BENCH_REPS"); do
-        f=$RAW/$1-r$r
+    _pw=$1 _pt=$2 _ps=$3 _pn=$4
+    shift 4
+    _reps=$HWV_BENCH_REPS
+    strace_wanted && _reps=$((_reps + 1))
+    for r in $(seq 1 "$_reps"); do
+        f=$RAW/$_pw-r$r
+        if [ "$r" -gt "$HWV_BENCH_REPS" ]; then COST_STRACE=1; else COST_STRACE=0; fi
+        export COST_STRACE
         # shellcheck disable=SC2046 # xarg is empty or two words
-        taskset 1 "$TIMEOUT" 120 "$2" -d "$PEER" $(xarg "$PEER_GID") -F -s "$3" -n "$4" >"$f.srv" 2>&1 &
+        cost_run "$_pw" perftest/rx "$_pn" -- taskset 1 "$TIMEOUT" 120 "$_pt" -d "$PEER" $(xarg "$PEER_GID") \
+            -F -s "$_ps" -n "$_pn" "$@" >"$f.srv" 2>&1 &
         srv=$!
-        sleep 1.5
+        # the server listens within 1.5 s; under strace it takes longer
+        if [ "$COST_STRACE" = 1 ]; then sleep 5; else sleep 1.5; fi
+        c0=$(rxe_snap "$DEV" "$PEER")
         # shellcheck disable=SC2046
-        taskset 2 "$TIMEOUT" 120 "$2" -d "$DEV" $(xarg "$DEV_GID") -F -s "$3" -n "$4" 127.0.0.1 >"$f.cli" 2>&1
+        cost_run "$_pw" perftest/tx "$_pn" -- taskset 2 "$TIMEOUT" 120 "$_pt" -d "$DEV" $(xarg "$DEV_GID") \
+            -F -s "$_ps" -n "$_pn" "$@" 127.0.0.1 >"$f.cli" 2>&1
         rc=$?
         wait $srv
         src=$?
+        [ "$COST_STRACE" = 1 ] && { COST_STRACE=0; continue; }
+        rxe_delta "$_pw" perftest "$c0" "$(rxe_snap "$DEV" "$PEER")" >/dev/null
         # the result row: "<bytes> <iterations> <peak> <average> <Mpps>"
-        bw=$(awk -v s="$3" '$1 == s && NF >= 4 { print $4 }' "$f.cli" | tail -n 1)
+        bw=$(awk -v s="$_ps" '$1 == s && NF >= 4 { print $4 }' "$f.cli" | tail -n 1)
         if [ $rc = 0 ] && [ $src = 0 ] && [ -n "$bw" ] && [ "$bw" != 0.00 ]; then
-            echo "$1 perftest $bw MB/s" >>"$BENCH"
-            echo "HWV-BENCH $1 perftest r$r $bw MB/s"
+            echo "$_pw perftest $bw MB/s" >>"$BENCH"
+            echo "HWV-BENCH $_pw perftest r$r $bw MB/s"
         else
-            ptfail="$ptfail; $1 r$r exit $rc/$src, ${bw:-no} MB/s: $(last_line "$f.cli")"
+            ptfail="$ptfail; $_pw r$r exit $rc/$src, ${bw:-no} MB/s: $(last_line "$f.cli")"
         fi
         sleep 0.5
     done

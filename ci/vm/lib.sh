@@ -270,3 +270,119 @@ new_block_device() {
     done
     return 1
 }
+
+# ------------------------------------------------------------------ cost
+# Where the time goes, per operation. Each line goes to $HWV_OUT/cost.txt
+# (the host keeps it as ci/out/cost.txt; ci/plot-bench --cost summarises it):
+#   <workload> <tool> ops=<n> user_s=<x> sys_s=<y> vcsw=<n> ivcsw=<n>
+#   <workload> <tool> syscalls=<n> ops=<n> per_op=<x> top=<name:count,...>
+#   <workload> <tool> rxe <dev:counter>=+<n> ...
+# Tools name the side: rctb/rx, rctb/tx, perftest/rx, perftest/tx, ...
+
+# cost_time: the command that times a child and reports its rusage with
+# GNU time's -f/-o (busybox's applet in the VM; GNU time on a host), empty
+# when there is none
+cost_time() {
+    if [ -z "${COST_TIME+set}" ]; then
+        COST_TIME=""
+        if busybox time -f %U -o /dev/null true 2>/dev/null; then
+            COST_TIME="busybox time"
+        elif [ -x /usr/bin/time ] && /usr/bin/time -f %U -o /dev/null true 2>/dev/null; then
+            COST_TIME=/usr/bin/time
+        fi
+    fi
+    echo "$COST_TIME"
+}
+
+# cost_run WORKLOAD TOOL OPS -- CMD...: runs CMD (in the foreground, or put
+# the call in the background with &) and returns its exit status. It appends
+# the rusage line of CMD and everything CMD waited for (wait4 of the child:
+# user and system CPU s, voluntary and involuntary context switches) to
+# cost.txt. OPS is the operation count (frames, I/Os, iterations), or ? when
+# it is known only afterwards (see cost_set_ops).
+# With COST_STRACE=1 in the environment, CMD runs under `strace -c -f`
+# instead and the line is the syscall count; CPU times under strace mean
+# nothing, so that is a separate run whose throughput is thrown away (the
+# bench scripts do one when HWV_STRACE=1).
+cost_run() {
+    _cw=$1 _ct=$2 _co=$3
+    shift 3
+    [ "${1:-}" = -- ] && shift
+    _cf=$(mktemp "${TMPDIR:-/tmp}/cost.XXXXXX")
+    if [ "${COST_STRACE:-0}" = 1 ]; then
+        if ! command -v strace >/dev/null 2>&1; then
+            echo "$_cw $_ct syscalls=? (no strace)" >>"$HWV_OUT/cost.txt"
+            rm -f "$_cf"
+            "$@"
+            return $?
+        fi
+        strace -c -f -o "$_cf" -- "$@"
+        _crc=$?
+        # rows: % time, seconds, usecs/call, calls, [errors], syscall
+        awk -v w="$_cw" -v t="$_ct" -v ops="$_co" '
+            $NF == "total" { total = $4; next }
+            $1 ~ /^[0-9.]+$/ && NF >= 5 { n++; name[n] = $NF; calls[n] = $4 }
+            END {
+                for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++)
+                    if (calls[j] + 0 > calls[i] + 0) { c = calls[i]; calls[i] = calls[j]; calls[j] = c; s = name[i]; name[i] = name[j]; name[j] = s }
+                top = ""
+                for (i = 1; i <= n && i <= 6; i++) top = top (i > 1 ? "," : "") name[i] ":" calls[i]
+                per = (ops ~ /^[0-9]+$/ && ops > 0) ? sprintf("%.2f", total / ops) : "?"
+                printf "%s %s syscalls=%d ops=%s per_op=%s top=%s\n", w, t, total, ops, per, top
+            }' "$_cf" >>"$HWV_OUT/cost.txt"
+        rm -f "$_cf"
+        return $_crc
+    fi
+    _ctm=$(cost_time)
+    if [ -z "$_ctm" ]; then
+        echo "$_cw $_ct ops=$_co user_s=? sys_s=? vcsw=? ivcsw=? (no time command)" >>"$HWV_OUT/cost.txt"
+        rm -f "$_cf"
+        "$@"
+        return $?
+    fi
+    # shellcheck disable=SC2086 # COST_TIME is one or two words
+    $_ctm -f '%U %S %w %c' -o "$_cf" "$@"
+    _crc=$?
+    # the last line is ours (a "Command exited with non-zero status" line may precede it)
+    tail -n 1 "$_cf" | awk -v w="$_cw" -v t="$_ct" -v ops="$_co" \
+        'NF == 4 { printf "%s %s ops=%s user_s=%s sys_s=%s vcsw=%s ivcsw=%s\n", w, t, ops, $1, $2, $3, $4 }' \
+        >>"$HWV_OUT/cost.txt"
+    rm -f "$_cf"
+    return $_crc
+}
+
+# cost_set_ops WORKLOAD TOOL N: fills in N for the last `ops=?` line of
+# WORKLOAD TOOL (a time-based run, fio's, knows its count only afterwards)
+cost_set_ops() {
+    [ -f "$HWV_OUT/cost.txt" ] || return 0
+    awk -v w="$1" -v t="$2" -v n="$3" '
+        { line[NR] = $0 }
+        $1 == w && $2 == t && / ops=\?( |$)/ { last = NR }
+        END { for (i = 1; i <= NR; i++) { l = line[i]; if (i == last) sub(/ ops=\?/, " ops=" n, l); print l } }' \
+        "$HWV_OUT/cost.txt" >"$HWV_OUT/cost.txt.new" && mv "$HWV_OUT/cost.txt.new" "$HWV_OUT/cost.txt"
+}
+
+# rxe_snap DEV...: every hw_counter of port 1 of each DEV, "dev:name=value"
+# a line (rxe's: sent_pkts, rcvd_pkts, duplicate_request, out_of_seq_request,
+# rcvd_rnr_err, send_rnr_err, completer_retry_err, retry_exceeded_err, ...)
+rxe_snap() {
+    for _d in "$@"; do
+        for _f in "/sys/class/infiniband/$_d/ports/1/hw_counters"/*; do
+            [ -r "$_f" ] && echo "$_d:${_f##*/}=$(cat "$_f" 2>/dev/null)"
+        done
+    done
+}
+
+# rxe_delta WORKLOAD TOOL BEFORE AFTER: the counters that moved between two
+# rxe_snap outputs, appended to cost.txt as `<workload> <tool> rxe
+# <dev:counter>=+<n> ...` and echoed
+rxe_delta() {
+    _rd=$(printf '%s\n%s\n' "$3" "$4" | awk -F= 'NF == 2 {
+        if ($1 in a) { d = $2 - a[$1]; if (d != 0) printf " %s=%s%d", $1, (d > 0 ? "+" : ""), d } else a[$1] = $2 }')
+    echo "$1 $2 rxe${_rd:- (none moved)}" | tee -a "$HWV_OUT/cost.txt"
+}
+
+# strace_wanted: whether to do the extra strace run (HWV_STRACE=1 and strace here)
+strace_wanted() {
+    [ "${HWV_STRACE:-0}" = 1 ] && command -v strace >/dev/null 2>&1
+}
