@@ -368,7 +368,8 @@ cost_set_ops() {
 rxe_snap() {
     for _d in "$@"; do
         for _f in "/sys/class/infiniband/$_d/ports/1/hw_counters"/*; do
-            [ -r "$_f" ] && echo "$_d:${_f##*/}=$(cat "$_f" 2>/dev/null)"
+            # read, not cat: no fork per counter (each costs ~30 ms under TCG)
+            [ -r "$_f" ] && read -r _v <"$_f" 2>/dev/null && echo "$_d:${_f##*/}=$_v"
         done
     done
 }

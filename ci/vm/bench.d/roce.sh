@@ -1,86 +1,207 @@
 #!/bin/sh
 # roce: receiver throughput of `rctb roce-rx` fed by `rctb fpga-emu`
-# (SEND_WITH_IMM, DEV -> PEER), at the message sizes ib_send_bw runs, so the
-# table puts rctb beside perftest in the rows send_bw-4KiB and send_bw-1MiB.
+# (SEND_WITH_IMM, DEV -> PEER) against message size, beside `ib_send_bw`
+# at the same sizes and frame counts, interleaved run by run in the same
+# boot: workloads send_bw-64B, -256B, -1KiB, -4KiB, -16KiB, -64KiB,
+# -256KiB, -1MiB, tools rctb and perftest (ci/plot-bench draws the curve).
 # Like perftest: both sides busy-poll, each pinned to its own CPU, payloads
 # are not generated or checked (--payload unchecked / --no-verify), 32 sends
 # in flight (the engine's window; ib_send_bw keeps 128). The figure is the
 # receiver's: bytes / (last frame - first frame), in perftest's MB (2^20).
-# ROCE_N_4K (8000) and ROCE_N_1M (40) frames per run: about 3-4 s each on
-# a quiet host, 10-15 s on a loaded one (with the ib_send_bw -t 32 runs
-# that took 150 s in all), hence the budget:
-# hwv-timeout: 300
+#
+# At ROCE_VARIANT_SIZES (64 and 4096) the knobs run too, each its own tool
+# in the same rows, when the binary has them (detected with --help):
+#   rctb[poll=adaptive]  --poll adaptive on both sides
+#   rctb[signal=16]      fpga-emu --signal-every 16
+#   rctb[repost=16]      roce-rx --repost-batch 16
+#   rctb[poll=adaptive,signal=16,repost=16]  all three
+# and at 4 KiB ib_send_bw with the engine's window (-t 32 -Q 1): the row
+# send_bw-4KiB-t32 (ROCE_T32=0 leaves it out).
+#
+# Every run's CPU cost per side (rctb/rx, rctb/tx, perftest/rx, perftest/tx,
+# rctb[...]/rx, ...) and rxe's counter deltas go to cost.txt (lib.sh
+# cost_run); with HWV_STRACE=1, one more run per tool at the variant sizes
+# counts system calls (its figure is not kept).
+#
+# Environment (besides bench.sh's):
+#   ROCE_SIZES          message sizes in bytes (64 256 1024 4096 16384 65536 262144 1048576)
+#   ROCE_FRAMES         "SIZE:FRAMES ..." overriding the frames per run of some sizes
+#   ROCE_SCALE          percent applied to every frame count (100), e.g. 25 for a short boot
+#   ROCE_VARIANT_SIZES  where the knob variants run (64 4096; empty: none)
+#   ROCE_T32            1 (default) or 0: the send_bw-4KiB-t32 perftest row
+# The frame counts are about 2-4 s a run under TCG on a quiet host; the
+# whole hook, 3 reps, about 7 minutes (10-15 on a loaded host): hence
+# hwv-timeout: 1200
 set -u
-: "${ROCE_N_4K:=8000}" "${ROCE_N_1M:=40}" "${HWV_BENCH_REPS:=3}" "${TIMEOUT:=timeout}" "${HWV_OUT:=/tmp}"
+# shellcheck source=../lib.sh
+. "${HWV_LIB:-/hwv/lib.sh}"
+: "${HWV_BENCH_REPS:=3}" "${TIMEOUT:=timeout}" "${HWV_OUT:=/tmp}"
+: "${ROCE_SIZES:=64 256 1024 4096 16384 65536 262144 1048576}"
+: "${ROCE_FRAMES:=}" "${ROCE_SCALE:=100}" "${ROCE_T32:=1}"
+ROCE_VARIANT_SIZES=${ROCE_VARIANT_SIZES-64 4096}
 fails=0
-# rxe's own counters (requester rxe1 = DEV, responder rxe0 = PEER): an RNR
-# NAK, a retry or a drop would explain a slow run.
-COUNTERS="$DEV:sent_pkts $DEV:rcvd_rnr_err $DEV:completer_retry_err $PEER:rcvd_pkts $PEER:send_rnr_err $PEER:out_of_seq_request $PEER:duplicate_request"
-counters() {
-    for _c in $COUNTERS; do
-        cat "/sys/class/infiniband/${_c%%:*}/ports/1/hw_counters/${_c#*:}" 2>/dev/null || echo 0
-    done | tr '\n' ' '
-}
-# deltas BEFORE AFTER: "name +n" for each counter that moved
-deltas() {
-    echo "$1" "$2" | awk -v names="$COUNTERS" 'BEGIN { n = split(names, nm, " ") }
-        { for (i = 1; i <= n; i++) if ($(i + n) != $i) printf "%s +%d ", nm[i], $(i + n) - $i }'
-}
-# run WORKLOAD SIZE FRAMES DEPTH REP
-run() {
-    dir=${TMPDIR:-/tmp}/roce-bench.$$
-    mkdir -p "$dir"
-    log=$HWV_OUT/bench-roce-$1-r$5
-    taskset 1 "$TIMEOUT" 60 "$RCTB" roce-rx --device "$PEER" --fpga-ip "$DEV_IP" --frames "$3" --wait-done \
-        --busy-poll --no-verify --max-payload "$2" --depth "$4" --interval 0s \
-        --host-params "$dir/h" --fpga-params "$dir/f" --handoff-timeout 20s --idle-timeout 10s >"$log.rx" 2>&1 &
-    rx=$!
-    c0=$(counters)
-    taskset 2 "$TIMEOUT" 60 "$RCTB" fpga-emu --device "$DEV" --host-ip "$PEER_IP" --frames "$3" --size "$2" \
-        --window 32 --busy-poll --payload unchecked --interval 0s \
-        --host-params "$dir/h" --fpga-params "$dir/f" --handoff-timeout 20s >"$log.emu" 2>&1
-    erc=$?
-    wait $rx
-    rrc=$?
-    echo "roce $1 r$5: rxe counters: $(deltas "$c0" "$(counters)")"
-    rm -rf "$dir"
-    # roce-rx: N frames, B bytes in T s: ...
-    mbs=$(awk '/^roce-rx: [0-9]+ frames, [0-9]+ bytes in / { printf "%.1f", $4 / 1048576 / $7 }' "$log.rx")
-    if [ $erc = 0 ] && [ $rrc = 0 ] && [ -n "$mbs" ]; then
-        echo "BENCH $1 rctb $mbs MB/s"
-    else
-        echo "roce $1 r$5: fpga-emu exit $erc, roce-rx exit $rrc: $(tail -n 1 "$log.rx")" >&2
-        fails=1
-    fi
-}
+RAWD=$HWV_OUT/bench-raw/roce # every run's output
+mkdir -p "$RAWD"
 if [ -z "${RCTB:-}" ]; then
     echo "no rctb binary" >&2
     exit 1
 fi
-# The engine's window is the surf engine's max_send_wr (32) with every send
-# signalled; ib_send_bw keeps 128 in flight, one in 100 signalled. For
-# comparison, ib_send_bw with the engine's settings (-t 32 -Q 1): the row
-# send_bw-4KiB-t32.
-xarg() { [ -n "$1" ] && echo "-x $1"; }
-pt32() {
-    f=$HWV_OUT/bench-roce-perftest-t32-r$1
-    # shellcheck disable=SC2046 # xarg is empty or two words
-    taskset 1 "$TIMEOUT" 60 ib_send_bw -d "$PEER" $(xarg "${PEER_GID:-}") -F -s 4096 -n "$ROCE_N_4K" -t 32 -Q 1 >"$f.srv" 2>&1 &
-    srv=$!
-    sleep 1.5
-    c0=$(counters)
-    # shellcheck disable=SC2046
-    taskset 2 "$TIMEOUT" 60 ib_send_bw -d "$DEV" $(xarg "${DEV_GID:-}") -F -s 4096 -n "$ROCE_N_4K" -t 32 -Q 1 127.0.0.1 >"$f.cli" 2>&1
-    wait $srv
-    echo "perftest -t 32 -Q 1 r$1: rxe counters: $(deltas "$c0" "$(counters)")"
-    bw=$(awk '$1 == 4096 && NF >= 4 { print $4 }' "$f.cli" | tail -n 1)
-    [ -n "$bw" ] && [ "$bw" != 0.00 ] && echo "BENCH send_bw-4KiB-t32 perftest $bw MB/s"
+
+# frames SIZE: frames per run at SIZE (ROCE_FRAMES, else the default), scaled
+frames() {
+    _n=""
+    for _p in $ROCE_FRAMES; do
+        [ "${_p%%:*}" = "$1" ] && _n=${_p#*:}
+    done
+    if [ -z "$_n" ]; then
+        case $1 in
+            64 | 256) _n=12000 ;;
+            1024) _n=10000 ;;
+            4096) _n=8000 ;;
+            16384) _n=2400 ;;
+            65536) _n=600 ;;
+            262144) _n=150 ;;
+            *) _n=$((33554432 / $1)) ;; # 32 MiB a run
+        esac
+    fi
+    _n=$((_n * ROCE_SCALE / 100))
+    [ "$_n" -ge 4 ] || _n=4
+    echo "$_n"
 }
+# sizename SIZE: 64B, 4KiB, 1MiB
+sizename() {
+    if [ $(($1 % 1048576)) = 0 ]; then
+        echo "$(($1 / 1048576))MiB"
+    elif [ $(($1 % 1024)) = 0 ]; then
+        echo "$(($1 / 1024))KiB"
+    else
+        echo "${1}B"
+    fi
+}
+
+# The knobs the binary has (another build may not have them yet)
+RXH=$("$RCTB" roce-rx --help 2>&1)
+EMUH=$("$RCTB" fpga-emu --help 2>&1)
+has() { printf '%s\n' "$1" | grep -q -- "$2"; }
+HAS_POLL=0 HAS_SIGNAL=0 HAS_REPOST=0
+has "$RXH" '--poll <' && has "$EMUH" '--poll <' && HAS_POLL=1
+has "$EMUH" '--signal-every' && HAS_SIGNAL=1
+has "$RXH" '--repost-batch' && HAS_REPOST=1
+echo "knobs: poll=$HAS_POLL signal-every=$HAS_SIGNAL repost-batch=$HAS_REPOST"
+# variants: "TOOL|ROCE-RX ARGS|FPGA-EMU ARGS" a line, those the binary has
+VARIANTS=""
+addv() { VARIANTS="$VARIANTS$1
+"; }
+[ $HAS_POLL = 1 ] && addv "rctb[poll=adaptive]|--poll adaptive|--poll adaptive"
+[ $HAS_SIGNAL = 1 ] && addv "rctb[signal=16]||--signal-every 16"
+[ $HAS_REPOST = 1 ] && addv "rctb[repost=16]|--repost-batch 16|"
+[ $HAS_POLL = 1 ] && [ $HAS_SIGNAL = 1 ] && [ $HAS_REPOST = 1 ] &&
+    addv "rctb[poll=adaptive,signal=16,repost=16]|--poll adaptive --repost-batch 16|--poll adaptive --signal-every 16"
+
+# rctb WORKLOAD TOOL SIZE FRAMES REP RXARGS EMUARGS: one roce-rx/fpga-emu
+# run; RXARGS/EMUARGS (word lists) replace --busy-poll when they name a
+# --poll mode. With COST_STRACE=1 it runs under strace and prints nothing.
+rctb() {
+    _w=$1 _t=$2 _s=$3 _n=$4 _r=$5 _rxa=$6 _emua=$7
+    dir=${TMPDIR:-/tmp}/roce-bench.$$
+    mkdir -p "$dir"
+    log=$RAWD/$_w-$(echo "$_t" | tr -c 'a-zA-Z0-9=,\n' _)-r$_r
+    # receive slots: 256, fewer for big messages (64 MiB at most)
+    depth=256
+    [ $((depth * _s)) -le 67108864 ] || depth=$((67108864 / _s))
+    case " $_rxa " in *" --poll "*) rxp="" ;; *) rxp=--busy-poll ;; esac
+    case " $_emua " in *" --poll "*) emup="" ;; *) emup=--busy-poll ;; esac
+    # shellcheck disable=SC2086 # rxp, _rxa, emup, _emua are word lists
+    cost_run "$_w" "$_t/rx" "$_n" -- taskset 1 "$TIMEOUT" 60 "$RCTB" roce-rx --device "$PEER" --fpga-ip "$DEV_IP" \
+        --frames "$_n" --wait-done $rxp $_rxa --no-verify --max-payload "$_s" --depth "$depth" --interval 0s \
+        --host-params "$dir/h" --fpga-params "$dir/f" --handoff-timeout 20s --idle-timeout 10s >"$log.rx" 2>&1 &
+    rx=$!
+    c0=$(rxe_snap "$DEV" "$PEER")
+    # shellcheck disable=SC2086
+    cost_run "$_w" "$_t/tx" "$_n" -- taskset 2 "$TIMEOUT" 60 "$RCTB" fpga-emu --device "$DEV" --host-ip "$PEER_IP" \
+        --frames "$_n" --size "$_s" --window 32 $emup $_emua --payload unchecked --interval 0s \
+        --host-params "$dir/h" --fpga-params "$dir/f" --handoff-timeout 20s >"$log.emu" 2>&1
+    erc=$?
+    wait $rx
+    rrc=$?
+    rm -rf "$dir"
+    [ "${COST_STRACE:-0}" = 1 ] && return 0
+    rxe_delta "$_w" "$_t" "$c0" "$(rxe_snap "$DEV" "$PEER")" >/dev/null
+    # roce-rx: N frames, B bytes in T s: ...
+    mbs=$(awk '/^roce-rx: [0-9]+ frames, [0-9]+ bytes in / { printf "%.2f", $4 / 1048576 / $7 }' "$log.rx")
+    if [ $erc = 0 ] && [ $rrc = 0 ] && [ -n "$mbs" ]; then
+        echo "BENCH $_w $_t $mbs MB/s"
+    else
+        echo "roce $_w $_t r$_r: fpga-emu exit $erc, roce-rx exit $rrc: $(last_line "$log.rx")" >&2
+        fails=1
+    fi
+}
+
+# perftest WORKLOAD SIZE ITERS REP [EXTRA...]: one ib_send_bw run, server
+# on PEER, client on DEV, each pinned (perftest times with the TSC, and the
+# TCG vCPUs' TSCs differ)
+perftest() {
+    _w=$1 _s=$2 _n=$3 _r=$4
+    shift 4
+    f=$RAWD/$_w-perftest-r$_r
+    # shellcheck disable=SC2046 # xarg is empty or two words
+    cost_run "$_w" perftest/rx "$_n" -- taskset 1 "$TIMEOUT" 60 ib_send_bw -d "$PEER" $(xarg "${PEER_GID:-}") \
+        -F -s "$_s" -n "$_n" "$@" >"$f.srv" 2>&1 &
+    srv=$!
+    # the server listens within 1.5 s; under strace it takes longer
+    if [ "${COST_STRACE:-0}" = 1 ]; then sleep 5; else sleep 1.5; fi
+    c0=$(rxe_snap "$DEV" "$PEER")
+    # shellcheck disable=SC2046
+    cost_run "$_w" perftest/tx "$_n" -- taskset 2 "$TIMEOUT" 60 ib_send_bw -d "$DEV" $(xarg "${DEV_GID:-}") \
+        -F -s "$_s" -n "$_n" "$@" 127.0.0.1 >"$f.cli" 2>&1
+    rc=$?
+    wait $srv
+    src=$?
+    [ "${COST_STRACE:-0}" = 1 ] && return 0
+    rxe_delta "$_w" perftest "$c0" "$(rxe_snap "$DEV" "$PEER")" >/dev/null
+    # the result row: "<bytes> <iterations> <peak> <average> <Mpps>"
+    bw=$(awk -v s="$_s" '$1 == s && NF >= 4 { print $4 }' "$f.cli" | tail -n 1)
+    if [ $rc = 0 ] && [ $src = 0 ] && [ -n "$bw" ] && [ "$bw" != 0.00 ]; then
+        echo "BENCH $_w perftest $bw MB/s"
+    else
+        echo "roce $_w perftest r$_r: exit $rc/$src, ${bw:-no} MB/s: $(last_line "$f.cli")" >&2
+        fails=1
+    fi
+}
+xarg() { [ -n "$1" ] && echo "-x $1"; }
+
+# one_size SIZE REP: every tool at SIZE, interleaved
+one_size() {
+    w=send_bw-$(sizename "$1")
+    n=$(frames "$1")
+    rctb "$w" rctb "$1" "$n" "$2" "" ""
+    perftest "$w" "$1" "$n" "$2"
+    case " $ROCE_VARIANT_SIZES " in *" $1 "*) ;; *) return 0 ;; esac
+    while IFS='|' read -r vt vrx vemu; do
+        [ -n "$vt" ] && rctb "$w" "$vt" "$1" "$n" "$2" "$vrx" "$vemu" </dev/null
+    done <<EOF
+$VARIANTS
+EOF
+    # The engine's window is the surf engine's max_send_wr (32); ib_send_bw
+    # keeps 128 in flight, one in 100 signalled. For comparison, ib_send_bw
+    # with the engine's settings (-t 32 -Q 1).
+    if [ "$1" = 4096 ] && [ "$ROCE_T32" = 1 ]; then
+        perftest send_bw-4KiB-t32 4096 "$n" "$2" -t 32 -Q 1
+    fi
+}
+
+say "roce: sizes $ROCE_SIZES at scale $ROCE_SCALE%, variants at ${ROCE_VARIANT_SIZES:-none}: $(printf '%s' "$VARIANTS" | cut -d'|' -f1 | tr '\n' ' ')"
 for r in $(seq 1 "$HWV_BENCH_REPS"); do
-    run send_bw-4KiB 4096 "$ROCE_N_4K" 256 "$r"
-    pt32 "$r"
+    for s in $ROCE_SIZES; do
+        one_size "$s" "$r"
+    done
 done
-for r in $(seq 1 "$HWV_BENCH_REPS"); do
-    run send_bw-1MiB 1048576 "$ROCE_N_1M" 64 "$r"
-done
+# system calls per frame: one more run of each tool at the variant sizes
+if strace_wanted; then
+    COST_STRACE=1
+    export COST_STRACE
+    for s in $ROCE_VARIANT_SIZES; do
+        one_size "$s" strace >/dev/null
+    done
+fi
 exit $fails
