@@ -1,26 +1,63 @@
 #!/usr/bin/env python3
-"""Turn bench.txt into a side-by-side table (ci/hw-validate --bench).
+"""Turn bench.txt into side-by-side tables (ci/hw-validate --bench).
 
 bench.txt has one measurement per line: `<workload> <tool> <value> <unit>`.
-The table has one row per workload, one column per tool (in the order they
-first appear), and each cell is the median of that tool's runs, with the
-range and the number of runs, so our tools sit beside perftest and the
-kernel's NVMe host measured in the same boot.
+Each table has one row per workload and one column per tool; each cell is
+the median of that tool's runs with the range and the number of runs, so
+our tools sit beside perftest and the kernel's NVMe host measured in the
+same boot. The NVMe workloads (`nvme-*`) get a table of their own, the rest
+another, each with only the tools that have a figure in it.
+
+Columns: the yardsticks first (perftest, fio+kernel, then other fio+...
+tools), then rctb, its knob variants `rctb[...]` and other `rctb-*` tools,
+then the Python initiators rctb.nvmeof and nvmeof (the seed's own), then
+anything else; within a rank, in the order they first appear.
+Rows: in the order they first appear, except that the rows of one family
+that differ only in a trailing number (`nvme-randread-4KiB-qd1` ...
+`-qd64`) stay together, in numeric order.
 Usage: bench_table.py bench.txt
 """
+import re
 import statistics
 import sys
 
 
-def main():
+def tool_rank(tool):
+    """Where a tool's column goes (lower: further left)."""
+    if tool == 'perftest':
+        return 0
+    if tool == 'fio+kernel':
+        return 1
+    if tool.startswith('fio+'):
+        return 2
+    if tool == 'rctb':
+        return 3
+    if tool.startswith('rctb['):
+        return 4
+    if tool.startswith('rctb-'):
+        return 5
+    if tool == 'rctb.nvmeof':
+        return 6
+    if tool == 'nvmeof':
+        return 7
+    return 8
+
+
+_TRAILING_NUMBER = re.compile(r'^(.*?)(\d+)$')
+
+
+def row_key(workload, first_seen):
+    """Rows of one family (the name without its trailing number) together,
+    at the family's first appearance, by that number."""
+    m = _TRAILING_NUMBER.match(workload)
+    family, n = (m.group(1), int(m.group(2))) if m else (workload, -1)
+    return (first_seen[family], n, first_seen[workload])
+
+
+def parse(lines):
     runs = {}  # (workload, tool) -> [values]
     units = {}  # workload -> unit
     workloads, tools = [], []
-    try:
-        lines = open(sys.argv[1]).read().splitlines()
-    except OSError as e:
-        print(f'no bench results: {e}')
-        return 1
     for line in lines:
         f = line.split()
         if len(f) != 4:
@@ -36,17 +73,16 @@ def main():
             tools.append(t)
         runs.setdefault((w, t), []).append(v)
         units.setdefault(w, u)
-    if not workloads:
-        print('no bench results')
-        return 1
+    return runs, units, workloads, tools
 
+
+def table(title, workloads, tools, runs, units):
     def cell(w, t):
         vs = runs.get((w, t))
         if not vs:
             return '-'
-        med = statistics.median(vs)
         fmt = '{:.0f}' if units[w] == 'IOPS' else '{:.1f}'
-        s = fmt.format(med)
+        s = fmt.format(statistics.median(vs))
         if len(vs) > 1:
             s += f' ({fmt.format(min(vs))}-{fmt.format(max(vs))}, n={len(vs)})'
         return s
@@ -54,11 +90,47 @@ def main():
     head = ['workload', 'unit'] + tools
     rows = [[w, units[w]] + [cell(w, t) for t in tools] for w in workloads]
     widths = [max(len(r[i]) for r in [head] + rows) for i in range(len(head))]
-    print('medians of the runs (min-max, n=runs), all in one boot:')
+    print(title)
     print('| ' + ' | '.join(h.ljust(widths[i]) for i, h in enumerate(head)) + ' |')
     print('|' + '|'.join('-' * (w + 2) for w in widths) + '|')
     for r in rows:
         print('| ' + ' | '.join(c.ljust(widths[i]) for i, c in enumerate(r)) + ' |')
+
+
+def main():
+    try:
+        lines = open(sys.argv[1]).read().splitlines()
+    except OSError as e:
+        print(f'no bench results: {e}')
+        return 1
+    runs, units, workloads, tools = parse(lines)
+    if not workloads:
+        print('no bench results')
+        return 1
+    first_seen = {}
+    for i, w in enumerate(workloads):
+        m = _TRAILING_NUMBER.match(w)
+        for k in (w, m.group(1) if m else w):
+            first_seen.setdefault(k, i)
+    workloads.sort(key=lambda w: row_key(w, first_seen))
+    order = {t: i for i, t in enumerate(tools)}
+    tools.sort(key=lambda t: (tool_rank(t), order[t]))
+
+    groups = [
+        ('medians of the runs (min-max, n=runs), all in one boot:',
+         [w for w in workloads if not w.startswith('nvme-')]),
+        ('NVMe-oF/RDMA reads, medians of the runs (min-max, n=runs), all in one boot:',
+         [w for w in workloads if w.startswith('nvme-')]),
+    ]
+    first = True
+    for title, ws in groups:
+        if not ws:
+            continue
+        ts = [t for t in tools if any((w, t) in runs for w in ws)]
+        if not first:
+            print()
+        table(title, ws, ts, runs, units)
+        first = False
     return 0
 
 
