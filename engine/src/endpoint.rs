@@ -340,10 +340,12 @@ impl Endpoint {
     }
 
     /// After any change to a QP: queue it for transmission if it has output,
-    /// and arm its timer. Returns whether it has output.
+    /// and arm its timer. Returns whether it has output (a QP already
+    /// queued is not asked again: `poll_transmit` asks when it comes up, and
+    /// it calls this with the QP unqueued, so its answer is exact).
     pub(crate) fn after_qp_change(&mut self, now: Instant, qp: QpId) -> bool {
         let Some(q) = self.qps.get_mut(qp.0) else { return false };
-        let want_tx = q.wants_transmit(now);
+        let want_tx = q.tx_queued || q.wants_transmit(now);
         if want_tx && !q.tx_queued {
             q.tx_queued = true;
             self.tx_ready.push_back(qp);

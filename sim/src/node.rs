@@ -20,6 +20,8 @@ pub(crate) struct Node {
     pub timer_pending: Option<Instant>,
     /// Crashed and not booted again: it sends nothing and runs nothing.
     pub down: bool,
+    /// The last destination address it sent to and its node (`World::route`).
+    pub last_route: Option<(std::net::Ipv4Addr, usize)>,
     /// Endpoints it had after the first ([`Node::reboot`]): labels their RNGs.
     pub boots: u32,
     index: usize,
@@ -37,6 +39,7 @@ impl Node {
             egress_scheduled: false,
             timer_pending: None,
             down: false,
+            last_route: None,
             boots: 0,
             index,
         }

@@ -58,9 +58,10 @@ pub struct FabricStats {
 }
 
 impl FabricStats {
-    pub(crate) fn count_tx(&mut self, pkt: &Packet) {
+    /// Counts a frame of `wire_len` bytes (`pkt.wire_len()`).
+    pub(crate) fn count_tx(&mut self, pkt: &Packet, wire_len: usize) {
         self.frames_sent += 1;
-        self.bytes_sent += pkt.wire_len() as u64;
+        self.bytes_sent += wire_len as u64;
         let op = pkt.bth.opcode;
         if op.is_read_response() {
             self.read_responses += 1;

@@ -223,8 +223,11 @@ impl Transport for SimTransport {
             match w.next_event_at() {
                 Some(t) if t <= deadline => {
                     w.run_next_instant();
+                    let idle = w.actors.is_empty();
                     drop(w);
-                    crate::actor::run_actors(&self.world);
+                    if !idle {
+                        crate::actor::run_actors(&self.world);
+                    }
                 }
                 _ => {
                     // Nothing can happen before the deadline: jump to it.

@@ -9,6 +9,7 @@
 mod faults;
 
 use std::cmp::{Ordering, Reverse};
+use std::collections::binary_heap::PeekMut;
 use std::collections::{BTreeMap, BTreeSet, BinaryHeap, VecDeque};
 use std::net::Ipv4Addr;
 
@@ -100,6 +101,12 @@ pub(crate) struct World {
     pub now: Instant,
     seq: u64,
     events: BinaryHeap<Reverse<Event>>,
+    /// Events scheduled for the current instant while the clock is on it,
+    /// in the order scheduled. Every event of the heap at this instant was
+    /// scheduled earlier (before the clock reached it), so the heap's come
+    /// first and these after, which is the (time, sequence) order; they
+    /// skip the heap's push and pop (an ACK's egress pass is one).
+    now_queue: VecDeque<EventKind>,
     pub nodes: Vec<Node>,
     pub by_ip: BTreeMap<Ipv4Addr, NodeIdx>,
     /// `links[from][to]`, created on first use.
@@ -141,6 +148,7 @@ impl World {
             now: Instant::ZERO,
             seq: 0,
             events: BinaryHeap::new(),
+            now_queue: VecDeque::new(),
             nodes: Vec::new(),
             by_ip: BTreeMap::new(),
             links: Vec::new(),
@@ -164,11 +172,15 @@ impl World {
 
     pub fn schedule(&mut self, at: Instant, kind: EventKind) {
         self.seq += 1;
-        self.events.push(Reverse(Event { at: at.max(self.now), seq: self.seq, kind }));
+        if at <= self.now {
+            self.now_queue.push_back(kind);
+        } else {
+            self.events.push(Reverse(Event { at, seq: self.seq, kind }));
+        }
     }
 
     pub fn next_event_at(&self) -> Option<Instant> {
-        self.events.peek().map(|Reverse(e)| e.at)
+        if self.now_queue.is_empty() { self.events.peek().map(|Reverse(e)| e.at) } else { Some(self.now) }
     }
 
     pub fn node_by_name(&self, name: &str) -> Option<NodeIdx> {
@@ -259,11 +271,44 @@ impl World {
     pub fn run_next_instant(&mut self) -> Option<Instant> {
         let at = self.next_event_at()?;
         self.now = self.now.max(at);
-        while self.next_event_at() == Some(at) {
-            let Some(Reverse(ev)) = self.events.pop() else { break };
-            self.dispatch(ev.at, ev.kind);
+        loop {
+            // The heap's events at this instant first (scheduled before the
+            // clock got here), then those scheduled on it, in order.
+            if self.events.peek().is_some_and(|Reverse(e)| e.at == at) {
+                self.run_heap_top(at);
+                continue;
+            }
+            let Some(kind) = self.now_queue.pop_front() else { break };
+            self.dispatch(at, kind);
         }
         Some(at)
+    }
+
+    /// Runs the event at the top of the heap (due at `at`, the clock's time).
+    fn run_heap_top(&mut self, at: Instant) {
+        let Some(mut top) = self.events.peek_mut() else { return };
+        if let EventKind::LinkDeliver { from, to } = top.0.kind {
+            // The link's next head takes this event's place in the heap (one
+            // sift instead of a pop and a push), with the sequence number
+            // `schedule` would have given it.
+            let link = self.links[from][to].as_mut().expect("add_node creates every link, loopback included");
+            match link.fifo.get(1) {
+                Some(&(next, _)) if next > at => {
+                    self.seq += 1;
+                    top.0.at = next;
+                    top.0.seq = self.seq;
+                    drop(top);
+                    self.link_deliver_head(from, to);
+                }
+                _ => {
+                    PeekMut::pop(top);
+                    self.link_deliver(from, to);
+                }
+            }
+            return;
+        }
+        let Reverse(ev) = PeekMut::pop(top);
+        self.dispatch(ev.at, ev.kind);
     }
 
     /// Advances to `deadline`, running every event before or at it.
@@ -442,10 +487,11 @@ impl World {
                 break;
             };
             budget -= 1;
-            let ser = serialization(tx.packet.wire_len(), bandwidth);
+            let wire_len = tx.packet.wire_len();
+            let ser = serialization(wire_len, bandwidth);
             let done = self.nodes[node].egress_free_at.max(now) + ser;
             self.nodes[node].egress_free_at = done;
-            self.transmit(node, tx.packet, done);
+            self.transmit(node, tx.packet, wire_len, done);
             let n = &mut self.nodes[node];
             if tx.more && !n.egress_scheduled {
                 n.egress_scheduled = true;
@@ -462,14 +508,30 @@ impl World {
         }
     }
 
-    /// Puts a packet on the wire at `now`; it leaves the port at `done`.
-    fn transmit(&mut self, from: NodeIdx, mut pkt: Packet, done: Instant) {
-        self.stats.count_tx(&pkt);
+    /// The node at `ip`, as seen from `from` (each node remembers the last
+    /// one it looked up: nodes are never removed nor readdressed).
+    #[inline]
+    fn route(&mut self, from: NodeIdx, ip: Ipv4Addr) -> Option<NodeIdx> {
+        if let Some((last, to)) = self.nodes[from].last_route
+            && last == ip
+        {
+            return Some(to);
+        }
+        let to = *self.by_ip.get(&ip)?;
+        self.nodes[from].last_route = Some((ip, to));
+        Some(to)
+    }
+
+    /// Puts a packet of `wire_len` bytes on the wire at `now`; it leaves the
+    /// port at `done`.
+    fn transmit(&mut self, from: NodeIdx, mut pkt: Packet, wire_len: usize, done: Instant) {
+        self.stats.count_tx(&pkt, wire_len);
+        let route = self.route(from, pkt.dst_ip);
         if let Some(pcap) = self.pcap.as_mut() {
-            let (src, dst) = (self.nodes[from].mac, self.by_ip.get(&pkt.dst_ip).map(|&i| self.nodes[i].mac));
+            let (src, dst) = (self.nodes[from].mac, route.map(|i| self.nodes[i].mac));
             pcap.record(self.now, src, dst.unwrap_or([0xff; 6]), &pkt);
         }
-        let Some(&to) = self.by_ip.get(&pkt.dst_ip) else {
+        let Some(to) = route else {
             self.stats.dropped_no_route += 1;
             self.give_buf(pkt.payload);
             return;
@@ -535,12 +597,19 @@ impl World {
 
     fn link_deliver(&mut self, from: NodeIdx, to: NodeIdx) {
         let link = self.link(from, to);
-        let Some((_, slot)) = link.fifo.pop_front() else { return };
-        let next = link.fifo.front().map(|&(at, _)| at);
-        let held = link.held.is_some();
+        let next = link.fifo.get(1).map(|&(at, _)| at);
         if let Some(at) = next {
             self.schedule(at, EventKind::LinkDeliver { from, to });
         }
+        self.link_deliver_head(from, to);
+    }
+
+    /// The head of the link's queue arrives (its successor's event is
+    /// already scheduled).
+    fn link_deliver_head(&mut self, from: NodeIdx, to: NodeIdx) {
+        let link = self.link(from, to);
+        let Some((_, slot)) = link.fifo.pop_front() else { return };
+        let held = link.held.is_some();
         if held {
             self.keep(from, to, faults::Held::Packet(slot));
         } else if let Some(pkt) = self.in_flight.get_mut(slot as usize).and_then(Option::take) {
@@ -593,8 +662,12 @@ fn serialization(bytes: usize, bandwidth_bps: u64) -> Duration {
         return Duration::ZERO;
     }
     // Preamble, SFD and inter-frame gap (20) plus FCS (4) occupy the wire too.
-    let bits = (bytes as u128 + 24) * 8;
-    Duration::from_nanos((bits * 1_000_000_000 / bandwidth_bps as u128) as u64)
+    let bits = (bytes as u64 + 24) * 8;
+    // In 64 bits while it cannot overflow (any frame): the same quotient.
+    match bits.checked_mul(1_000_000_000) {
+        Some(n) => Duration::from_nanos(n / bandwidth_bps),
+        None => Duration::from_nanos((bits as u128 * 1_000_000_000 / bandwidth_bps as u128) as u64),
+    }
 }
 
 #[cfg(test)]
