@@ -53,13 +53,15 @@ xarg() { [ -n "$1" ] && echo "-x $1"; }
 # is pinned to its own CPU: perftest times with the TSC, and a process moving
 # between TCG vCPUs (their TSCs differ) can measure 0 MB/s. Each run's CPU
 # cost (perftest/rx, perftest/tx) and rxe counters go to cost.txt; with
-# HWV_STRACE=1 one more run counts system calls (its MB/s is not kept).
+# HWV_STRACE=1 one more ib_send_bw run counts system calls (its MB/s is not
+# kept).
 ptfail=""
 pt() {
     _pw=$1 _pt=$2 _ps=$3 _pn=$4
     shift 4
     _reps=$HWV_BENCH_REPS
-    strace_wanted && _reps=$((_reps + 1))
+    # the strace run: ib_send_bw only (ib_write_bw's 1 MiB run takes minutes under it)
+    [ "$_pt" = ib_send_bw ] && strace_wanted && _reps=$((_reps + 1))
     for r in $(seq 1 "$_reps"); do
         f=$RAW/$_pw-r$r
         if [ "$r" -gt "$HWV_BENCH_REPS" ]; then COST_STRACE=1; else COST_STRACE=0; fi

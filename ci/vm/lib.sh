@@ -352,13 +352,24 @@ cost_run() {
 }
 
 # cost_set_ops WORKLOAD TOOL N: fills in N for the last `ops=?` line of
-# WORKLOAD TOOL (a time-based run, fio's, knows its count only afterwards)
+# WORKLOAD TOOL (a time-based run, fio's, knows its count only afterwards),
+# and its per_op when it is a syscalls line
 cost_set_ops() {
     [ -f "$HWV_OUT/cost.txt" ] || return 0
     awk -v w="$1" -v t="$2" -v n="$3" '
         { line[NR] = $0 }
         $1 == w && $2 == t && / ops=\?( |$)/ { last = NR }
-        END { for (i = 1; i <= NR; i++) { l = line[i]; if (i == last) sub(/ ops=\?/, " ops=" n, l); print l } }' \
+        END {
+            for (i = 1; i <= NR; i++) {
+                l = line[i]
+                if (i == last) {
+                    sub(/ ops=\?/, " ops=" n, l)
+                    if (match(l, / syscalls=[0-9]+/) && n > 0)
+                        sub(/ per_op=\?/, sprintf(" per_op=%.2f", substr(l, RSTART + 10, RLENGTH - 10) / n), l)
+                }
+                print l
+            }
+        }' \
         "$HWV_OUT/cost.txt" >"$HWV_OUT/cost.txt.new" && mv "$HWV_OUT/cost.txt.new" "$HWV_OUT/cost.txt"
 }
 
