@@ -72,10 +72,10 @@ one() {
     shift 5
     if [ "$_bs" = 4096 ]; then
         _w=nvme-randread-4KiB-qd$_qd
-        _ios=$(ios_for "$_key" $((_qd == 1 ? 800 : _qd == 2 ? 1000 : _qd == 4 ? 1300 : 1600)) 0)
+        _ios=$(ios_for "$_key" $((_qd == 1 ? 1200 : _qd == 2 ? 1300 : _qd == 4 ? 1400 : 1800)) 0)
     else
         _w=nvme-seqread-1MiB
-        _ios=$(ios_for "$_key" 10 1)
+        _ios=$(ios_for "$_key" 20 1)
     fi
     _f=$W/$(echo "$_w-$_tool-r$_rep" | tr -c 'A-Za-z0-9.=\n-' _)
     set -- "$TIMEOUT" 120 "$RCTB" nvme bench --backend verbs --device "$DEV" -a "$NVMET_ADDR" -s "$NVMET_PORT" \
