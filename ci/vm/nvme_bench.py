@@ -21,11 +21,16 @@ a fixed seed), D in flight, for --seconds; then 1 MiB sequential reads,
   BENCH nvme-randread-4KiB-qd<D> <tool> <IOPS> IOPS
   BENCH nvme-seqread-1MiB <tool> <MB/s> MB/s     (MB = 2^20 bytes, as perftest)
 Time runs from the first submission to the last completion (in-flight reads
-are drained, not dropped). Anything else goes to stderr.
+are drained, not dropped). Anything else goes to stderr. With --cost-file,
+each measurement also appends the CPU its loop alone took (getrusage of the
+process, every thread, around the loop: no interpreter start, import or
+connect) in lib.sh cost_run's format, as tool `<tool>/loop`:
+  <workload> <tool>/loop ops=<n> user_s=<x> sys_s=<y> vcsw=<n> ivcsw=<n>
 """
 import argparse
 import importlib
 import random
+import resource
 import sys
 import time
 import uuid
@@ -103,6 +108,19 @@ def run(p, io, buf, ns, qd, bs, seconds, next_lba):
             return done, time.perf_counter() - t0
 
 
+def measured(cost_file, workload, tool, fn):
+    """fn() -> (reads, seconds), with the loop's rusage appended to cost_file."""
+    r0 = resource.getrusage(resource.RUSAGE_SELF)
+    n, secs = fn()
+    r1 = resource.getrusage(resource.RUSAGE_SELF)
+    if cost_file:
+        with open(cost_file, "a") as f:
+            f.write("%s %s/loop ops=%d user_s=%.2f sys_s=%.2f vcsw=%d ivcsw=%d\n" % (
+                workload, tool, n, r1.ru_utime - r0.ru_utime, r1.ru_stime - r0.ru_stime,
+                r1.ru_nvcsw - r0.ru_nvcsw, r1.ru_nivcsw - r0.ru_nivcsw))
+    return n, secs
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--lib", required=True, choices=["nvmeof", "rctb.nvmeof"])
@@ -118,6 +136,7 @@ def main():
     ap.add_argument("--seq-seconds", type=float, default=2.5)
     ap.add_argument("--timeout", type=float, default=10.0, help="per admin command")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--cost-file", help="append each loop's CPU time here (lib.sh cost.txt format)")
     a = ap.parse_args()
     qds = [int(q) for q in a.qds.split()]
     if any(q < 1 or q > 255 for q in qds) or not 0 <= a.seq_qd <= 255:
@@ -140,8 +159,10 @@ def main():
         slots = ns.size_lbas * ns.lba_size // KIB4
         per4k = KIB4 // ns.lba_size
         for qd in qds:
-            n, secs = run(p, io, buf, ns, qd, KIB4, a.seconds, lambda: rng.randrange(slots) * per4k)
-            print("BENCH nvme-randread-4KiB-qd%d %s %.0f IOPS" % (qd, a.tool, n / secs), flush=True)
+            w = "nvme-randread-4KiB-qd%d" % qd
+            n, secs = measured(a.cost_file, w, a.tool,
+                               lambda: run(p, io, buf, ns, qd, KIB4, a.seconds, lambda: rng.randrange(slots) * per4k))
+            print("BENCH %s %s %.0f IOPS" % (w, a.tool, n / secs), flush=True)
             log("%d random 4 KiB reads at depth %d in %.2f s" % (n, qd, secs))
         if a.seq_qd:
             per1m = MIB // ns.lba_size
@@ -153,7 +174,8 @@ def main():
                 pos[0] = (lba + per1m) % span
                 return lba
 
-            n, secs = run(p, io, buf, ns, a.seq_qd, MIB, a.seq_seconds, seq)
+            n, secs = measured(a.cost_file, "nvme-seqread-1MiB", a.tool,
+                               lambda: run(p, io, buf, ns, a.seq_qd, MIB, a.seq_seconds, seq))
             print("BENCH nvme-seqread-1MiB %s %.1f MB/s" % (a.tool, n / secs), flush=True)
             log("%d sequential 1 MiB reads at depth %d in %.2f s" % (n, a.seq_qd, secs))
         buf.close()

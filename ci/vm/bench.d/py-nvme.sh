@@ -10,6 +10,9 @@
 # turns; the depths of HWV_COST_QDS ("1 32") run in a process of their own
 # each, through lib.sh cost_run (CPU time into cost.txt) with the rxe
 # counter deltas, the other depths and the 1 MiB reads in one more process.
+# That process line includes the interpreter's start, the imports and the
+# connect (a second or more under TCG), so nvme_bench.py adds the loop's own
+# CPU time as tool `<tool>/loop`.
 # HWV_STRACE=1 adds a strace -c run at each of those depths.
 # A tool that is not in the guest is skipped with a note on stderr, and the
 # hook fails when neither ran.
@@ -70,7 +73,7 @@ py() {
         *)
             COST_STRACE=0
             _c0=$(rxe_snap "$DEV" "$PEER")
-            cost_run "$_cw" "$_tool" "?" -- "$@" >"$_f.out" 2>"$_f.err"
+            cost_run "$_cw" "$_tool" "?" -- "$@" --cost-file "$HWV_OUT/cost.txt" >"$_f.out" 2>"$_f.err"
             _rc=$?
             rxe_delta "$_cw" "$_tool" "$_c0" "$(rxe_snap "$DEV" "$PEER")" >/dev/null
             # the read count: IOPS x seconds is what nvme_bench.py logs as "<n> random ..."
