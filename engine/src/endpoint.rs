@@ -185,6 +185,9 @@ pub struct Endpoint {
     pub(crate) qps: IdMap<RcQp>,
     pub(crate) srqs: IdMap<Srq>,
     pub(crate) qpn_to_qp: BTreeMap<u32, QpId>,
+    /// The last entry of `qpn_to_qp` a packet looked up (a stream of
+    /// packets is for one QP); `create_qp` and `destroy_qp` clear it.
+    pub(crate) last_qpn: Option<(u32, QpId)>,
     next_id: u32,
     next_qpn: u32,
     pub(crate) next_addr: u64,
@@ -221,6 +224,7 @@ impl Endpoint {
             qps: IdMap::default(),
             srqs: IdMap::default(),
             qpn_to_qp: BTreeMap::new(),
+            last_qpn: None,
             next_id: 1,
             // rxe hands out QPNs from 17 up; QP0/QP1 are special.
             next_qpn: 0x11,
@@ -318,6 +322,9 @@ impl Endpoint {
     /// [`AsyncEvent::CqErr`], as rxe's `rxe_cq_post` does.
     #[inline]
     pub(crate) fn route(&mut self) {
+        if self.comps.is_empty() {
+            return;
+        }
         for rc in self.comps.drain(..) {
             if let Some(cq) = self.cqs.get_mut(rc.cq.0) {
                 if cq.entries.len() >= cq.depth as usize {
@@ -375,7 +382,15 @@ impl Endpoint {
     /// The packet's payload buffer stays the caller's.
     #[inline]
     pub fn handle_packet(&mut self, now: Instant, pkt: &Packet) -> Result<(), PacketDrop> {
-        let Some(&qp) = self.qpn_to_qp.get(&pkt.bth.dest_qp) else { return self.handle_gsi(now, pkt) };
+        let dest = pkt.bth.dest_qp;
+        let qp = match self.last_qpn {
+            Some((qpn, qp)) if qpn == dest => qp,
+            _ => {
+                let Some(&qp) = self.qpn_to_qp.get(&dest) else { return self.handle_gsi(now, pkt) };
+                self.last_qpn = Some((dest, qp));
+                qp
+            }
+        };
         if let Some(q) = self.qps.get_mut(qp.0) {
             let before = q.counters;
             let srq = match q.init.srq {

@@ -264,6 +264,7 @@ impl Endpoint {
         let qpn = n.alloc_qpn();
         n.qps.insert(id.0, RcQp::new(id, qpn, *init));
         n.qpn_to_qp.insert(qpn, id);
+        n.last_qpn = None;
         Ok(QpInfo { id, qpn, state: QpState::Reset })
     }
 
@@ -309,6 +310,7 @@ impl Endpoint {
         let n = &mut *self;
         let q = n.qps.remove(qp.0).ok_or_else(|| TransportError::handle(Verb::DestroyQp, qp))?;
         n.qpn_to_qp.remove(&q.qpn);
+        n.last_qpn = None;
         for c in n.conns.values_mut() {
             if c.qp == Some(qp) {
                 c.qp = None;
@@ -320,20 +322,21 @@ impl Endpoint {
     #[inline]
     /// Posts a send-queue work request (SEND, WRITE, READ, with or without immediate).
     pub fn post_send<'a>(&mut self, now: Instant, qp: QpId, wr: &SendWr<'a>) -> Result<()> {
-        if wr.len() > u32::MAX as u64 {
+        let len = wr.len();
+        if len > u32::MAX as u64 {
             return Err(TransportError::invalid(
                 Verb::PostSend,
                 "length",
-                wr.len(),
+                len,
                 "a message is at most 2^32-1 bytes",
             ));
         }
         if wr.op.is_atomic() {
-            if wr.len() != ATOMIC_LEN as u64 {
+            if len != ATOMIC_LEN as u64 {
                 return Err(TransportError::invalid(
                     Verb::PostSend,
                     "length",
-                    wr.len(),
+                    len,
                     "an atomic's scatter/gather list holds exactly 8 bytes (the original value)",
                 ));
             }
@@ -350,7 +353,7 @@ impl Endpoint {
                 ));
             }
         }
-        self.with_qp(now, Verb::PostSend, qp, |q, mem, _, out| q.post_send(wr, mem, out))?
+        self.with_qp(now, Verb::PostSend, qp, |q, mem, _, out| q.post_send(wr, len, mem, out))?
             .map_err(|e| post_error(Verb::PostSend, e))
     }
 

@@ -92,6 +92,24 @@ struct Link {
     custom: bool,
     /// A hold is on: what arrives waits here, in arrival order.
     held: Option<VecDeque<faults::Held>>,
+    /// `cfg.faults.is_clean()` and `cfg.latency` in nanoseconds (saturated),
+    /// kept by `Link::set_cfg` for the per-packet path.
+    clean: bool,
+    latency_ns: u64,
+}
+
+impl Link {
+    fn new(cfg: LinkConfig, rng: SimRng, custom: bool) -> Self {
+        let mut link = Link { cfg, rng, fifo: VecDeque::new(), custom, held: None, clean: true, latency_ns: 0 };
+        link.set_cfg(cfg);
+        link
+    }
+
+    fn set_cfg(&mut self, cfg: LinkConfig) {
+        self.cfg = cfg;
+        self.clean = cfg.faults.is_clean();
+        self.latency_ns = u64::try_from(cfg.latency.as_nanos()).unwrap_or(u64::MAX);
+    }
 }
 
 /// The whole simulated fabric.
@@ -206,7 +224,7 @@ impl World {
                     // faults, and the fabric's defaults never apply to it.
                     let (cfg, custom) =
                         if from == to { (LinkConfig::default(), true) } else { (self.default_link, false) };
-                    let link = Link { cfg, rng, fifo: VecDeque::new(), custom, held: None };
+                    let link = Link::new(cfg, rng, custom);
                     self.links[from][to] = Some(link);
                 }
             }
@@ -228,21 +246,21 @@ impl World {
         self.default_link = cfg;
         for link in self.links.iter_mut().flatten().flatten() {
             if !link.custom {
-                link.cfg = cfg;
+                link.set_cfg(cfg);
             }
         }
     }
 
     pub fn set_link(&mut self, from: NodeIdx, to: NodeIdx, cfg: LinkConfig) {
         let link = self.link(from, to);
-        link.cfg = cfg;
+        link.set_cfg(cfg);
         link.custom = true;
     }
 
     pub fn set_faults(&mut self, a: NodeIdx, b: NodeIdx, faults: LinkFaults) {
         for (from, to) in [(a, b), (b, a)] {
             let link = self.link(from, to);
-            link.cfg.faults = faults;
+            link.set_cfg(LinkConfig { faults, ..link.cfg });
             link.custom = true;
         }
     }
@@ -398,11 +416,14 @@ impl World {
     /// messages onto the fabric, the transmit pipeline started if it has
     /// packets, its timer armed.
     pub fn sync(&mut self, node: NodeIdx) {
-        while let Some(cm) = self.nodes[node].ep.poll_cm_transmit() {
-            self.send_cm(node, cm);
-        }
         let now = self.now;
-        let n = &mut self.nodes[node];
+        let mut n = &mut self.nodes[node];
+        if n.ep.wants_cm_transmit() {
+            while let Some(cm) = self.nodes[node].ep.poll_cm_transmit() {
+                self.send_cm(node, cm);
+            }
+            n = &mut self.nodes[node];
+        }
         if n.ep.wants_transmit() && !n.egress_scheduled {
             n.egress_scheduled = true;
             let t = n.egress_free_at.max(now);
@@ -488,8 +509,9 @@ impl World {
             };
             budget -= 1;
             let wire_len = tx.packet.wire_len();
-            let ser = serialization(wire_len, bandwidth);
-            let done = self.nodes[node].egress_free_at.max(now) + ser;
+            let ser = serialization_ns(wire_len, bandwidth);
+            // `+ Duration::from_nanos(ser)`, saturating as it does.
+            let done = Instant::from_nanos(self.nodes[node].egress_free_at.max(now).as_nanos().saturating_add(ser));
             self.nodes[node].egress_free_at = done;
             self.transmit(node, tx.packet, wire_len, done);
             let n = &mut self.nodes[node];
@@ -552,9 +574,9 @@ impl World {
         }
         let (mut dropped, mut reordered) = (false, false);
         let link = self.link(from, to);
-        let latency = link.cfg.latency;
-        let f = link.cfg.faults;
-        if !f.is_clean() {
+        let latency_ns = link.latency_ns;
+        if !link.clean {
+            let f = link.cfg.faults;
             let rng = &mut link.rng;
             dropped = rng.chance(f.drop);
             if rng.chance(f.corrupt) {
@@ -575,7 +597,12 @@ impl World {
             return;
         }
         self.stats.reordered += reordered as u64;
-        let arrive = done + latency + extra;
+        // `done + latency + extra`, saturating as `+` does.
+        let arrive = Instant::from_nanos(
+            done.as_nanos()
+                .saturating_add(latency_ns)
+                .saturating_add(u64::try_from(extra.as_nanos()).unwrap_or(u64::MAX)),
+        );
         if dup {
             self.stats.duplicated += 1;
             let copy = pkt.clone();
@@ -612,9 +639,8 @@ impl World {
         let held = link.held.is_some();
         if held {
             self.keep(from, to, faults::Held::Packet(slot));
-        } else if let Some(pkt) = self.in_flight.get_mut(slot as usize).and_then(Option::take) {
-            self.free_slots.push(slot);
-            self.deliver(to, pkt);
+        } else {
+            self.deliver(to, slot);
         }
     }
 
@@ -632,41 +658,49 @@ impl World {
         }
     }
 
-    fn deliver(&mut self, to: NodeIdx, pkt: Packet) {
+    /// The packet parked in `slot` reaches `to`; its slot is freed. It is
+    /// read where it is parked (a packet is not small enough to move for
+    /// free).
+    fn deliver(&mut self, to: NodeIdx, slot: u32) {
+        let Some(pkt) = self.in_flight.get(slot as usize).and_then(Option::as_ref) else { return };
+        self.free_slots.push(slot);
         let now = self.now;
-        if pkt.corrupt {
+        let n = &mut self.nodes[to];
+        let taken = if pkt.corrupt {
             // Bad ICRC: dropped silently, as rxe does.
             self.stats.dropped_corrupt += 1;
-            self.give_buf(pkt.payload);
-            return;
-        }
-        let n = &mut self.nodes[to];
-        if !n.ep.link_up() {
+            false
+        } else if !n.ep.link_up() {
             self.stats.dropped_partition += 1;
-            self.give_buf(pkt.payload);
-            return;
-        }
-        if let Err(PacketDrop::NoSuchQp) = n.ep.handle_packet(now, &pkt) {
+            false
+        } else if let Err(PacketDrop::NoSuchQp) = n.ep.handle_packet(now, pkt) {
             self.stats.dropped_no_qp += 1;
-            self.give_buf(pkt.payload);
-            return;
+            false
+        } else {
+            self.stats.delivered += 1;
+            true
+        };
+        let entry = &mut self.in_flight[slot as usize];
+        let payload = entry.as_mut().map(|p| std::mem::take(&mut p.payload)).unwrap_or_default();
+        *entry = None;
+        self.give_buf(payload);
+        if taken {
+            self.sync(to);
         }
-        self.stats.delivered += 1;
-        self.give_buf(pkt.payload);
-        self.sync(to);
     }
 }
 
-fn serialization(bytes: usize, bandwidth_bps: u64) -> Duration {
+/// Nanoseconds a frame of `bytes` occupies an egress port.
+fn serialization_ns(bytes: usize, bandwidth_bps: u64) -> u64 {
     if bandwidth_bps == 0 {
-        return Duration::ZERO;
+        return 0;
     }
     // Preamble, SFD and inter-frame gap (20) plus FCS (4) occupy the wire too.
     let bits = (bytes as u64 + 24) * 8;
     // In 64 bits while it cannot overflow (any frame): the same quotient.
     match bits.checked_mul(1_000_000_000) {
-        Some(n) => Duration::from_nanos(n / bandwidth_bps),
-        None => Duration::from_nanos((bits as u128 * 1_000_000_000 / bandwidth_bps as u128) as u64),
+        Some(n) => n / bandwidth_bps,
+        None => (bits as u128 * 1_000_000_000 / bandwidth_bps as u128) as u64,
     }
 }
 

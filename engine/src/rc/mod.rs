@@ -243,9 +243,11 @@ impl RcQp {
         Ok(())
     }
 
+    /// Posts `wr`, whose length (`wr.len()`) is `len`.
     pub(crate) fn post_send(
         &mut self,
         wr: &SendWr<'_>,
+        len: u64,
         mem: &Memory,
         out: &mut Vec<RoutedCompletion>,
     ) -> Result<(), PostError> {
@@ -266,7 +268,7 @@ impl RcQp {
         }
         let Some(path) = self.path else { return Err(PostError::State(self.state)) };
         let signaled = wr.signaled || self.init.sq_sig_all;
-        self.req.post(wr, signaled, path.pmtu);
+        self.req.post(wr, len, signaled, path.pmtu);
         // A bad local SGE is found when the NIC processes the WR; model that as
         // an immediate error completion in order.
         if let Err(fault) = mem.check_sges(self.pd(), wr.sges) {
@@ -351,9 +353,13 @@ impl RcQp {
         if !matches!(self.state, QpState::Rtr | QpState::Rts | QpState::Err) {
             return Err(buf);
         }
-        let buf = match responder::poll_transmit(self, &path, mem, buf) {
-            Ok(p) => return Ok(p),
-            Err(buf) => buf,
+        let buf = if self.resp.has_output() {
+            match responder::poll_transmit(self, &path, mem, buf) {
+                Ok(p) => return Ok(p),
+                Err(buf) => buf,
+            }
+        } else {
+            buf
         };
         if self.state != QpState::Rts {
             return Err(buf);

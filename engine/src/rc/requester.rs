@@ -100,8 +100,7 @@ impl Requester {
         self.sq.len()
     }
 
-    pub(crate) fn post(&mut self, wr: &SendWr<'_>, signaled: bool, pmtu: u32) {
-        let len = wr.len();
+    pub(crate) fn post(&mut self, wr: &SendWr<'_>, len: u64, signaled: bool, pmtu: u32) {
         let npkts = len.div_ceil(pmtu as u64).max(1) as u32;
         self.sq.push_back(SendWqe {
             wr_id: wr.wr_id,
@@ -165,7 +164,8 @@ impl Requester {
     }
 
     pub(crate) fn can_transmit(&self, now: Instant, max_rd_atomic: u8) -> bool {
-        if self.rnr_until.is_some_and(|t| now < t) {
+        if self.rnr_until.is_some_and(|t| now < t) || self.tx_idx >= self.sq.len() {
+            // Waiting out an RNR NAK, or nothing left to send.
             return false;
         }
         // Usually the WR at the transmit point is unfinished; skip done ones otherwise.

@@ -387,10 +387,7 @@ fn handle_send(qp: &mut RcQp, pkt: &Packet, mem: &mut Memory, ctx: &mut RecvCtx<
         Some(InMsg::Send { received }) => received,
         _ => 0,
     };
-    let sges = std::mem::take(&mut qp.resp.rq[0].sges);
-    let placed = mem.scatter(&sges, offset, &pkt.payload);
-    qp.resp.rq[0].sges = sges;
-    if placed.is_err() {
+    if mem.scatter(&qp.resp.rq[0].sges, offset, &pkt.payload).is_err() {
         malformed_wqe(qp, psn, out);
         return;
     }

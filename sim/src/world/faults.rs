@@ -112,9 +112,8 @@ impl World {
     pub(super) fn arrive(&mut self, from: NodeIdx, to: NodeIdx, slot: u32) {
         if self.link(from, to).held.is_some() {
             self.keep(from, to, Held::Packet(slot));
-        } else if let Some(pkt) = self.in_flight.get_mut(slot as usize).and_then(Option::take) {
-            self.free_slots.push(slot);
-            self.deliver(to, pkt);
+        } else {
+            self.deliver(to, slot);
         }
     }
 
