@@ -377,6 +377,69 @@ impl QueuePair {
         Ok(())
     }
 
+    /// One `ibv_post_recv` of every WR of `wrs` chained, whose SGEs were
+    /// already resolved into `sges` (in order, `wrs[i].sges.len()` each).
+    /// `chain` is reused scratch (no allocation once it has grown). Every WR
+    /// is checked before any is posted; on a provider failure the WRs before
+    /// `bad_wr` were posted (and are tracked).
+    pub(crate) fn post_recv_chain(
+        &mut self,
+        wrs: &[RecvWr<'_>],
+        sges: &mut [ibv_sge],
+        chain: &mut Vec<ibv_recv_wr>,
+    ) -> Result<()> {
+        if wrs.is_empty() {
+            return Ok(());
+        }
+        if self.parents.srq.is_some() {
+            return Err(TransportError::invalid(
+                Verb::PostRecv,
+                "qp",
+                0,
+                "the QP takes its receives from a shared receive queue: post them with post_srq_recv",
+            ));
+        }
+        for wr in wrs {
+            self.check_post(Verb::PostRecv, wr.sges.len(), false)?;
+        }
+        debug_assert_eq!(sges.len(), wrs.iter().map(|w| w.sges.len()).sum::<usize>());
+        chain.clear();
+        let mut at = 0;
+        for wr in wrs {
+            let n = wr.sges.len();
+            let sg_list = if n == 0 { std::ptr::null_mut() } else { sges[at..at + n].as_mut_ptr() };
+            chain.push(ibv_recv_wr { wr_id: wr.wr_id, next: std::ptr::null_mut(), sg_list, num_sge: n as i32 });
+            at += n;
+        }
+        let base = chain.as_mut_ptr();
+        for i in 1..chain.len() {
+            // SAFETY: `i` < chain.len(): both `base.add(i - 1)` and
+            // `base.add(i)` are elements of the vector, written only through
+            // `base` from here on.
+            unsafe { (*base.add(i - 1)).next = base.add(i) };
+        }
+        let mut bad: *mut ibv_recv_wr = std::ptr::null_mut();
+        // SAFETY: the QP is live; `chain` is a valid linked list of
+        // `chain.len()` WRs (the last one's `next` is null) whose SGE
+        // pointers point into `sges`, which outlives the call; the provider
+        // copies the WRs and SGEs before returning.
+        let rc = unsafe { ibv_post_recv(self.as_ptr(), base, &mut bad) };
+        let posted = if rc == 0 {
+            wrs.len()
+        } else {
+            // `bad` points at the first WR not posted (or is null).
+            (0..chain.len()).find(|&i| std::ptr::eq(base.wrapping_add(i), bad)).unwrap_or(0)
+        };
+        chain.clear();
+        for wr in &wrs[..posted] {
+            self.tracker.posted_recv(wr.wr_id);
+        }
+        if rc != 0 {
+            return Err(self.post_error(Verb::PostRecv, "ibv_post_recv", rc_errno(rc), false));
+        }
+        Ok(())
+    }
+
     /// Destroys the QP now, reporting failure (the QP then stays).
     pub(crate) fn destroy(&mut self) -> Result<()> {
         let Some(qp) = self.qp else { return Ok(()) };

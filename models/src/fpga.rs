@@ -154,6 +154,10 @@ struct Stream {
     start: Instant,
     stats: StreamStats,
     outstanding: u32,
+    /// Frames `0..retired` are accounted for (completed or failed).
+    retired: u64,
+    /// One send in this many is signalled (the stream's last always is).
+    signal_every: u32,
 }
 
 /// The engine: a register file over a node's transport.
@@ -171,6 +175,8 @@ pub struct FpgaEngine<T: Transport> {
     stream: Option<Stream>,
     scratch: Vec<Completion>,
     frame: Vec<u8>,
+    /// Streams started from now on signal one send in this many.
+    signal_every: u32,
 }
 
 impl<T: Transport> std::fmt::Debug for FpgaEngine<T> {
@@ -200,9 +206,32 @@ impl<T: Transport> FpgaEngine<T> {
             mrs: BTreeMap::new(),
             qps: BTreeMap::new(),
             stream: None,
-            scratch: Vec::new(),
+            scratch: Vec::with_capacity(32),
             frame: Vec::new(),
+            signal_every: 1,
         }
+    }
+
+    /// Signals only one send in `n` of the streams started from now on, as
+    /// `ib_send_bw -Q n` does: on RC sends complete in order, so the
+    /// completion of a signalled send retires it and every unsignalled one
+    /// before it, and the window counts them all. The stream's last send is
+    /// always signalled; a send that fails completes whether signalled or
+    /// not. 1 (the default) signals every send. `n` must be >= 1 and at most
+    /// the stream's window (checked by [`start_stream`](Self::start_stream):
+    /// with fewer sends outstanding than `n` the window could fill with
+    /// unsignalled sends that never complete).
+    pub fn set_signal_every(&mut self, n: u32) -> Result<(), EngineError> {
+        if n == 0 {
+            return Err(InvalidValue::new("signal_every", 0, "must be >= 1 (1 signals every send)").into());
+        }
+        self.signal_every = n;
+        Ok(())
+    }
+
+    /// One send in how many is signalled (see [`set_signal_every`](Self::set_signal_every)).
+    pub fn signal_every(&self) -> u32 {
+        self.signal_every
     }
 
     /// The engine's transport.
@@ -423,7 +452,22 @@ impl<T: Transport> FpgaEngine<T> {
     pub fn start_stream(&mut self, cfg: StreamConfig) -> Result<(), EngineError> {
         let (_, mr) = self.session()?;
         cfg.validate(32, mr.len)?;
-        self.stream = Some(Stream { cfg, start: self.t.now(), stats: StreamStats::default(), outstanding: 0 });
+        if self.signal_every > cfg.window {
+            return Err(InvalidValue::new(
+                "signal_every",
+                self.signal_every as u64,
+                "must be 1..=the stream's window (a window of unsignalled sends never completes)",
+            )
+            .into());
+        }
+        self.stream = Some(Stream {
+            cfg,
+            start: self.t.now(),
+            stats: StreamStats::default(),
+            outstanding: 0,
+            retired: 0,
+            signal_every: self.signal_every,
+        });
         Ok(())
     }
 
@@ -442,8 +486,13 @@ impl<T: Transport> FpgaEngine<T> {
         self.scratch.clear();
         self.t.poll_cq(q.cq, usize::MAX, &mut self.scratch)?;
         for c in &self.scratch {
-            s.outstanding -= 1;
-            s.stats.completed += 1;
+            // The completion of send `wr_id` retires it and the unsignalled
+            // sends before it (RC completes sends in order); a completion
+            // for a send already retired, or not posted, retires nothing.
+            let n = (c.wr_id + 1).saturating_sub(s.retired).min(s.outstanding as u64);
+            s.retired += n;
+            s.outstanding -= n as u32;
+            s.stats.completed += n;
             if !c.status.is_success() {
                 s.stats.errors.push(c.status);
             }
@@ -470,7 +519,10 @@ impl<T: Transport> FpgaEngine<T> {
             }
             let sge = [Sge::new(mr.id, offset, len)];
             let imm = (ring << 8) | channel as u32;
-            self.t.post_send(q.qp.id, &SendWr::new(i, SendOp::SendWithImm { imm }, &sge))?;
+            let wr = SendWr::new(i, SendOp::SendWithImm { imm }, &sge);
+            let signaled = (i + 1) % s.signal_every as u64 == 0 || i + 1 == s.cfg.count;
+            let wr = if signaled { wr } else { wr.unsignaled() };
+            self.t.post_send(q.qp.id, &wr)?;
             s.outstanding += 1;
             s.stats.posted += 1;
             s.stats.bytes += len as u64;

@@ -683,3 +683,76 @@ fn a_random_fault_rate_above_a_million_is_refused_by_name() {
     assert!(text.contains("drop_ppm") && text.contains("1000000"), "{text}");
     assert_eq!(s.target.borrow().random_faults(), RandomFaults::default(), "a refused setting changes nothing");
 }
+
+/// Random 4 KiB reads of a known 1 MiB over `queues` I/O queues at depth
+/// 16, waiting in `mode`: every read gets its block's bytes.
+fn random_reads_get_their_blocks(seed: u64, queues: u16, mode: rctb_core::transport::PollMode) {
+    let s = setup(seed, TargetConfig::new(NQN));
+    let mut cfg = config(s.addr);
+    cfg.io_queues = queues;
+    let mut c = connect(&s, cfg);
+    c.set_poll_mode(mode);
+    assert_eq!(c.poll_mode(), mode);
+    assert_eq!(c.io_queues().len(), queues as usize);
+    let ns = c.namespace(1).unwrap();
+    let lba = ns.lba_size();
+    let len = 1u64 << 20;
+    let mr = c.alloc(len).unwrap();
+    let data = pattern(len as usize, 9);
+    c.transport_mut().mr_write(mr.id, 0, &data).unwrap();
+    c.write(&ns, 0, Buffer::host(mr)).unwrap();
+    let (n, bs) = (200u64, 4096u64);
+    let back = c.alloc(n * bs).unwrap();
+    let mut x = seed | 1;
+    let reqs: Vec<(u64, Buffer)> = (0..n)
+        .map(|i| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            ((x % (len / bs)) * (bs / lba), Buffer::slice(back, i * bs, bs))
+        })
+        .collect();
+    let reads_before = s.target.borrow().stats().reads;
+    c.read_many(&ns, &reqs, 16).unwrap();
+    assert_eq!(s.target.borrow().stats().reads - reads_before, n, "one command per read");
+    let mut got = vec![0u8; bs as usize];
+    for (i, (slba, _)) in reqs.iter().enumerate() {
+        c.transport().mr_read(back.id, i as u64 * bs, &mut got).unwrap();
+        let at = (slba * lba) as usize;
+        assert!(got[..] == data[at..at + bs as usize], "read {i} (block {slba}) got other bytes");
+    }
+}
+
+#[test]
+fn reads_over_several_queues_get_their_blocks_in_every_poll_mode() {
+    use rctb_core::transport::PollMode;
+    for (seed, queues, mode) in [
+        (30, 1, PollMode::Event),
+        (31, 4, PollMode::Event),
+        (32, 1, PollMode::Adaptive { spin: 8 }),
+        (33, 4, PollMode::Adaptive { spin: 8 }),
+        (34, 3, PollMode::Adaptive { spin: 1 }),
+    ] {
+        random_reads_get_their_blocks(seed, queues, mode);
+    }
+}
+
+#[test]
+fn an_adaptive_initiator_still_times_out_a_dropped_response() {
+    // Lazy deadlines (no clock read per command) still end a lost command.
+    let s = setup(35, TargetConfig::new(NQN));
+    let mut cfg = config(s.addr);
+    cfg.timeout = Duration::from_secs(2);
+    let mut c = connect(&s, cfg);
+    c.set_poll_mode(rctb_core::transport::PollMode::Adaptive { spin: 16 });
+    let ns = c.namespace(1).unwrap();
+    let mr = c.alloc(4096).unwrap();
+    c.read(&ns, 0, Buffer::host(mr)).unwrap();
+    s.target.borrow_mut().faults_mut().drop_responses = 1;
+    let before = s.sim.now();
+    let e = c.read(&ns, 0, Buffer::host(mr)).unwrap_err();
+    assert!(matches!(e, NvmeError::Timeout { command: "Read", qid: 1, .. }), "{e:?}");
+    let took = s.sim.now() - before;
+    assert!(took >= Duration::from_secs(2), "{took:?}");
+    assert!(took <= Duration::from_secs(3), "{took:?}");
+}

@@ -414,3 +414,213 @@ proptest! {
         prop_assert_eq!(st.bytes, bytes);
     }
 }
+
+// ---- cost knobs: each changes the cost, never what arrives ----
+
+#[test]
+fn a_repost_batch_delivers_every_frame_once_and_keeps_the_queue_fed() {
+    let depth = 64;
+    for k in [1, 2, 7, 16, 63, 64] {
+        let mut r = rig(40 + k as u64);
+        let (mut server, _) = connect(&mut r, server_cfg(depth, 4096), 11);
+        server.set_repost_batch(k).unwrap();
+        assert_eq!(server.repost_batch(), k);
+        let s = stream(500);
+        let seen = run(&mut r, &mut server, &s, Consumer { hold: 1, delay: Duration::ZERO }, Duration::from_secs(5));
+        assert_eq!(seen, (0..500).collect::<Vec<u32>>(), "repost batch {k}");
+        assert_eq!(server.counters().frames, 500, "repost batch {k}");
+        assert_eq!(r.sim.stats().rnr_naks, 0, "repost batch {k}: the receive queue ran dry");
+        // An empty poll gives back what a batch held.
+        let mut out = Vec::new();
+        assert_eq!(server.poll(&mut out).unwrap(), 0);
+        assert_eq!(server.unposted_slots(), 0, "repost batch {k}");
+        assert_eq!(server.held_frames(), 0);
+    }
+}
+
+#[test]
+fn a_repost_batch_with_a_holding_consumer_loses_nothing() {
+    // A consumer that holds 8 frames at a time, with re-posts in batches of 5:
+    // slots go back in other groupings than they were taken.
+    let mut r = rig(50);
+    let (mut server, _) = connect(&mut r, server_cfg(16, 4096), 12);
+    server.set_repost_batch(5).unwrap();
+    let s = StreamConfig { window: 8, ..stream(300) };
+    let seen = run(&mut r, &mut server, &s, Consumer { hold: 8, delay: Duration::ZERO }, Duration::from_secs(30));
+    assert_eq!(seen, (0..300).collect::<Vec<u32>>());
+    assert_eq!(server.counters().frames, 300);
+}
+
+#[test]
+fn a_repost_batch_outside_one_to_depth_is_refused_by_name() {
+    let mut r = rig(51);
+    let (mut server, _) = connect(&mut r, server_cfg(8, 4096), 13);
+    for k in [0, 9, u32::MAX] {
+        match server.set_repost_batch(k) {
+            Err(RoceError::Config(e)) => assert_eq!((e.field, e.value), ("repost_batch", k as u64)),
+            other => panic!("repost batch {k}: {other:?}"),
+        }
+    }
+    assert_eq!(server.repost_batch(), 1, "a refused value changes nothing");
+    server.set_repost_batch(8).unwrap();
+}
+
+/// The engine with one send in `n` signalled streams `count` frames.
+fn signalled_stream(seed: u64, n: u32, count: u64, window: u32) {
+    let mut r = rig(seed);
+    let (mut server, _) = connect(&mut r, server_cfg(64, 4096), 14);
+    r.engine.set_signal_every(n).unwrap();
+    assert_eq!(r.engine.signal_every(), n);
+    let s = StreamConfig { window, ..stream(count) };
+    let seen = run(&mut r, &mut server, &s, Consumer { hold: 1, delay: Duration::ZERO }, Duration::from_secs(10));
+    let what = format!("signal every {n}, {count} frames, window {window}");
+    assert_eq!(seen, (0..count as u32).collect::<Vec<u32>>(), "{what}");
+    let st = r.engine.stream_stats().unwrap();
+    assert_eq!((st.posted, st.completed), (count, count), "{what}");
+    assert_eq!(st.errors, vec![], "{what}");
+    let bytes: u64 = (0..count).map(|i| s.sizes[i as usize % 4] as u64).sum();
+    assert_eq!(st.bytes, bytes, "{what}");
+}
+
+#[test]
+fn signalling_one_send_in_n_completes_exactly_the_stream() {
+    for (seed, n, count, window) in [
+        (60, 1, 100, 16),
+        (61, 4, 100, 16),
+        (62, 3, 100, 16), // 100 is not a multiple of 3: the last send is signalled on its own
+        (63, 16, 100, 16),
+        (64, 16, 7, 16), // fewer frames than one period
+        (65, 5, 101, 8),
+        (66, 1, 1, 1),
+    ] {
+        signalled_stream(seed, n, count, window);
+    }
+}
+
+#[test]
+fn signalled_streams_survive_packet_loss() {
+    for (seed, n) in [(70, 1), (71, 4), (72, 7)] {
+        let mut r = rig(seed);
+        let faults = rctb_sim::LinkFaults { drop: 0.03, ..Default::default() };
+        r.sim.set_default_link(rctb_sim::LinkConfig { faults, ..Default::default() });
+        let (mut server, _) = connect(&mut r, server_cfg(64, 4096), 15);
+        r.engine.set_signal_every(n).unwrap();
+        let s = stream(200);
+        let seen = run(&mut r, &mut server, &s, Consumer { hold: 1, delay: Duration::ZERO }, Duration::from_secs(60));
+        assert_eq!(seen, (0..200).collect::<Vec<u32>>(), "signal every {n}");
+        let st = r.engine.stream_stats().unwrap();
+        assert_eq!((st.posted, st.completed, st.errors.len()), (200, 200, 0), "signal every {n}");
+        assert!(r.sim.stats().dropped_loss > 0, "the fault did drop packets");
+    }
+}
+
+#[test]
+fn a_failed_unsignalled_stream_retires_every_send() {
+    // The host goes away mid-stream: the send in flight fails after its
+    // retries and every later one flushes; unsignalled or not, each is
+    // accounted for once.
+    let mut r = rig(73);
+    let tc = TransportConfig::new(Mtu::Mtu4096, RnrTimer::default(), 7, 2).unwrap();
+    let mut psn = rng(16);
+    let mut server = RoceServer::create(r.sim.transport(r.host), server_cfg(64, 4096), &mut psn).unwrap();
+    let p = setup_connection(&mut r.engine, &server.host_params(), &tc, 1 << 20, &mut psn).unwrap();
+    server.complete_connection(p.qpn, &tc, p.lkey).unwrap();
+    r.engine.set_signal_every(4).unwrap();
+    r.engine.start_stream(stream(1000)).unwrap();
+    let cq = r.engine.cq().unwrap();
+    let mut out = Vec::new();
+    let mut stopped = false;
+    for _ in 0..100_000 {
+        r.engine.pump().unwrap();
+        if !stopped {
+            server.poll(&mut out).unwrap();
+            for f in out.drain(..) {
+                server.release(f).unwrap();
+            }
+        }
+        let st = r.engine.stream_stats().unwrap().clone();
+        if !stopped && st.completed >= 100 {
+            server.stop().unwrap();
+            stopped = true;
+        }
+        if !st.errors.is_empty() && st.completed == st.posted {
+            break;
+        }
+        let now = r.sim.now();
+        r.engine.transport_mut().wait(&[cq], now + Duration::from_millis(10)).unwrap();
+    }
+    let st = r.engine.stream_stats().unwrap();
+    assert!(stopped);
+    assert!(!st.errors.is_empty(), "the stream failed");
+    assert_eq!(st.completed, st.posted, "every posted send retired once");
+    assert!(st.posted < 1000);
+}
+
+#[test]
+fn a_signalling_period_outside_one_to_window_is_refused_by_name() {
+    let mut r = rig(74);
+    let (_server, _) = connect(&mut r, server_cfg(8, 4096), 17);
+    match r.engine.set_signal_every(0) {
+        Err(EngineError::Stream(e)) => assert_eq!((e.field, e.value), ("signal_every", 0)),
+        other => panic!("{other:?}"),
+    }
+    r.engine.set_signal_every(9).unwrap();
+    match r.engine.start_stream(StreamConfig { window: 8, ..stream(10) }) {
+        Err(EngineError::Stream(e)) => assert_eq!((e.field, e.value), ("signal_every", 9)),
+        other => panic!("{other:?}"),
+    }
+    assert!(r.engine.stream_stats().is_none(), "nothing started");
+}
+
+/// Streams `count` frames with the host waiting in `mode` (the engine
+/// side lets virtual time pass when the host spins); returns the rings
+/// received and how often the host slept.
+fn polled_stream(seed: u64, mode: PollMode, count: u64) -> (Vec<u32>, RxCounters, u64) {
+    let mut r = rig(seed);
+    let (mut server, _) = connect(&mut r, server_cfg(32, 4096), 18);
+    let s = stream(count);
+    r.engine.start_stream(s.clone()).unwrap();
+    let (ecq, hcq) = (r.engine.cq().unwrap(), server.cq().unwrap());
+    let mut poller = Poller::new(mode);
+    let (mut seen, mut out) = (Vec::new(), Vec::new());
+    let end = r.sim.now() + Duration::from_secs(10);
+    while r.sim.now() < end {
+        let due = r.engine.pump().unwrap();
+        let n = server.poll(&mut out).unwrap();
+        for f in out.drain(..) {
+            assert!(server.frame_data(&f).unwrap() == prbs(f.channel(), f.ring_position(), f.len() as usize));
+            seen.push(f.ring_position());
+            server.release(f).unwrap();
+        }
+        let st = r.engine.stream_stats().unwrap();
+        if seen.len() as u64 == count && st.completed == count {
+            break;
+        }
+        if n > 0 {
+            poller.progress();
+            continue;
+        }
+        let step = Duration::from_micros(20);
+        if poller.idle(server.transport_mut(), &[hcq], |t| t.now() + step).unwrap() == Idle::Spun {
+            // A spinning host takes no virtual time: the FPGA's side does.
+            let now = r.sim.now();
+            r.engine.transport_mut().wait(&[ecq], due.map_or(now + step, |d| d.min(now + step))).unwrap();
+        }
+    }
+    (seen, server.counters(), poller.sleeps())
+}
+
+#[test]
+fn every_poll_mode_delivers_the_same_frames() {
+    let want: Vec<u32> = (0..300).collect();
+    let (busy, cb, sleeps_busy) = polled_stream(80, PollMode::Busy, 300);
+    let (event, ce, sleeps_event) = polled_stream(80, PollMode::Event, 300);
+    let (adaptive, ca, sleeps_adaptive) = polled_stream(80, PollMode::Adaptive { spin: 4 }, 300);
+    assert_eq!(busy, want);
+    assert_eq!(event, want);
+    assert_eq!(adaptive, want);
+    assert_eq!(cb, ce);
+    assert_eq!(ca, ce);
+    assert_eq!(sleeps_busy, 0, "busy polling never sleeps");
+    assert!(sleeps_event > 0 && sleeps_adaptive > 0);
+}

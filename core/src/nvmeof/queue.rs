@@ -94,6 +94,11 @@ pub struct Queue {
     connecting: Option<Instant>,
     /// Connected and not closed (one flag for the hot paths).
     open: bool,
+    /// Deadlines are stamped at the next clock read rather than at submit
+    /// (see [`Queue::set_lazy_deadlines`]).
+    lazy_deadlines: bool,
+    /// Busy slots whose deadline is not stamped yet ([`Instant::FAR_FUTURE`]).
+    unstamped: u16,
 }
 
 impl Queue {
@@ -150,6 +155,8 @@ impl Queue {
             scratch: Vec::new(),
             connecting: None,
             open: false,
+            lazy_deadlines: false,
+            unstamped: 0,
         };
         match q.start_inner(t, pd, req) {
             Ok(()) => Ok(q),
@@ -295,9 +302,39 @@ impl Queue {
         self.closed
     }
 
-    /// The earliest deadline of an outstanding command.
+    /// The earliest deadline of an outstanding command (commands whose
+    /// deadline is not stamped yet, see [`Queue::set_lazy_deadlines`], count
+    /// from the next clock read: [`Queue::stamp_deadlines`]).
     pub fn next_deadline(&self) -> Option<Instant> {
-        self.slots.iter().filter(|s| s.busy).map(|s| s.deadline).min()
+        self.slots.iter().filter(|s| s.busy && s.deadline != Instant::FAR_FUTURE).map(|s| s.deadline).min()
+    }
+
+    /// With `lazy`, a submitted command's deadline is not stamped from a
+    /// clock read of its own but at the queue's next clock read
+    /// ([`Queue::stamp_deadlines`], or [`Queue::poll`]): its timeout then
+    /// counts from a little later than its submission, and a busy-polling
+    /// initiator reads no clock per command. Off by default (exact
+    /// deadlines, a clock read per command).
+    pub fn set_lazy_deadlines(&mut self, lazy: bool) {
+        self.lazy_deadlines = lazy;
+    }
+
+    /// Whether a command waits for its lazy deadline (see
+    /// [`Queue::set_lazy_deadlines`]).
+    pub fn has_unstamped(&self) -> bool {
+        self.unstamped > 0
+    }
+
+    /// Gives every command submitted without a deadline (lazy deadlines)
+    /// the deadline `now` + the timeout.
+    pub fn stamp_deadlines(&mut self, now: Instant) {
+        if self.unstamped == 0 {
+            return;
+        }
+        for s in self.slots.iter_mut().filter(|s| s.busy && s.deadline == Instant::FAR_FUTURE) {
+            s.deadline = now + self.timeout;
+        }
+        self.unstamped = 0;
     }
 
     /// Submits `cmd` without waiting; returns its command id. With
@@ -371,8 +408,13 @@ impl Queue {
         }
         let sge = [Sge::new(self.cmd_mr.id, at, COMMAND_LEN as u32 + data_len)];
         t.post_send(self.qp, &SendWr::new(WR_SEND | cid as u64, SendOp::Send, &sge))?;
-        self.slots[cid as usize] =
-            Slot { busy: true, command: name, send_done: false, response: None, deadline: t.now() + self.timeout };
+        let deadline = if self.lazy_deadlines {
+            self.unstamped = self.unstamped.saturating_add(1);
+            Instant::FAR_FUTURE
+        } else {
+            t.now() + self.timeout
+        };
+        self.slots[cid as usize] = Slot { busy: true, command: name, send_done: false, response: None, deadline };
         self.outstanding += 1;
         Ok(cid)
     }
@@ -380,8 +422,15 @@ impl Queue {
     /// Processes completions and deadlines without blocking. Finished
     /// commands wait in the queue for [`Queue::take`].
     pub fn poll<T: Transport>(&mut self, t: &mut T) -> Result<(), NvmeError> {
+        self.poll_clocked(t, true).map(|_| ())
+    }
+
+    /// [`Queue::poll`]; with `clocked` false the clock is not read, so
+    /// deadlines are not checked (nor lazy ones stamped) this time.
+    /// Returns how many completions it took off the CQ.
+    pub fn poll_clocked<T: Transport>(&mut self, t: &mut T, clocked: bool) -> Result<usize, NvmeError> {
         if !self.open && self.poll_not_open(t) {
-            return Ok(());
+            return Ok(0);
         }
         if self.failed.is_some() {
             // A failed queue's QP is in ERR: its outstanding work flushes
@@ -391,7 +440,7 @@ impl Queue {
             comps.clear();
             let _ = t.poll_cq(self.cq, usize::MAX, &mut comps);
             self.scratch = comps;
-            return Ok(());
+            return Ok(0);
         }
         let mut comps = std::mem::take(&mut self.scratch);
         comps.clear();
@@ -402,17 +451,26 @@ impl Queue {
             }
             Ok(())
         });
+        let n = comps.len();
         self.scratch = comps;
         if let Err(e) = r {
             self.fail(t, e);
-            return Ok(());
+            return Ok(n);
+        }
+        if self.outstanding == 0 {
+            self.unstamped = 0;
+            return Ok(n);
+        }
+        if !clocked {
+            return Ok(n);
         }
         let now = t.now();
+        self.stamp_deadlines(now);
         if let Some(late) = self.slots.iter().find(|s| s.busy && s.deadline <= now) {
             let e = NvmeError::Timeout { command: late.command, qid: self.qid, after: self.timeout };
             self.fail(t, e);
         }
-        Ok(())
+        Ok(n)
     }
 
     fn on_completion<T: Transport>(&mut self, t: &mut T, c: &crate::transport::Completion) -> Result<(), NvmeError> {

@@ -17,6 +17,10 @@ use crate::transport::{
 /// Completions taken from the CQ per `poll_cq` call (rogue's batch size).
 const POLL_BATCH: usize = 16;
 
+/// Receives chained into one `post_recv_many` call at most (a stack array:
+/// no allocation per re-post).
+const REPOST_CHAIN: usize = 32;
+
 /// Host QP values §1 fixes (they do not come from `TransportConfig`).
 const MAX_DEST_RD_ATOMIC: u8 = 16;
 const MAX_RD_ATOMIC: u8 = 16;
@@ -293,6 +297,11 @@ pub struct RoceServer<T: Transport> {
     freed: bool,
     counters: RxCounters,
     scratch: Vec<Completion>,
+    /// Released slots not re-posted yet (at most `repost_batch - 1` between
+    /// calls, and none after an empty poll).
+    unposted: Vec<u32>,
+    /// Re-post released slots once this many accumulated (1: at once).
+    repost_batch: u32,
 }
 
 impl<T: Transport> fmt::Debug for RoceServer<T> {
@@ -408,6 +417,8 @@ impl<T: Transport> RoceServer<T> {
             freed: false,
             counters: RxCounters::default(),
             scratch: Vec::with_capacity(POLL_BATCH),
+            unposted: Vec::with_capacity(depth as usize),
+            repost_batch: 1,
         })
     }
 
@@ -496,6 +507,65 @@ impl<T: Transport> RoceServer<T> {
         Ok(())
     }
 
+    /// Re-posts released slots in batches: a released frame's slot goes back
+    /// to the receive queue once `k` slots are waiting, or when a
+    /// [`poll`](Self::poll) finds the CQ empty (so no slot waits while the
+    /// consumer idles), as one chained post. 1 (the default) re-posts each
+    /// slot at once. `k` must be 1..=the receive queue depth, an
+    /// [`InvalidValue`] naming `repost_batch` otherwise. Only the cost
+    /// changes: every slot still goes back, exactly once.
+    pub fn set_repost_batch(&mut self, k: u32) -> Result<(), RoceError> {
+        if k == 0 || k > self.cfg.rx_queue_depth() {
+            return Err(InvalidValue::new("repost_batch", k as u64, "must be 1..=the receive queue depth").into());
+        }
+        self.repost_batch = k;
+        if self.unposted.len() >= k as usize {
+            self.flush_reposts()?;
+        }
+        Ok(())
+    }
+
+    /// The re-post batch size (see [`set_repost_batch`](Self::set_repost_batch)).
+    pub fn repost_batch(&self) -> u32 {
+        self.repost_batch
+    }
+
+    /// Released slots waiting to be re-posted.
+    pub fn unposted_slots(&self) -> u32 {
+        self.unposted.len() as u32
+    }
+
+    /// Posts every waiting released slot, `REPOST_CHAIN` per chained call.
+    /// On an error the slots not posted stay waiting (a later flush retries).
+    fn flush_reposts(&mut self) -> Result<(), RoceError> {
+        if self.unposted.is_empty() {
+            return Ok(());
+        }
+        let Some(qp) = self.qp.map(|q| q.id) else {
+            self.unposted.clear();
+            return Ok(());
+        };
+        let max = self.cfg.max_payload();
+        let mr = self.mr.id;
+        let mut done = 0;
+        let result = (|| {
+            for chunk in self.unposted.chunks(REPOST_CHAIN) {
+                let sges: [Sge; REPOST_CHAIN] = std::array::from_fn(|i| {
+                    let slot = chunk.get(i).copied().unwrap_or(0);
+                    Sge::new(mr, slot as u64 * max as u64, max)
+                });
+                let wrs: [RecvWr<'_>; REPOST_CHAIN] = std::array::from_fn(|i| {
+                    RecvWr::new(chunk.get(i).copied().unwrap_or(0) as u64, std::slice::from_ref(&sges[i]))
+                });
+                self.t.post_recv_many(qp, &wrs[..chunk.len()])?;
+                done += chunk.len();
+            }
+            Ok::<(), TransportError>(())
+        })();
+        self.unposted.drain(..done);
+        Ok(result?)
+    }
+
     fn post_slot(&mut self, slot: u32) -> Result<(), RoceError> {
         let qp = self.qp.ok_or(RoceError::Stopped)?.id;
         let max = self.cfg.max_payload();
@@ -533,6 +603,11 @@ impl<T: Transport> RoceServer<T> {
             let got = batch.len();
             self.scratch = batch;
             result?;
+            if got == 0 && !self.unposted.is_empty() {
+                // The CQ is empty: give the waiting slots back before the
+                // consumer idles (or the sender runs out of credit).
+                self.flush_reposts()?;
+            }
             if got < POLL_BATCH {
                 return Ok(out.len() - before);
             }
@@ -653,7 +728,14 @@ impl<T: Transport> RoceServer<T> {
         self.held[frame.slot as usize] = false;
         self.held_count -= 1;
         match self.phase {
-            Phase::Connected => self.post_slot(frame.slot),
+            Phase::Connected if self.repost_batch == 1 => self.post_slot(frame.slot),
+            Phase::Connected => {
+                self.unposted.push(frame.slot);
+                if self.unposted.len() >= self.repost_batch as usize {
+                    self.flush_reposts()?;
+                }
+                Ok(())
+            }
             Phase::Stopped => {
                 if self.held_count == 0 {
                     self.free_slab()?;
@@ -662,6 +744,12 @@ impl<T: Transport> RoceServer<T> {
             }
             Phase::Created => unreachable!("no frame exists before the connection"),
         }
+    }
+
+    /// The completion queue of the host QP (to wait on it, e.g. with a
+    /// [`Poller`](crate::transport::Poller)); `None` once stopped.
+    pub fn cq(&self) -> Option<CqId> {
+        self.cq
     }
 
     /// Frames currently held by the consumer.
@@ -682,6 +770,8 @@ impl<T: Transport> RoceServer<T> {
                 first.get_or_insert(e.into());
             }
         };
+        // Slots waiting for a re-post die with the QP.
+        self.unposted.clear();
         if let Some(qp) = self.qp.take() {
             note(self.t.modify_qp(qp.id, &QpTransition::Err));
             note(self.t.destroy_qp(qp.id));

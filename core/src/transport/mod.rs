@@ -19,12 +19,14 @@
 
 mod cm;
 mod error;
+mod poll;
 mod qp;
 mod types;
 mod work;
 
 pub use cm::*;
 pub use error::*;
+pub use poll::*;
 pub use qp::*;
 pub use types::*;
 pub use work::*;
@@ -117,6 +119,19 @@ pub trait Transport {
     /// WR_FLUSH_ERR); `QueueFull` with `max_recv_wr` receives posted;
     /// `InvalidArgument` with more SGEs than `max_recv_sge`.
     fn post_recv<'a>(&mut self, qp: QpId, wr: &RecvWr<'a>) -> Result<()>;
+    /// Posts several receives to the receive queue in order, as one chained
+    /// `ibv_post_recv` list where the backend can (the verbs backend does).
+    /// The rules of [`post_recv`](Self::post_recv) hold for each WR. The
+    /// default posts them one by one. On an error, the WRs before the failing
+    /// one may have been posted (as `ibv_post_recv`'s `bad_wr` says); the
+    /// verbs backend checks every WR before posting any, so a WR it refuses
+    /// leaves none posted.
+    fn post_recv_many<'a>(&mut self, qp: QpId, wrs: &[RecvWr<'a>]) -> Result<()> {
+        for wr in wrs {
+            self.post_recv(qp, wr)?;
+        }
+        Ok(())
+    }
     /// Appends up to `max` completions of `cq` to `out`; returns how many.
     /// A completion that found the CQ full was lost; that is reported as
     /// [`AsyncEvent::CqErr`], not here.

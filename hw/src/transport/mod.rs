@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 use rctb_core::time::Instant;
 use rctb_core::transport::*;
-use rdma_sys::{ibv_event_type, ibv_sge, ibv_wc};
+use rdma_sys::{ibv_event_type, ibv_recv_wr, ibv_sge, ibv_wc};
 
 use crate::cq::Cq;
 use crate::device::Context;
@@ -41,6 +41,24 @@ const POLL_BATCH: usize = 32;
 struct CqEntry {
     cq: Arc<Cq>,
     polled: VecDeque<Completion>,
+}
+
+/// Buffers the data path reuses, so posting, polling and waiting allocate
+/// nothing once they have grown to the largest call seen.
+#[derive(Default)]
+struct Scratch {
+    /// Resolved SGEs of the WR(s) being posted.
+    sges: Vec<ibv_sge>,
+    /// The chained WRs of `post_recv_many`.
+    recv_chain: Vec<ibv_recv_wr>,
+    /// `wait`'s poll set: the watched CQs' channels, then the CM channel.
+    pollfds: Vec<libc::pollfd>,
+}
+
+impl std::fmt::Debug for Scratch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Scratch").finish_non_exhaustive()
+    }
 }
 
 /// A QP handle: a real QP, or one RDMA CM will create once the route is
@@ -128,6 +146,8 @@ pub struct VerbsTransport {
     cm_events: VecDeque<CmEvent>,
     cm_errors: VecDeque<TransportError>,
     next_id: u32,
+    /// Reused buffers of the data path.
+    scratch: Scratch,
     /// `!Sync`: `&self` methods read device state that `&mut self` methods
     /// change, with no locking. (Raw pointers already imply it; this says so.)
     _not_sync: PhantomData<Cell<()>>,
@@ -167,6 +187,7 @@ impl VerbsTransport {
             cm_events: VecDeque::new(),
             cm_errors: VecDeque::new(),
             next_id: 1,
+            scratch: Scratch::default(),
             _not_sync: PhantomData,
         })
     }
@@ -270,9 +291,26 @@ impl VerbsTransport {
         }
     }
 
-    /// The SGEs of a WR, resolved against our regions.
-    fn sges(&self, sges: &[Sge], verb: Verb) -> Result<Vec<ibv_sge>> {
-        sges.iter().map(|s| self.mr(s.mr, verb)?.sge(s.offset, s.len, verb)).collect()
+    /// Appends the SGEs of a WR, resolved against our regions, to `out`.
+    fn resolve_sges(&self, sges: &[Sge], verb: Verb, out: &mut Vec<ibv_sge>) -> Result<()> {
+        for s in sges {
+            out.push(self.mr(s.mr, verb)?.sge(s.offset, s.len, verb)?);
+        }
+        Ok(())
+    }
+
+    /// Runs `f` with the SGEs of `sges` resolved into the reused buffer.
+    fn with_sges<R>(
+        &mut self,
+        sges: &[Sge],
+        verb: Verb,
+        f: impl FnOnce(&mut Self, &mut [ibv_sge]) -> Result<R>,
+    ) -> Result<R> {
+        let mut buf = std::mem::take(&mut self.scratch.sges);
+        buf.clear();
+        let r = self.resolve_sges(sges, verb, &mut buf).and_then(|()| f(self, &mut buf));
+        self.scratch.sges = buf;
+        r
     }
 
     fn insert_qp(&mut self, q: QueuePair) -> QpInfo {
@@ -572,14 +610,28 @@ impl Transport for VerbsTransport {
             ));
         }
         self.qp_mut(qp, Verb::PostSend)?;
-        let mut sges = self.sges(wr.sges, Verb::PostSend)?;
-        self.qp_mut(qp, Verb::PostSend)?.post_send(wr, &mut sges)
+        self.with_sges(wr.sges, Verb::PostSend, |me, sges| me.qp_mut(qp, Verb::PostSend)?.post_send(wr, sges))
     }
 
     fn post_recv<'a>(&mut self, qp: QpId, wr: &RecvWr<'a>) -> Result<()> {
         self.qp_mut(qp, Verb::PostRecv)?;
-        let mut sges = self.sges(wr.sges, Verb::PostRecv)?;
-        self.qp_mut(qp, Verb::PostRecv)?.post_recv(wr, &mut sges)
+        self.with_sges(wr.sges, Verb::PostRecv, |me, sges| me.qp_mut(qp, Verb::PostRecv)?.post_recv(wr, sges))
+    }
+
+    /// One chained `ibv_post_recv`. Every WR is checked (SGE count, regions,
+    /// QP state) before any is posted.
+    fn post_recv_many<'a>(&mut self, qp: QpId, wrs: &[RecvWr<'a>]) -> Result<()> {
+        self.qp_mut(qp, Verb::PostRecv)?;
+        let mut sges = std::mem::take(&mut self.scratch.sges);
+        let mut chain = std::mem::take(&mut self.scratch.recv_chain);
+        sges.clear();
+        let r = wrs
+            .iter()
+            .try_for_each(|wr| self.resolve_sges(wr.sges, Verb::PostRecv, &mut sges))
+            .and_then(|()| self.qp_mut(qp, Verb::PostRecv)?.post_recv_chain(wrs, &mut sges, &mut chain));
+        self.scratch.sges = sges;
+        self.scratch.recv_chain = chain;
+        r
     }
 
     fn poll_cq(&mut self, cq: CqId, max: usize, out: &mut Vec<Completion>) -> Result<usize> {
@@ -649,9 +701,8 @@ impl Transport for VerbsTransport {
     }
 
     fn post_srq_recv<'a>(&mut self, srq: SrqId, wr: &RecvWr<'a>) -> Result<()> {
-        let s = self.srq_arc(srq, Verb::PostSrqRecv)?;
-        let mut sges = self.sges(wr.sges, Verb::PostSrqRecv)?;
-        s.post_recv(wr, &mut sges)
+        self.srq_arc(srq, Verb::PostSrqRecv)?;
+        self.with_sges(wr.sges, Verb::PostSrqRecv, |me, sges| me.srq_arc(srq, Verb::PostSrqRecv)?.post_recv(wr, sges))
     }
 
     fn poll_async_event(&mut self) -> Result<Option<AsyncEvent>> {

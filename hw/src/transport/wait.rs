@@ -22,7 +22,8 @@ impl VerbsTransport {
             if self.ready_now(cqs)? {
                 return Ok(Readiness::Ready);
             }
-            if self.now() >= deadline {
+            // (No clock read for a wait without a deadline.)
+            if deadline != Instant::FAR_FUTURE && self.now() >= deadline {
                 return Ok(Readiness::TimedOut);
             }
             for &cq in cqs {
@@ -41,8 +42,16 @@ impl VerbsTransport {
     /// deadline passes, then drains the channels that fired. Returns true
     /// when there is nothing to wait for at all.
     fn block(&mut self, cqs: &[CqId], deadline: Instant) -> Result<bool> {
-        let mut fds: Vec<libc::pollfd> =
-            cqs.iter().map(|cq| libc::pollfd { fd: self.cqs[cq].cq.fd(), events: libc::POLLIN, revents: 0 }).collect();
+        let mut fds = std::mem::take(&mut self.scratch.pollfds);
+        let r = self.block_on(cqs, deadline, &mut fds);
+        self.scratch.pollfds = fds;
+        r
+    }
+
+    /// `block` with the reused poll set `fds`.
+    fn block_on(&mut self, cqs: &[CqId], deadline: Instant, fds: &mut Vec<libc::pollfd>) -> Result<bool> {
+        fds.clear();
+        fds.extend(cqs.iter().map(|cq| libc::pollfd { fd: self.cqs[cq].cq.fd(), events: libc::POLLIN, revents: 0 }));
         if let Some(ch) = &self.channel {
             fds.push(libc::pollfd { fd: ch.fd(), events: libc::POLLIN, revents: 0 });
         }
@@ -68,7 +77,7 @@ impl VerbsTransport {
                 e => Err(os_error(Verb::Wait, "ppoll", e)),
             };
         }
-        for (cq, fd) in cqs.iter().zip(&fds) {
+        for (cq, fd) in cqs.iter().zip(fds.iter()) {
             if fd.revents != 0 {
                 self.cqs[cq].cq.drain_events()?;
             }

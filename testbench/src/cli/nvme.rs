@@ -23,7 +23,7 @@ use rctb_core::Transport;
 use rctb_core::nvmeof::protocol::*;
 use rctb_core::nvmeof::{Buffer, Controller, ControllerConfig, NvmeError, discover};
 use rctb_core::time::Duration;
-use rctb_core::transport::Mtu;
+use rctb_core::transport::{DEFAULT_SPIN, Mtu, PollMode, PollModeName};
 use rctb_models::nvme::{NvmeTarget, TargetConfig};
 use rctb_sim::{NodeConfig, Sim, SimTransport};
 use rctb_udp::UdpTransport;
@@ -75,9 +75,20 @@ pub struct Common {
     /// I/O queue depth asked for.
     #[arg(short = 'Q', long = "queue-size", default_value_t = 128, global = true)]
     pub queue_depth: u16,
-    /// I/O queues asked for.
+    /// I/O queues asked for (>= 1), each its own QP; `bench` spreads its
+    /// reads over them round-robin (--qd in flight in all, so about qd/N per
+    /// queue).
     #[arg(short = 'i', long = "nr-io-queues", default_value_t = 1, global = true)]
     pub io_queues: u16,
+    /// How the initiator waits for completions: event (arm the CQs and
+    /// sleep on their completion channels when nothing is ready; the
+    /// default), busy (poll without sleeping, a whole CPU) or adaptive
+    /// (poll, and sleep after --spin empty polls in a row).
+    #[arg(long, global = true, value_parser = super::roce::args::poll_name, value_name = "busy|adaptive|event")]
+    pub poll: Option<PollModeName>,
+    /// Empty polls adaptive polling spins through before it sleeps (>= 1).
+    #[arg(long, global = true, default_value_t = DEFAULT_SPIN, value_name = "N")]
+    pub spin: u32,
     /// Keep-alive timeout in seconds (0: off).
     #[arg(short = 'k', long = "keep-alive-tmo", default_value_t = 0, global = true)]
     pub keep_alive: u64,
@@ -280,13 +291,23 @@ fn run<T: Transport>(mut t: T, a: &NvmeArgs, default_addr: Ipv4Addr, default_nqn
         cfg.hostnqn = Nqn::new(h.clone()).map_err(|e| Failure::Usage(format!("--hostnqn {h:?}: {e}")))?;
     }
     cfg.queue_depth = c.queue_depth.clamp(MIN_QUEUE_DEPTH, MAX_QUEUE_DEPTH);
-    cfg.io_queues = c.io_queues.max(1);
+    if c.io_queues == 0 {
+        return Err(Failure::Usage("-i/--nr-io-queues 0: at least one I/O queue".into()));
+    }
+    cfg.io_queues = c.io_queues;
+    let mode = poll_mode(c)?;
     cfg.keep_alive = Duration::from_secs(c.keep_alive);
     cfg.timeout = timeout;
     let mut ctrl = Controller::connect(t, cfg).map_err(|(_, e)| Failure::Nvme(e))?;
+    ctrl.set_poll_mode(mode);
     let r = op(&mut ctrl, &a.op);
     ctrl.close();
     r
+}
+
+/// The polling mode `--poll` and `--spin` say.
+pub(super) fn poll_mode(c: &Common) -> Result<PollMode, Failure> {
+    PollMode::from_name(c.poll.unwrap_or_default(), c.spin).map_err(|e| Failure::Usage(format!("--{}: {e}", e.field)))
 }
 
 fn op<T: Transport>(ctrl: &mut Controller<T>, op: &NvmeOp) -> Result<String, Failure> {
@@ -385,6 +406,9 @@ fn op<T: Transport>(ctrl: &mut Controller<T>, op: &NvmeOp) -> Result<String, Fai
         NvmeOp::Bench { nsid, bs, qd, ios } => {
             let ns = ctrl.namespace(*nsid)?;
             let lba = ns.lba_size();
+            if *qd == 0 {
+                return Err(Failure::Usage("--qd 0: at least one read in flight".into()));
+            }
             if *bs == 0 || bs % lba != 0 || *ios == 0 {
                 return Err(Failure::Usage(format!("--bs {bs} must be a multiple of the block size {lba}; --ios > 0")));
             }
@@ -407,7 +431,12 @@ fn op<T: Transport>(ctrl: &mut Controller<T>, op: &NvmeOp) -> Result<String, Fai
             let iops = *ios as f64 / elapsed.as_secs_f64().max(1e-9);
             let size = if bs % 1024 == 0 { format!("{}KiB", bs / 1024) } else { format!("{bs}B") };
             let _ = writeln!(out, "BENCH nvme-randread-{size}-qd{qd} rctb {iops:.0} IOPS");
-            let _ = writeln!(out, "{ios} random {bs}-byte reads of nsid {nsid} at depth {qd} in {elapsed:?}");
+            let _ = writeln!(
+                out,
+                "{ios} random {bs}-byte reads of nsid {nsid} at depth {qd} over {} I/O queues ({} polling) in {elapsed:?}",
+                ctrl.io_queues().len(),
+                poll_name(ctrl.poll_mode()),
+            );
         }
         NvmeOp::Flush { nsid } => {
             let ns = ctrl.namespace(*nsid)?;
@@ -484,4 +513,13 @@ pub fn namespace_text(n: &NamespaceInfo) -> String {
         let _ = writeln!(s, "lbaf {i:2} : ms:{} lbads:{} rp:{:#x}{used}", f.ms, f.lbads, f.rp);
     }
     s
+}
+
+/// A polling mode as `--poll` spells it.
+fn poll_name(m: PollMode) -> String {
+    match m {
+        PollMode::Busy => "busy".into(),
+        PollMode::Adaptive { spin } => format!("adaptive, spin {spin}"),
+        PollMode::Event => "event".into(),
+    }
 }

@@ -292,6 +292,9 @@ impl<T: Transport> Controller<T> {
             pending: std::collections::BTreeMap::new(),
             finished: Vec::new(),
             next_ticket: 1,
+            poller: Poller::new(PollMode::Event),
+            wait_cqs: Vec::new(),
+            unclocked_turns: 0,
         })
     }
 
@@ -433,7 +436,8 @@ impl<T: Transport> Controller<T> {
         }
         let qcfg =
             QueueConfig { addr: self.cfg.addr, qid, depth, cntlid: self.cntlid, in_capsule, timeout: self.cfg.timeout };
-        let q = Queue::start(&mut self.t, self.pd, &qcfg)?;
+        let mut q = Queue::start(&mut self.t, self.pd, &qcfg)?;
+        q.set_lazy_deadlines(self.poller.mode() != PollMode::Event);
         self.io.push(q);
         Ok(Phase::Io { qid, n, depth, in_capsule, cid: None })
     }
@@ -482,6 +486,7 @@ impl<T: Transport> Controller<T> {
         match Queue::start(&mut self.t, self.pd, &admin_queue(&self.cfg)) {
             Ok(q) => {
                 self.admin = q;
+                self.admin.set_lazy_deadlines(self.poller.mode() != PollMode::Event);
                 self.phase = Phase::Admin(AdminPhase::Connecting);
                 Ok(())
             }

@@ -226,7 +226,18 @@ pub struct Controller<T: Transport> {
     pending: std::collections::BTreeMap<(usize, u16), Pending>,
     finished: Vec<(Ticket, Result<(), NvmeError>)>,
     next_ticket: u64,
+    /// How the blocking calls wait for completions.
+    poller: Poller,
+    /// The CQs to wait on, reused (no allocation per wait).
+    wait_cqs: Vec<CqId>,
+    /// Turns of a busy or adaptive wait loop since the clock was last read.
+    unclocked_turns: u32,
 }
+
+/// A busy or adaptive initiator reads the clock (command deadlines, CM
+/// events, keep-alive) once in this many turns that found nothing, and after
+/// every sleep.
+const CLOCK_EVERY: u32 = 256;
 
 /// `GpuFlush` that can be shown in Debug output.
 pub trait GpuFlushDebug: GpuFlush + std::fmt::Debug {}
@@ -279,15 +290,28 @@ impl<T: Transport> Controller<T> {
     /// keep-alive due. A driver loop waits on these
     /// (`transport.wait(&cqs, until)`), then calls `service`.
     pub fn wait_set(&self) -> (Vec<CqId>, Instant) {
+        let mut cqs = Vec::new();
+        let until = self.fill_wait_set(&mut cqs);
+        (cqs, until)
+    }
+
+    /// [`Controller::wait_set`] into `cqs` (cleared first).
+    fn fill_wait_set(&self, cqs: &mut Vec<CqId>) -> Instant {
         // Only live queues: a failed one has nothing left to wait for.
         let live =
             || std::iter::once(&self.admin).chain(self.io.iter()).filter(|q| q.failure().is_none() && !q.is_closed());
-        let cqs = live().map(|q| q.cq()).collect();
+        cqs.clear();
+        cqs.extend(live().map(|q| q.cq()));
         let mut until = Instant::FAR_FUTURE;
         for q in live() {
             if let Some(d) = q.next_deadline() {
                 until = until.min(d);
             }
+        }
+        if live().any(|q| q.has_unstamped()) {
+            // A lazy deadline counts from a clock read still to come: wake
+            // by the earliest it can be (the next `service` stamps it).
+            until = until.min(self.t.now() + self.cfg.timeout);
         }
         if matches!(self.phase, Phase::Ready) {
             // While a Keep Alive is outstanding its deadline counts, not the
@@ -298,7 +322,7 @@ impl<T: Transport> Controller<T> {
         } else {
             until = until.min(self.bring_up_due());
         }
-        (cqs, until)
+        until
     }
 
     /// When the bring-up next needs `service` without a completion: a CM
@@ -316,9 +340,101 @@ impl<T: Transport> Controller<T> {
     /// Waits for anything (completions, CM events, a keep-alive due, a
     /// deadline) once, then processes it.
     fn pump(&mut self, deadline: Instant) -> Result<(), NvmeError> {
-        let (cqs, until) = self.wait_set();
-        self.t.wait(&cqs, until.min(deadline))?;
-        self.service()
+        if self.poller.mode() == PollMode::Event || !matches!(self.phase, Phase::Ready) {
+            let mut cqs = std::mem::take(&mut self.wait_cqs);
+            let until = self.fill_wait_set(&mut cqs);
+            let r = self.t.wait(&cqs, until.min(deadline));
+            self.wait_cqs = cqs;
+            r?;
+            return self.service();
+        }
+        // Busy or adaptive: poll; an empty turn idles per the mode. The clock
+        // is read only now and then and after a sleep (`CLOCK_EVERY`).
+        self.unclocked_turns += 1;
+        let clocked = self.unclocked_turns >= CLOCK_EVERY;
+        if self.service_ready(clocked)? > 0 {
+            self.poller.progress();
+            return Ok(());
+        }
+        let mut cqs = std::mem::take(&mut self.wait_cqs);
+        let until = self.fill_wait_set(&mut cqs);
+        let (admin, io) = (&mut self.admin, &mut self.io);
+        let idle = self.poller.idle(&mut self.t, &cqs, |t| {
+            // About to sleep: commands submitted since the last clock read
+            // get their deadlines now, and the sleep ends by the earliest.
+            let now = t.now();
+            let mut until = until.min(deadline);
+            for q in std::iter::once(&mut *admin).chain(io.iter_mut()) {
+                q.stamp_deadlines(now);
+                if let Some(d) = q.next_deadline() {
+                    until = until.min(d);
+                }
+            }
+            until
+        });
+        self.wait_cqs = cqs;
+        match idle? {
+            Idle::Spun => Ok(()),
+            Idle::Slept(_) => self.service_ready(true).map(|_| ()),
+        }
+    }
+
+    /// Sets how the blocking calls (`read_many`, `read`, `write`, admin
+    /// commands) wait for completions: [`PollMode::Event`] (the default:
+    /// arm the CQs and sleep on their channels whenever nothing is ready),
+    /// [`PollMode::Busy`] (poll without sleeping) or
+    /// [`PollMode::Adaptive`] (poll, sleep after `spin` empty polls). Busy
+    /// and adaptive read the clock only every few hundred empty turns and
+    /// after a sleep: command deadlines then count from the first clock
+    /// read after the submission (lazy deadlines), CM events are taken at
+    /// those reads, and a Keep Alive goes out at them.
+    pub fn set_poll_mode(&mut self, mode: PollMode) {
+        self.poller = Poller::new(mode);
+        let lazy = mode != PollMode::Event;
+        self.admin.set_lazy_deadlines(lazy);
+        for q in &mut self.io {
+            q.set_lazy_deadlines(lazy);
+        }
+    }
+
+    /// How the blocking calls wait (see [`Controller::set_poll_mode`]).
+    pub fn poll_mode(&self) -> PollMode {
+        self.poller.mode()
+    }
+
+    /// `service` once ready, for the busy and adaptive loops: with
+    /// `clocked` false no clock is read and no CM event taken. Returns
+    /// the completions taken.
+    fn service_ready(&mut self, clocked: bool) -> Result<usize, NvmeError> {
+        if !clocked {
+            let mut n = self.admin.poll_clocked(&mut self.t, false)?;
+            for q in &mut self.io {
+                n += q.poll_clocked(&mut self.t, false)?;
+            }
+            self.collect_tickets();
+            return match self.admin.failure() {
+                Some(e) => Err(e.clone()),
+                None => Ok(n),
+            };
+        }
+        self.unclocked_turns = 0;
+        while let Some(ev) = self.t.cm_poll() {
+            self.admin.handle_cm(&mut self.t, &ev);
+            for q in &mut self.io {
+                q.handle_cm(&mut self.t, &ev);
+            }
+        }
+        let mut n = self.admin.poll_clocked(&mut self.t, true)?;
+        for q in &mut self.io {
+            n += q.poll_clocked(&mut self.t, true)?;
+        }
+        self.collect_tickets();
+        self.keep_alive_tick()?;
+        match self.admin.failure() {
+            Some(e) => Err(e.clone()),
+            None if self.admin.is_closed() => Err(NvmeError::Disconnected { qid: 0 }),
+            None => Ok(n),
+        }
     }
 
     /// CM events (to the queue they name) and completions of every queue.

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 
 use rctb_core::roce::{GidIndex, RoceError, ServerConfig, TransportConfig};
 use rctb_core::time::{Duration, Instant};
-use rctb_core::transport::{InvalidValue, Mtu, RnrTimer, TransportError};
+use rctb_core::transport::{DEFAULT_SPIN, InvalidValue, Mtu, PollMode, PollModeName, RnrTimer, TransportError};
 use rctb_models::fpga::{EngineError, Payload, SetupError, StreamConfig as EngineStream};
 use rctb_sim::{NodeConfig, Sim};
 use thiserror::Error;
@@ -65,6 +65,24 @@ pub enum CliError {
     Sim(String),
 }
 
+/// `--poll`'s parser: busy, adaptive or event.
+pub fn poll_name(s: &str) -> Result<PollModeName, String> {
+    s.parse::<PollModeName>().map_err(|_| format!("{s:?}: expected busy, adaptive or event"))
+}
+
+/// The polling mode `--poll`, `--spin` and the `--busy-poll` alias say
+/// (`--busy-poll` is `--poll busy`; with another `--poll` it is a usage error).
+pub fn poll_mode(name: Option<PollModeName>, spin: u32, busy_poll: bool) -> Result<PollMode, CliError> {
+    let name = match (name, busy_poll) {
+        (Some(n), true) if n != PollModeName::Busy => {
+            return Err(CliError::Usage(format!("--busy-poll is --poll busy; it contradicts --poll {n}")));
+        }
+        (_, true) => PollModeName::Busy,
+        (n, false) => n.unwrap_or_default(),
+    };
+    Ok(PollMode::from_name(name, spin)?)
+}
+
 fn duration(s: &str) -> Result<Duration, String> {
     parse_duration(s)
 }
@@ -116,10 +134,23 @@ pub struct RoceRxArgs {
     /// `done` and check the counters against its totals.
     #[arg(long)]
     pub wait_done: bool,
-    /// Spin on the completion queue instead of sleeping on its channel
-    /// (lower latency, a whole CPU; what perftest does).
+    /// The same as --poll busy (kept for older scripts).
     #[arg(long)]
     pub busy_poll: bool,
+    /// How to wait for completions: busy (spin on the CQ, a whole CPU; what
+    /// perftest does), event (arm the CQ and sleep on its completion channel
+    /// whenever a poll finds nothing; the default) or adaptive (spin for
+    /// --spin empty polls in a row, then arm and sleep; spin again once
+    /// something arrives).
+    #[arg(long, value_parser = poll_name, value_name = "busy|adaptive|event")]
+    pub poll: Option<PollModeName>,
+    /// Empty polls adaptive polling spins through before it sleeps (>= 1).
+    #[arg(long, default_value_t = DEFAULT_SPIN, value_name = "N")]
+    pub spin: u32,
+    /// Re-post released receive slots K at a time, as one chained post
+    /// (and whenever a poll finds the CQ empty); 1..=--depth, 1 = each at once.
+    #[arg(long, default_value_t = 1, value_name = "K")]
+    pub repost_batch: u32,
     /// Append each channel's frames to `DIR/channel-N.bin`.
     #[arg(long, value_name = "DIR")]
     pub output_dir: Option<PathBuf>,
@@ -191,9 +222,24 @@ pub struct FpgaEmuArgs {
     pub rnr_retry: u8,
     #[arg(long, default_value_t = 7)]
     pub retry_count: u8,
-    /// Spin on the completion queue instead of sleeping on its channel.
+    /// The same as --poll busy (kept for older scripts).
     #[arg(long)]
     pub busy_poll: bool,
+    /// How to wait for completions: busy (spin on the CQ, a whole CPU; what
+    /// perftest does), event (arm the CQ and sleep on its completion channel
+    /// whenever a poll finds nothing; the default) or adaptive (spin for
+    /// --spin empty polls in a row, then arm and sleep; spin again once
+    /// something arrives).
+    #[arg(long, value_parser = poll_name, value_name = "busy|adaptive|event")]
+    pub poll: Option<PollModeName>,
+    /// Empty polls adaptive polling spins through before it sleeps (>= 1).
+    #[arg(long, default_value_t = DEFAULT_SPIN, value_name = "N")]
+    pub spin: u32,
+    /// Signal one send in N (ib_send_bw's -Q): one completion retires N
+    /// sends; the stream's last send is always signalled. 1..=--window,
+    /// 1 = every send.
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    pub signal_every: u32,
     /// Where the host parameters (and `ready`) come from: a file, or - for stdin.
     #[arg(long, default_value = "-", value_name = "FILE")]
     pub host_params: String,
@@ -228,6 +274,36 @@ pub fn rx_transport(a: &RoceRxArgs) -> Result<TransportConfig, CliError> {
     let timer = RnrTimer::from_code(a.min_rnr_timer)
         .map_err(|_| InvalidValue::new("min_rnr_timer", a.min_rnr_timer as u64, "must be 0..=31 (IBA table 45)"))?;
     Ok(TransportConfig::new(pmtu, timer, 7, 3)?)
+}
+
+/// roce-rx's polling mode and re-post batch, checked (the batch against
+/// --depth).
+pub fn rx_knobs(a: &RoceRxArgs) -> Result<(PollMode, u32), CliError> {
+    let mode = poll_mode(a.poll, a.spin, a.busy_poll)?;
+    if a.repost_batch == 0 || a.repost_batch > a.depth {
+        return Err(InvalidValue::new(
+            "repost_batch",
+            a.repost_batch as u64,
+            "--repost-batch must be 1..=--depth (the receive queue depth)",
+        )
+        .into());
+    }
+    Ok((mode, a.repost_batch))
+}
+
+/// fpga-emu's polling mode and signalling period, checked (the period
+/// against --window).
+pub fn emu_knobs(a: &FpgaEmuArgs) -> Result<(PollMode, u32), CliError> {
+    let mode = poll_mode(a.poll, a.spin, a.busy_poll)?;
+    if a.signal_every == 0 || a.signal_every > a.window {
+        return Err(InvalidValue::new(
+            "signal_every",
+            a.signal_every as u64,
+            "--signal-every must be 1..=--window (a window of unsignalled sends never completes)",
+        )
+        .into());
+    }
+    Ok((mode, a.signal_every))
 }
 
 /// The server configuration from roce-rx's arguments.
@@ -444,6 +520,8 @@ pub fn roce_rx_sim(a: &RoceRxArgs) -> Result<(Vec<String>, bool), CliError> {
     let fpga_ip = a.fpga_ip.unwrap_or(Ipv4Addr::new(10, 0, 0, 2));
     let server = rx_server(a, fpga_ip, "sim-host", a.gid_index)?;
     let tc = rx_transport(a)?;
+    // Checked, though the simulated pair runs its own loop.
+    rx_knobs(a)?;
     let count = a.frames.unwrap_or(1000);
     let emu =
         FpgaEmuArgs { frames: count, channels: a.sim_channels.clone(), size: a.sim_sizes.clone(), ..emu_defaults() };
@@ -473,6 +551,8 @@ pub fn fpga_emu_sim(a: &FpgaEmuArgs) -> Result<(Vec<String>, bool), CliError> {
         .build()?;
     let tc = emu_transport(a)?;
     let stream = emu_stream(a, max_payload)?;
+    // Checked, though the simulated pair runs its own loop.
+    emu_knobs(a)?;
     let cfg = PairConfig {
         server,
         tc,
@@ -544,6 +624,9 @@ fn emu_defaults() -> FpgaEmuArgs {
         rnr_retry: 7,
         retry_count: 7,
         busy_poll: false,
+        poll: None,
+        spin: DEFAULT_SPIN,
+        signal_every: 1,
         host_params: "-".into(),
         fpga_params: "-".into(),
         handoff_timeout: Duration::from_secs(60),

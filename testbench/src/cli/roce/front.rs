@@ -10,7 +10,7 @@ use std::io::Write;
 use rctb_core::Transport;
 use rctb_core::roce::{GidIndex, RoceServer};
 use rctb_core::time::{Duration, Instant};
-use rctb_core::transport::Mtu;
+use rctb_core::transport::{Idle, Mtu, Poller};
 use rctb_models::fpga::{FpgaEngine, setup_connection, teardown_connection};
 
 use super::args::*;
@@ -62,11 +62,13 @@ pub fn roce_rx<T: Transport>(
 ) -> Result<bool, CliError> {
     let cfg = rx_server(a, fpga_ip, device, gid)?;
     let tc = rx_transport(a)?;
+    let (mode, repost_batch) = rx_knobs(a)?;
     let console = Console { stderr: a.host_params == "-" };
     let mut outputs = Outputs::new(a.output_dir.as_deref())?;
     let mut to_fpga = HandoffOut::open(&Channel::parse(&a.host_params))?;
     let mut from_fpga = HandoffIn::open(&Channel::parse(&a.fpga_params));
     let mut server = RoceServer::create(t, cfg, &mut random())?;
+    server.set_repost_batch(repost_batch)?;
     to_fpga.send(&Message::Host(HostMsg {
         params: server.host_params(),
         gid: server.status().host_gid,
@@ -83,7 +85,9 @@ pub fn roce_rx<T: Transport>(
     to_fpga.send(&Message::Ready)?;
 
     let mut check = FrameCheck::new(!a.no_verify);
-    let mut frames = Vec::new();
+    let cq = server.cq().ok_or(rctb_core::roce::RoceError::Stopped)?;
+    let mut poller = Poller::new(mode);
+    let mut frames = Vec::with_capacity(a.depth as usize);
     let mut done = None;
     let mut started: Option<Instant> = None;
     let mut last_frame = server.transport().now();
@@ -93,12 +97,14 @@ pub fn roce_rx<T: Transport>(
     // Frames taken since the clock was last read.
     let mut unclocked = false;
     let stop_reason = loop {
-        let n = if a.busy_poll {
-            server.poll(&mut frames)?
+        // An empty poll also re-posts the slots a batch holds back.
+        let n = server.poll(&mut frames)?;
+        let mut slept = false;
+        if n > 0 {
+            poller.progress();
         } else {
-            let now = server.transport().now();
-            server.wait_frames(&mut frames, now + tick)?
-        };
+            slept = matches!(poller.idle(server.transport_mut(), &[cq], |t| t.now() + tick)?, Idle::Slept(_));
+        }
         for f in frames.drain(..) {
             let (ch, ring) = (f.channel(), f.ring_position());
             server.with_frame_data(&f, &mut |b: &[u8]| {
@@ -120,13 +126,14 @@ pub fn roce_rx<T: Transport>(
         } else {
             None
         };
-        // Busy polling reads the clock (a system call and an emulated device
-        // read on some VMs, as much as a frame costs) at the first frame, at
-        // the stop and every 4096 turns, not per frame: the first-to-last
-        // frame time is exact, the idle timeout and progress lines coarser.
+        // The clock (a system call and an emulated device read on some VMs,
+        // as much as a frame costs) is read at the first frame, at the stop,
+        // after a sleep and every 4096 turns, not per frame: the
+        // first-to-last frame time is exact, the idle timeout and progress
+        // lines coarser.
         spins = spins.wrapping_add(1);
         let first = n > 0 && started.is_none();
-        if a.busy_poll && !first && stop.is_none() && spins % 4096 != 0 {
+        if !first && !slept && stop.is_none() && spins % 4096 != 0 {
             continue;
         }
         let now = server.transport().now();
@@ -200,7 +207,9 @@ pub fn fpga_emu<T: Transport>(
     let max = *stream.sizes.iter().max().expect("validated non-empty") as u64;
     let staging = u32::try_from(max * stream.window as u64)
         .map_err(|_| rctb_core::transport::InvalidValue::new("size", max, "window x largest size must be < 4 GiB"))?;
+    let (mode, signal_every) = emu_knobs(a)?;
     let mut engine = FpgaEngine::new(t, host_ip, sgid);
+    engine.set_signal_every(signal_every)?;
     let p = setup_connection(&mut engine, &host.params, &tc, staging, &mut random())?;
     to_host.send(&Message::Fpga(FpgaMsg { qpn: p.qpn, lkey: p.lkey, gid }))?;
     console.line(&format!(
@@ -212,7 +221,7 @@ pub fn fpga_emu<T: Transport>(
         stream.channels
     ));
     from_host.expect("ready", a.handoff_timeout)?;
-    let result = stream_frames(&mut engine, stream.clone(), a, &console);
+    let result = stream_frames(&mut engine, stream.clone(), a, Poller::new(mode), &console);
     let st = engine.stream_stats().cloned().unwrap_or_default();
     let errors = st.errors.len() as u64;
     let frames = st.completed - errors;
@@ -246,6 +255,7 @@ fn stream_frames<T: Transport>(
     engine: &mut FpgaEngine<T>,
     stream: rctb_models::fpga::StreamConfig,
     a: &FpgaEmuArgs,
+    mut poller: Poller,
     console: &Console,
 ) -> Result<Duration, CliError> {
     let count = stream.count;
@@ -254,26 +264,38 @@ fn stream_frames<T: Transport>(
     let cq = engine.cq().ok_or(rctb_models::fpga::EngineError::NotConnected)?;
     let mut last_print = start;
     let mut spins = 0u32;
+    let mut retired = 0;
     loop {
         let due = engine.pump()?;
         let st = engine.stream_stats().expect("a started stream");
         if st.completed == st.posted && (st.completed == count || !st.errors.is_empty()) {
             return Ok(engine.transport().now() - start);
         }
-        // Busy polling reads the clock (a system call on some VMs) every
-        // 4096 turns only.
+        // Progress is a send retired; an empty turn idles per the mode (a
+        // paced stream, `due` set, wakes by its next frame's time).
+        let (posted, completed) = (st.posted, st.completed);
+        let mut slept = false;
+        if completed > retired {
+            retired = completed;
+            poller.progress();
+        } else {
+            let step = Duration::from_millis(50);
+            let idle = poller.idle(engine.transport_mut(), &[cq], |t| {
+                let now = t.now();
+                due.unwrap_or(now + step).min(now + step)
+            })?;
+            slept = matches!(idle, Idle::Slept(_));
+        }
+        // The clock (a system call on some VMs) is read after a sleep and
+        // every 4096 turns only.
         spins = spins.wrapping_add(1);
-        if a.busy_poll && spins % 4096 != 0 {
+        if !slept && spins % 4096 != 0 {
             continue;
         }
         let now = engine.transport().now();
         if !a.interval.is_zero() && now - last_print >= a.interval {
-            console.line(&format!("fpga-emu: {} frames posted, {} completed", st.posted, st.completed));
+            console.line(&format!("fpga-emu: {posted} frames posted, {completed} completed"));
             last_print = now;
-        }
-        if !a.busy_poll {
-            let deadline = due.unwrap_or(now + Duration::from_millis(50)).min(now + Duration::from_millis(50));
-            engine.transport_mut().wait(&[cq], deadline)?;
         }
     }
 }
