@@ -29,8 +29,10 @@
 #   ROCE_SCALE          percent applied to every frame count (100), e.g. 25 for a short boot
 #   ROCE_VARIANT_SIZES  where the knob variants run (64 4096; empty: none)
 #   ROCE_T32            1 (default) or 0: the send_bw-4KiB-t32 perftest row
-# The frame counts are about 2-4 s a run under TCG on a quiet host; the
-# whole hook, 3 reps, about 7 minutes (10-15 on a loaded host): hence
+# The frame counts are about 2-4 s a run under TCG (a test boot at load 4:
+# 64 B 5,200/s rctb, 7,000/s ib_send_bw; 1 KiB 6-8 MB/s; 4 KiB to 1 MiB
+# 6-12 MB/s), plus about 2 s of start-up and hand-off a run; the whole hook,
+# 3 reps with the variants, about 7 minutes (twice that on a loaded host):
 # hwv-timeout: 1200
 set -u
 # shellcheck source=../lib.sh
@@ -55,11 +57,11 @@ frames() {
     done
     if [ -z "$_n" ]; then
         case $1 in
-            64 | 256) _n=12000 ;;
-            1024) _n=10000 ;;
+            64 | 256) _n=16000 ;;
+            1024) _n=20000 ;;
             4096) _n=8000 ;;
-            16384) _n=2400 ;;
-            65536) _n=600 ;;
+            16384) _n=1800 ;;
+            65536) _n=400 ;;
             262144) _n=150 ;;
             *) _n=$((33554432 / $1)) ;; # 32 MiB a run
         esac
