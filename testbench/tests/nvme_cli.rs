@@ -51,3 +51,31 @@ fn errors_exit_1_with_the_reason() {
     let o = rctb(&["connect", "--backend", "verbs"]);
     assert_eq!(o.status.code(), Some(2), "usage error without --device (or without the verbs feature)");
 }
+
+#[test]
+fn bench_spreads_over_io_queues_and_polls_as_told() {
+    let o = stdout(&rctb(&["bench", "--ios", "64", "--qd", "8", "-i", "4", "--poll", "adaptive", "--spin", "16"]));
+    assert!(o.contains("BENCH nvme-randread-4KiB-qd8 rctb "), "{o}");
+    assert!(
+        o.contains("64 random 4096-byte reads of nsid 1 at depth 8 over 4 I/O queues (adaptive, spin 16 polling)"),
+        "{o}"
+    );
+    let o = stdout(&rctb(&["bench", "--ios", "16", "--qd", "4"]));
+    assert!(o.contains("over 1 I/O queues (event polling)"), "the defaults: {o}");
+}
+
+#[test]
+fn bench_knobs_out_of_range_are_usage_errors_naming_the_flag() {
+    for (args, want) in [
+        (&["bench", "-i", "0"][..], "-i/--nr-io-queues 0"),
+        (&["bench", "--qd", "0"][..], "--qd 0"),
+        (&["bench", "--poll", "adaptive", "--spin", "0"][..], "--spin"),
+        (&["bench", "--poll", "busy"][..], "--poll busy"),
+        (&["bench", "--poll", "never"][..], "expected busy, adaptive or event"),
+    ] {
+        let o = rctb(args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains(want), "{args:?}: {err}");
+    }
+}

@@ -96,3 +96,27 @@ fn the_verbs_backend_needs_its_device_and_peer_address() {
     assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(err.contains("--host-ip") || err.contains("without the verbs backend"), "{err}");
 }
+
+#[test]
+fn cost_knobs_out_of_range_are_refused_by_flag() {
+    refused(&["roce-rx", "--backend", "sim", "--repost-batch", "0"], "--repost-batch must be 1..=--depth");
+    refused(&["roce-rx", "--backend", "sim", "--depth", "8", "--repost-batch", "9"], "repost_batch = 9");
+    refused(&["roce-rx", "--backend", "sim", "--poll", "adaptive", "--spin", "0"], "spin = 0");
+    refused(&["roce-rx", "--backend", "sim", "--poll", "sometimes"], "expected busy, adaptive or event");
+    refused(&["roce-rx", "--backend", "sim", "--poll", "event", "--busy-poll"], "--busy-poll is --poll busy");
+    refused(&["fpga-emu", "--backend", "sim", "--signal-every", "0"], "--signal-every must be 1..=--window");
+    refused(&["fpga-emu", "--backend", "sim", "--window", "8", "--signal-every", "9"], "signal_every = 9");
+    refused(&["fpga-emu", "--backend", "sim", "--poll", "adaptive", "--spin", "0"], "spin = 0");
+}
+
+#[test]
+fn cost_knobs_in_range_run_on_the_simulator() {
+    let o = rctb(&["roce-rx", "--backend", "sim", "--frames", "50", "--depth", "8", "--repost-batch", "8"]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}\n{err}");
+    let o = rctb(&["fpga-emu", "--backend", "sim", "--frames", "50", "--signal-every", "16", "--poll", "busy"]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}\n{err}");
+    let o = rctb(&["fpga-emu", "--backend", "sim", "--frames", "50", "--busy-poll", "--poll", "busy"]);
+    assert!(o.status.success(), "--busy-poll and --poll busy agree");
+}

@@ -221,6 +221,14 @@ pub fn main(a: &NvmeArgs) -> ExitCode {
 }
 
 fn run_sim(a: &NvmeArgs) -> Result<String, Failure> {
+    if poll_mode(&a.common)? == PollMode::Busy {
+        // Virtual time passes only while someone waits: a lone busy poller
+        // would spin at one instant for ever.
+        return Err(Failure::Usage(
+            "--poll busy: the simulator's time passes only in waits; use --poll adaptive or event with --backend sim"
+                .into(),
+        ));
+    }
     let sim = Sim::new(a.common.seed.unwrap_or(1));
     let host = sim.add_node(NodeConfig::new("host", Ipv4Addr::new(10, 0, 0, 1))).expect("fresh fabric");
     let tn = sim.add_node(NodeConfig::new("target", SIM_TARGET_IP)).expect("fresh fabric");
