@@ -11,7 +11,8 @@
 # - variants of rctb's knobs (HWV_RCTB_VARIANTS, default "poll=adaptive
 #   poll=busy poll=event qps=4": --poll MODE, -i N I/O queues), as tools
 #   `rctb[poll=busy]` etc., at the depths of HWV_VARIANT_QDS ("1 32 64")
-#   that HWV_QDS has, each run right after the default's run at that depth,
+#   that HWV_QDS has (qps=N only from depth N on: rctb spreads the depth
+#   over the queues), each run right after the default's run at that depth,
 #   so every variant is measured beside its yardstick. Skipped (a note on
 #   stderr) when this rctb has no --poll.
 # Rep by rep, each rep sweeping the depths. Each run does about
@@ -117,6 +118,8 @@ sweep() {
         vi=0
         for v in $variants; do
             vi=$((vi + 1))
+            # -i N spreads the depth over N queues: below N there is nothing to spread
+            case $v in qps=*) [ "$qd" -ge "${v#qps=}" ] || continue ;; esac
             # shellcheck disable=SC2046 # vargs is a word list
             one "rctb[$v]" "v${vi}_$qd" "$qd" 4096 "$1" $(vargs "$v")
         done
@@ -133,6 +136,7 @@ if strace_wanted; then
         one rctb "d$qd" "$qd" 4096 strace
         in_list "$qd" "$HWV_VARIANT_QDS" || continue
         for v in $variants; do
+            case $v in qps=*) [ "$qd" -ge "${v#qps=}" ] || continue ;; esac
             # shellcheck disable=SC2046
             one "rctb[$v]" "s$qd" "$qd" 4096 strace $(vargs "$v")
         done
