@@ -520,3 +520,53 @@ fn cm_one_side_at_a_time() {
     assert_eq!(a.t.cm_poll(), None);
     assert!(a.t.take_cm_error().is_none() && b.t.take_cm_error().is_none());
 }
+
+#[test]
+#[cfg_attr(not(rctb_rdma_hw), ignore = "needs RCTB_RDMA_DEVICE and RCTB_RDMA_PEER_DEVICE at build time")]
+fn chained_receives_are_checked_whole_then_posted_in_order() {
+    let Some((dev_a, dev_b)) = devices() else { return };
+    let mut a = Player::new(&dev_a);
+    let mut b = Player::new(&dev_b);
+    let qb_reset = b.t.create_qp(&b.qp_init()).unwrap();
+    let sge = [Sge::new(b.mr.id, 0, 64)];
+    // In RESET the chain is refused as a single receive is.
+    let e = b.t.post_recv_many(qb_reset.id, &[RecvWr::new(1, &sge)]).unwrap_err();
+    assert!(matches!(e, TransportError::InvalidState { state: QpState::Reset, .. }), "{e:?}");
+    b.t.destroy_qp(qb_reset.id).unwrap();
+
+    let (qa, qb) = manual_pair(&mut a, &mut b, 7);
+    let sges: Vec<[Sge; 1]> = (0..4).map(|i| [Sge::new(b.mr.id, i * 1024, 1024)]).collect();
+    let three = [Sge::new(b.mr.id, 0, 8), Sge::new(b.mr.id, 8, 8), Sge::new(b.mr.id, 16, 8)];
+    let outside = [Sge::new(b.mr.id, 1 << 16, 8)];
+    let unknown = [Sge::new(MrId(999_999), 0, 8)];
+    // A bad WR anywhere in the chain refuses the whole chain: nothing posted.
+    for (bad, what) in [(&three[..], "three SGEs over max_recv_sge 2"), (&outside[..], "outside the region")] {
+        let wrs = [RecvWr::new(100, &sges[0]), RecvWr::new(101, bad)];
+        let e = b.t.post_recv_many(qb, &wrs).unwrap_err();
+        assert!(matches!(e, TransportError::InvalidArgument { verb: Verb::PostRecv, .. }), "{what}: {e:?}");
+    }
+    let e = b.t.post_recv_many(qb, &[RecvWr::new(100, &sges[0]), RecvWr::new(102, &unknown)]).unwrap_err();
+    assert!(matches!(e, TransportError::InvalidHandle { verb: Verb::PostRecv, .. }), "{e:?}");
+    b.t.post_recv_many(qb, &[]).unwrap();
+
+    // Four receives in one chain take four SENDs, in order.
+    let wrs: Vec<RecvWr<'_>> = (0..4).map(|i| RecvWr::new(10 + i as u64, &sges[i])).collect();
+    b.t.post_recv_many(qb, &wrs).unwrap();
+    for i in 0..4u64 {
+        a.t.mr_write(a.mr.id, i * 64, &[i as u8 + 1; 64]).unwrap();
+        a.t.post_send(qa, &SendWr::new(i, SendOp::Send, &[Sge::new(a.mr.id, i * 64, 64)])).unwrap();
+    }
+    let sent = a.completions(4);
+    assert!(sent.iter().all(|c| c.status == WcStatus::Success), "{sent:?}");
+    let got = b.completions(4);
+    let ids: Vec<u64> = got.iter().map(|c| c.wr_id).collect();
+    assert_eq!(ids, vec![10, 11, 12, 13], "only the good chain was posted, in order: {got:?}");
+    for i in 0..4u64 {
+        assert_eq!(b.read(i * 1024, 64), vec![i as u8 + 1; 64]);
+    }
+    // Nothing else was posted: a fifth SEND finds no receive (RNR, retried
+    // until one comes), so post one and see it land there.
+    b.t.post_recv_many(qb, &[RecvWr::new(20, &sges[0])]).unwrap();
+    a.t.post_send(qa, &SendWr::new(9, SendOp::Send, &[Sge::new(a.mr.id, 0, 64)])).unwrap();
+    assert_eq!(b.completions(1)[0].wr_id, 20);
+}
