@@ -324,12 +324,7 @@ impl Endpoint {
     pub fn post_send<'a>(&mut self, now: Instant, qp: QpId, wr: &SendWr<'a>) -> Result<()> {
         let len = wr.len();
         if len > u32::MAX as u64 {
-            return Err(TransportError::invalid(
-                Verb::PostSend,
-                "length",
-                len,
-                "a message is at most 2^32-1 bytes",
-            ));
+            return Err(TransportError::invalid(Verb::PostSend, "length", len, "a message is at most 2^32-1 bytes"));
         }
         if wr.op.is_atomic() {
             if len != ATOMIC_LEN as u64 {

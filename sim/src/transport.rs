@@ -216,10 +216,10 @@ impl Transport for SimTransport {
 
     fn wait(&mut self, cqs: &[CqId], deadline: Instant) -> Result<Readiness> {
         loop {
-            if self.has_events(cqs) {
+            let mut w = self.world.borrow_mut();
+            if w.nodes[self.node].ep.has_events(cqs) {
                 return Ok(Readiness::Ready);
             }
-            let mut w = self.world.borrow_mut();
             match w.next_event_at() {
                 Some(t) if t <= deadline => {
                     w.run_next_instant();

@@ -168,11 +168,12 @@ impl Requester {
             // Waiting out an RNR NAK, or nothing left to send.
             return false;
         }
-        // Usually the WR at the transmit point is unfinished; skip done ones otherwise.
-        let w = match self.sq.get(self.tx_idx) {
-            Some(w) if !w.done => w,
+        // Usually the WR at the transmit point is unfinished (its packet is
+        // the transmit point's); skip done ones otherwise (from their first).
+        let (w, pkt) = match self.sq.get(self.tx_idx) {
+            Some(w) if !w.done => (w, self.tx_pkt),
             _ => match self.sq.range(self.tx_idx..).find(|w| !w.done) {
-                Some(w) => w,
+                Some(w) => (w, 0),
                 None => return false,
             },
         };
@@ -180,13 +181,13 @@ impl Requester {
             // The error completes once everything before it has.
             return false;
         }
-        let pkt = if self.sq.get(self.tx_idx).is_some_and(|x| x.done) { 0 } else { self.tx_pkt };
-        let psn = if w.awaits_response() { w.first_psn.add(w.read_done) } else { w.first_psn.add(pkt) };
+        let awaits = w.awaits_response();
+        let psn = if awaits { w.first_psn.add(w.read_done) } else { w.first_psn.add(pkt) };
         let is_new = psn.diff(self.sent_end) >= 0;
         if is_new && self.outstanding() >= MAX_WINDOW_PACKETS {
             return false;
         }
-        if w.awaits_response() && is_new && self.reads_in_flight >= max_rd_atomic as u32 {
+        if awaits && is_new && self.reads_in_flight >= max_rd_atomic as u32 {
             return false;
         }
         true
