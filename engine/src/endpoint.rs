@@ -487,23 +487,34 @@ impl Endpoint {
     /// buffer moves into the packet; on `None` it stays the caller's).
     #[inline]
     pub fn poll_transmit(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit> {
+        let mut packet = Packet::empty(std::mem::take(buf));
+        match self.poll_transmit_into(now, &mut packet) {
+            Some(more) => Some(Transmit { packet, more }),
+            None => {
+                *buf = packet.payload;
+                None
+            }
+        }
+    }
+
+    /// [`poll_transmit`](Self::poll_transmit) for an owner that keeps its
+    /// packets in place: the next packet is written into `pkt` (every field;
+    /// its payload buffer is reused). Returns `Some(more)` when there was a
+    /// packet (`more` as in [`Transmit::more`]), `None` when there was none
+    /// (then `pkt` holds no new packet).
+    #[inline]
+    pub fn poll_transmit_into(&mut self, now: Instant, pkt: &mut Packet) -> Option<bool> {
         loop {
             let qp = self.tx_ready.pop_front()?;
             let Some(q) = self.qps.get_mut(qp.0) else { continue };
             q.tx_queued = false;
             let before = q.counters.retransmitted;
-            let result = q.poll_transmit(now, &self.mem, std::mem::take(buf), &mut self.comps);
+            let built = q.poll_transmit(now, &self.mem, pkt, &mut self.comps);
             self.counters.retransmitted += q.counters.retransmitted - before;
             self.route();
-            match result {
-                Ok(packet) => {
-                    let more = self.after_qp_change(now, qp);
-                    return Some(Transmit { packet, more });
-                }
-                Err(b) => {
-                    *buf = b;
-                    self.after_qp_change(now, qp);
-                }
+            let more = self.after_qp_change(now, qp);
+            if built {
+                return Some(more);
             }
         }
     }

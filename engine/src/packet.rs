@@ -45,6 +45,27 @@ pub struct Packet {
 }
 
 impl Packet {
+    /// A placeholder packet around `payload` (an ACKNOWLEDGE to QPN 0 at
+    /// PSN 0 from and to 0.0.0.0, no extended headers): a slot for
+    /// [`Endpoint::poll_transmit_into`](crate::Endpoint::poll_transmit_into)
+    /// to fill.
+    pub fn empty(payload: Vec<u8>) -> Packet {
+        Packet {
+            src_ip: Ipv4Addr::UNSPECIFIED,
+            dst_ip: Ipv4Addr::UNSPECIFIED,
+            udp_src_port: 0,
+            bth: Bth::new(rctb_core::wire::roce::Opcode::ACKNOWLEDGE, 0, rctb_core::transport::Psn::wrapping(0)),
+            reth: None,
+            atomic: None,
+            aeth: None,
+            atomic_ack: None,
+            deth: None,
+            imm: None,
+            payload,
+            corrupt: false,
+        }
+    }
+
     /// Bytes on the Ethernet wire (without preamble and FCS).
     #[inline]
     pub fn wire_len(&self) -> usize {

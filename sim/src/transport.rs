@@ -15,7 +15,7 @@ use rctb_core::time::Instant;
 use rctb_core::transport::*;
 use rctb_engine::Endpoint;
 
-use crate::world::{NodeIdx, World};
+use crate::world::{NodeIdx, WaitStep, World};
 
 /// A node's transport handle.
 #[derive(Clone, Debug)]
@@ -216,26 +216,11 @@ impl Transport for SimTransport {
 
     fn wait(&mut self, cqs: &[CqId], deadline: Instant) -> Result<Readiness> {
         loop {
-            let mut w = self.world.borrow_mut();
-            if w.nodes[self.node].ep.has_events(cqs) {
-                return Ok(Readiness::Ready);
-            }
-            match w.next_event_at() {
-                Some(t) if t <= deadline => {
-                    w.run_next_instant();
-                    let idle = w.actors.is_empty();
-                    drop(w);
-                    if !idle {
-                        crate::actor::run_actors(&self.world);
-                    }
-                }
-                _ => {
-                    // Nothing can happen before the deadline: jump to it.
-                    if deadline != Instant::FAR_FUTURE {
-                        w.now = w.now.max(deadline);
-                    }
-                    return Ok(Readiness::TimedOut);
-                }
+            let step = self.world.borrow_mut().wait_step(self.node, cqs, deadline);
+            match step {
+                WaitStep::Ready => return Ok(Readiness::Ready),
+                WaitStep::TimedOut => return Ok(Readiness::TimedOut),
+                WaitStep::RunActors => crate::actor::run_actors(&self.world),
             }
         }
     }

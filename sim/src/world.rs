@@ -112,6 +112,17 @@ impl Link {
     }
 }
 
+/// How [`World::wait_step`] stopped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum WaitStep {
+    /// The node has a completion or CM event.
+    Ready,
+    /// Nothing was due by the deadline.
+    TimedOut,
+    /// An instant ran and actors are registered: run them, then step again.
+    RunActors,
+}
+
 /// The whole simulated fabric.
 #[derive(Debug)]
 pub(crate) struct World {
@@ -147,17 +158,14 @@ pub(crate) struct World {
     /// Peer models run after every instant (see `actor.rs`).
     pub actors: Vec<crate::actor::ActorSlot>,
     pub next_actor: u64,
-    pool: Vec<Vec<u8>>,
-    /// Packets on the wire, by slot; `free_slots` lists the empty ones.
-    in_flight: Vec<Option<Packet>>,
+    /// Packets on the wire, by slot; `free_slots` lists the free ones
+    /// (whose packets are leftovers, kept for their payload buffers).
+    in_flight: Vec<Packet>,
     free_slots: Vec<u32>,
 }
 
 /// Packets one egress pass may commit to the wire.
 const TX_BURST: u32 = 16;
-
-/// Buffers kept for reuse; enough for a window of in-flight packets.
-const POOL_MAX: usize = 4096;
 
 impl World {
     pub fn new(seed: u64) -> Self {
@@ -182,7 +190,6 @@ impl World {
             pcap: None,
             actors: Vec::new(),
             next_actor: 0,
-            pool: Vec::new(),
             in_flight: Vec::new(),
             free_slots: Vec::new(),
         }
@@ -273,21 +280,45 @@ impl World {
         self.partitions.contains(&Self::pair(a, b))
     }
 
-    pub fn take_buf(&mut self) -> Vec<u8> {
-        self.pool.pop().unwrap_or_default()
-    }
-
-    pub fn give_buf(&mut self, mut buf: Vec<u8>) {
-        if self.pool.len() < POOL_MAX {
-            buf.clear();
-            self.pool.push(buf);
-        }
-    }
-
     /// Runs every event scheduled at the earliest pending instant. Returns that
     /// instant, or `None` when nothing is pending.
     pub fn run_next_instant(&mut self) -> Option<Instant> {
         let at = self.next_event_at()?;
+        self.run_instant(at);
+        Some(at)
+    }
+
+    /// What `SimTransport::wait` does between two actor passes: runs
+    /// instants until `node` has an event on `cqs` (`Ready`), nothing is
+    /// due by `deadline` (`TimedOut`, the clock moved to it), or an instant
+    /// ran while actors are registered (`RunActors`: they run next). One
+    /// borrow of the world for a whole stretch of instants.
+    #[inline]
+    pub fn wait_step(&mut self, node: NodeIdx, cqs: &[rctb_core::transport::CqId], deadline: Instant) -> WaitStep {
+        loop {
+            if self.nodes[node].ep.has_events(cqs) {
+                return WaitStep::Ready;
+            }
+            match self.next_event_at() {
+                Some(t) if t <= deadline => {
+                    self.run_instant(t);
+                    if !self.actors.is_empty() {
+                        return WaitStep::RunActors;
+                    }
+                }
+                _ => {
+                    // Nothing can happen before the deadline: jump to it.
+                    if deadline != Instant::FAR_FUTURE {
+                        self.now = self.now.max(deadline);
+                    }
+                    return WaitStep::TimedOut;
+                }
+            }
+        }
+    }
+
+    /// Runs every event scheduled at `at`, the earliest pending instant.
+    fn run_instant(&mut self, at: Instant) {
         self.now = self.now.max(at);
         loop {
             // The heap's events at this instant first (scheduled before the
@@ -299,7 +330,6 @@ impl World {
             let Some(kind) = self.now_queue.pop_front() else { break };
             self.dispatch(at, kind);
         }
-        Some(at)
     }
 
     /// Runs the event at the top of the heap (due at `at`, the clock's time).
@@ -502,20 +532,21 @@ impl World {
             if !self.nodes[node].ep.wants_transmit() {
                 break;
             }
-            let mut buf = self.take_buf();
-            let Some(tx) = self.nodes[node].ep.poll_transmit(now, &mut buf) else {
-                self.give_buf(buf);
+            // The packet is built in the slot it stays in until delivered.
+            let slot = self.free_slot();
+            let Some(more) = self.nodes[node].ep.poll_transmit_into(now, &mut self.in_flight[slot as usize]) else {
+                self.free_slots.push(slot);
                 break;
             };
             budget -= 1;
-            let wire_len = tx.packet.wire_len();
+            let wire_len = self.in_flight[slot as usize].wire_len();
             let ser = serialization_ns(wire_len, bandwidth);
             // `+ Duration::from_nanos(ser)`, saturating as it does.
             let done = Instant::from_nanos(self.nodes[node].egress_free_at.max(now).as_nanos().saturating_add(ser));
             self.nodes[node].egress_free_at = done;
-            self.transmit(node, tx.packet, wire_len, done);
+            self.transmit(node, slot, wire_len, done);
             let n = &mut self.nodes[node];
-            if tx.more && !n.egress_scheduled {
+            if more && !n.egress_scheduled {
                 n.egress_scheduled = true;
                 let t = n.egress_free_at.max(now);
                 self.schedule(t, EventKind::Egress { node });
@@ -544,43 +575,48 @@ impl World {
         Some(to)
     }
 
-    /// Puts a packet of `wire_len` bytes on the wire at `now`; it leaves the
-    /// port at `done`.
-    fn transmit(&mut self, from: NodeIdx, mut pkt: Packet, wire_len: usize, done: Instant) {
-        self.stats.count_tx(&pkt, wire_len);
-        let route = self.route(from, pkt.dst_ip);
+    /// Puts the packet in `slot`, of `wire_len` bytes, on the wire at `now`;
+    /// it leaves the port at `done`.
+    fn transmit(&mut self, from: NodeIdx, slot: u32, wire_len: usize, done: Instant) {
+        let pkt = &self.in_flight[slot as usize];
+        self.stats.count_tx(pkt, wire_len);
+        let dst_ip = pkt.dst_ip;
+        let route = self.route(from, dst_ip);
         if let Some(pcap) = self.pcap.as_mut() {
             let (src, dst) = (self.nodes[from].mac, route.map(|i| self.nodes[i].mac));
-            pcap.record(self.now, src, dst.unwrap_or([0xff; 6]), &pkt);
+            pcap.record(self.now, src, dst.unwrap_or([0xff; 6]), &self.in_flight[slot as usize]);
         }
         let Some(to) = route else {
             self.stats.dropped_no_route += 1;
-            self.give_buf(pkt.payload);
+            self.release_slot(slot);
             return;
         };
         if !self.nodes[to].ep.link_up() {
             self.stats.dropped_partition += 1;
-            self.give_buf(pkt.payload);
+            self.release_slot(slot);
             return;
         }
         let (mut extra, mut dup) = (Duration::ZERO, false);
         if self.by_hand {
             // A partition or a packet rule is on (`world/faults.rs`).
-            let Some(fate) = self.hand_faults(from, to, &mut pkt) else {
-                self.give_buf(pkt.payload);
+            let mut pkt = std::mem::replace(&mut self.in_flight[slot as usize], Packet::empty(Vec::new()));
+            let fate = self.hand_faults(from, to, &mut pkt);
+            self.in_flight[slot as usize] = pkt;
+            let Some(fate) = fate else {
+                self.release_slot(slot);
                 return;
             };
             (extra, dup) = fate;
         }
         let (mut dropped, mut reordered) = (false, false);
-        let link = self.link(from, to);
+        let link = self.links[from][to].as_mut().expect("add_node creates every link, loopback included");
         let latency_ns = link.latency_ns;
         if !link.clean {
             let f = link.cfg.faults;
             let rng = &mut link.rng;
             dropped = rng.chance(f.drop);
             if rng.chance(f.corrupt) {
-                pkt.corrupt = true;
+                self.in_flight[slot as usize].corrupt = true;
             }
             dup |= rng.chance(f.duplicate);
             if !f.jitter.is_zero() {
@@ -593,7 +629,7 @@ impl World {
         }
         if dropped {
             self.stats.dropped_loss += 1;
-            self.give_buf(pkt.payload);
+            self.release_slot(slot);
             return;
         }
         self.stats.reordered += reordered as u64;
@@ -605,11 +641,10 @@ impl World {
         );
         if dup {
             self.stats.duplicated += 1;
-            let copy = pkt.clone();
-            let slot = self.park(copy);
-            self.schedule(arrive + Duration::from_nanos(1), EventKind::Deliver { from, to, pkt: slot });
+            let copy = self.in_flight[slot as usize].clone();
+            let copy = self.park(copy);
+            self.schedule(arrive + Duration::from_nanos(1), EventKind::Deliver { from, to, pkt: copy });
         }
-        let slot = self.park(pkt);
         let link = self.link(from, to);
         let in_order = extra.is_zero() && link.fifo.back().is_none_or(|&(last, _)| last <= arrive);
         if in_order {
@@ -644,26 +679,38 @@ impl World {
         }
     }
 
-    /// Stores a packet on the wire; returns its slot.
-    fn park(&mut self, pkt: Packet) -> u32 {
+    /// A free packet slot (its packet is a leftover whose payload buffer
+    /// is empty, ready to be reused).
+    #[inline]
+    fn free_slot(&mut self) -> u32 {
         match self.free_slots.pop() {
-            Some(slot) => {
-                self.in_flight[slot as usize] = Some(pkt);
-                slot
-            }
+            Some(slot) => slot,
             None => {
-                self.in_flight.push(Some(pkt));
+                self.in_flight.push(Packet::empty(Vec::new()));
                 (self.in_flight.len() - 1) as u32
             }
         }
+    }
+
+    /// Frees a slot; its payload buffer stays there for the next packet.
+    #[inline]
+    fn release_slot(&mut self, slot: u32) {
+        self.in_flight[slot as usize].payload.clear();
+        self.free_slots.push(slot);
+    }
+
+    /// Stores a packet on the wire; returns its slot.
+    fn park(&mut self, pkt: Packet) -> u32 {
+        let slot = self.free_slot();
+        self.in_flight[slot as usize] = pkt;
+        slot
     }
 
     /// The packet parked in `slot` reaches `to`; its slot is freed. It is
     /// read where it is parked (a packet is not small enough to move for
     /// free).
     fn deliver(&mut self, to: NodeIdx, slot: u32) {
-        let Some(pkt) = self.in_flight.get(slot as usize).and_then(Option::as_ref) else { return };
-        self.free_slots.push(slot);
+        let Some(pkt) = self.in_flight.get(slot as usize) else { return };
         let now = self.now;
         let n = &mut self.nodes[to];
         let taken = if pkt.corrupt {
@@ -680,10 +727,7 @@ impl World {
             self.stats.delivered += 1;
             true
         };
-        let entry = &mut self.in_flight[slot as usize];
-        let payload = entry.as_mut().map(|p| std::mem::take(&mut p.payload)).unwrap_or_default();
-        *entry = None;
-        self.give_buf(payload);
+        self.release_slot(slot);
         if taken {
             self.sync(to);
         }

@@ -81,29 +81,30 @@ pub(crate) struct Path {
 
 impl Path {
     /// A packet on this path; sets the BTH pad count for `payload`.
-    pub(crate) fn packet(
+    /// Writes a packet of this path into `pkt`, whose payload is already
+    /// in place (every other field is overwritten: a packet slot is reused
+    /// as it is, without moving a packet value around).
+    #[inline]
+    pub(crate) fn fill(
         &self,
+        pkt: &mut Packet,
         mut bth: Bth,
         reth: Option<Reth>,
         aeth: Option<Aeth>,
         imm: Option<u32>,
-        payload: Vec<u8>,
-    ) -> Packet {
-        bth.pad = ((4 - payload.len() % 4) % 4) as u8;
-        Packet {
-            src_ip: self.src_ip,
-            dst_ip: self.dest_ip,
-            udp_src_port: self.udp_src_port,
-            bth,
-            reth,
-            atomic: None,
-            aeth,
-            atomic_ack: None,
-            deth: None,
-            imm,
-            payload,
-            corrupt: false,
-        }
+    ) {
+        bth.pad = ((4 - pkt.payload.len() % 4) % 4) as u8;
+        pkt.src_ip = self.src_ip;
+        pkt.dst_ip = self.dest_ip;
+        pkt.udp_src_port = self.udp_src_port;
+        pkt.bth = bth;
+        pkt.reth = reth;
+        pkt.atomic = None;
+        pkt.aeth = aeth;
+        pkt.atomic_ack = None;
+        pkt.deth = None;
+        pkt.imm = imm;
+        pkt.corrupt = false;
     }
 }
 
@@ -341,30 +342,27 @@ impl RcQp {
     }
 
     /// The next packet to put on the wire, if any is ready at `now`.
+    /// Builds the next packet into `pkt` (its payload is the buffer);
+    /// whether there was one.
     pub(crate) fn poll_transmit(
         &mut self,
         now: Instant,
         mem: &Memory,
-        buf: Vec<u8>,
+        pkt: &mut Packet,
         out: &mut Vec<RoutedCompletion>,
-    ) -> Result<Packet, Vec<u8>> {
-        let Some(path) = self.path else { return Err(buf) };
+    ) -> bool {
+        let Some(path) = self.path else { return false };
         // A QP that failed as responder still sends the NAK that says why.
         if !matches!(self.state, QpState::Rtr | QpState::Rts | QpState::Err) {
-            return Err(buf);
+            return false;
         }
-        let buf = if self.resp.has_output() {
-            match responder::poll_transmit(self, &path, mem, buf) {
-                Ok(p) => return Ok(p),
-                Err(buf) => buf,
-            }
-        } else {
-            buf
-        };
+        if self.resp.has_output() && responder::poll_transmit(self, &path, mem, pkt) {
+            return true;
+        }
         if self.state != QpState::Rts {
-            return Err(buf);
+            return false;
         }
-        requester::poll_transmit(self, now, &path, mem, buf, out)
+        requester::poll_transmit(self, now, &path, mem, pkt, out)
     }
 
     /// Whether `poll_transmit` would produce a packet at `now`.

@@ -527,27 +527,27 @@ pub(super) fn handle_timeout(qp: &mut RcQp, now: Instant, out: &mut Vec<RoutedCo
     qp.req.ack_deadline = qp.ack_timeout.map(|t| now + t);
 }
 
-/// Builds the next request packet.
+/// Builds the next request packet into `pkt`; whether there was one.
 pub(super) fn poll_transmit(
     qp: &mut RcQp,
     now: Instant,
     path: &Path,
     mem: &Memory,
-    mut buf: Vec<u8>,
+    pkt: &mut Packet,
     out: &mut Vec<RoutedCompletion>,
-) -> Result<Packet, Vec<u8>> {
+) -> bool {
     if !qp.req.can_transmit(now, qp.max_rd_atomic) {
         // A local error at the head completes now.
         if qp.req.sq.front().is_some_and(|w| w.local_error.is_some()) {
             retire(qp, out);
         }
-        return Err(buf);
+        return false;
     }
     let pmtu = path.pmtu as u64;
     let req = &mut qp.req;
     req.skip_done();
-    let Some(w) = req.sq.get(req.tx_idx) else { return Err(buf) };
-    buf.clear();
+    let Some(w) = req.sq.get(req.tx_idx) else { return false };
+    pkt.payload.clear();
     let (opcode, psn, reth, imm, ends, retx);
     let mut atomic = None;
     let atomic_op = match w.op {
@@ -624,7 +624,7 @@ pub(super) fn poll_transmit(
         };
         imm = if last { w.op.imm() } else { None };
         ends = last;
-        mem.gather(&w.sges, offset, chunk, &mut buf);
+        mem.gather(&w.sges, offset, chunk, &mut pkt.payload);
         if last {
             req.tx_idx += 1;
             req.tx_pkt = 0;
@@ -656,7 +656,7 @@ pub(super) fn poll_transmit(
     let mut bth = Bth::new(opcode, path.dest_qpn, psn);
     bth.ack_req = ack_req;
     bth.se = solicited;
-    let mut pkt = path.packet(bth, reth, None, imm, buf);
+    path.fill(pkt, bth, reth, None, imm);
     pkt.atomic = atomic;
-    Ok(pkt)
+    true
 }

@@ -547,18 +547,19 @@ fn handle_atomic(qp: &mut RcQp, pkt: &Packet, mem: &mut Memory, out: &mut Vec<Ro
     qp.resp.epsn = qp.resp.epsn.add(1);
 }
 
-/// Builds the next ACK, NAK, READ response or atomic acknowledge packet.
-pub(super) fn poll_transmit(qp: &mut RcQp, path: &Path, mem: &Memory, mut buf: Vec<u8>) -> Result<Packet, Vec<u8>> {
-    let Some(reply) = qp.resp.replies.front_mut() else { return Err(buf) };
-    buf.clear();
+/// Builds the next ACK, NAK, READ response or atomic acknowledge packet
+/// into `pkt`; whether there was one.
+pub(super) fn poll_transmit(qp: &mut RcQp, path: &Path, mem: &Memory, pkt: &mut Packet) -> bool {
+    let Some(reply) = qp.resp.replies.front_mut() else { return false };
+    pkt.payload.clear();
     let (bth, aeth) = match reply {
         Reply::Atomic { psn, orig, msn } => {
             let bth = Bth::new(Opcode::ATOMIC_ACKNOWLEDGE, path.dest_qpn, *psn);
             let (aeth, orig) = (Aeth::ack(*msn), *orig);
             qp.resp.replies.pop_front();
-            let mut pkt = path.packet(bth, None, Some(aeth), None, buf);
+            path.fill(pkt, bth, None, Some(aeth), None);
             pkt.atomic_ack = Some(AtomicAckEth { orig });
-            return Ok(pkt);
+            return true;
         }
         Reply::Ack { psn, aeth } => {
             let bth = Bth::new(Opcode::ACKNOWLEDGE, path.dest_qpn, *psn);
@@ -581,7 +582,7 @@ pub(super) fn poll_transmit(qp: &mut RcQp, path: &Path, mem: &Memory, mut buf: V
                 (false, true) => Opcode::READ_RESPONSE_LAST,
             };
             if let Some((mr, off)) = *target {
-                mem.read_resolved(mr, off + *sent, chunk as usize, &mut buf);
+                mem.read_resolved(mr, off + *sent, chunk as usize, &mut pkt.payload);
             }
             let bth = Bth::new(opcode, path.dest_qpn, *psn);
             let aeth = (first || last).then(|| Aeth::ack(*msn));
@@ -593,5 +594,6 @@ pub(super) fn poll_transmit(qp: &mut RcQp, path: &Path, mem: &Memory, mut buf: V
             (bth, aeth)
         }
     };
-    Ok(path.packet(bth, None, aeth, None, buf))
+    path.fill(pkt, bth, None, aeth, None);
+    true
 }
