@@ -31,7 +31,6 @@
 //! its QP goes to ERR so the target can no longer touch host memory, and
 //! every outstanding command finishes with the error.
 
-use std::collections::BTreeMap;
 use std::net::SocketAddrV4;
 
 use super::error::NvmeError;
@@ -86,7 +85,9 @@ pub struct Queue {
     timeout: Duration,
     slots: Vec<Slot>,
     outstanding: u16,
-    finished: BTreeMap<u16, Result<Completion, NvmeError>>,
+    /// Per command id: its result, once finished and until taken (a slot
+    /// per id, so finishing a command allocates nothing).
+    finished: Vec<Option<Result<Completion, NvmeError>>>,
     failed: Option<NvmeError>,
     closed: bool,
     scratch: Vec<crate::transport::Completion>,
@@ -149,7 +150,7 @@ impl Queue {
             timeout: cfg.timeout,
             slots: vec![FREE; depth as usize - 1],
             outstanding: 0,
-            finished: BTreeMap::new(),
+            finished: vec![None; depth as usize - 1],
             failed: None,
             closed: false,
             scratch: Vec::new(),
@@ -514,7 +515,7 @@ impl Queue {
             if let Some(resp) = s.response {
                 *s = FREE;
                 self.outstanding -= 1;
-                self.finished.insert(cid as u16, Ok(resp));
+                self.finished[cid] = Some(Ok(resp));
             }
         }
     }
@@ -524,7 +525,7 @@ impl Queue {
         let _ = t.modify_qp(self.qp, &QpTransition::Err);
         for (cid, s) in self.slots.iter_mut().enumerate() {
             if s.busy {
-                self.finished.insert(cid as u16, Err(e.clone()));
+                self.finished[cid] = Some(Err(e.clone()));
                 *s = FREE;
             }
         }
@@ -551,12 +552,12 @@ impl Queue {
 
     /// The result of command `cid`, once finished (status not checked).
     pub fn take(&mut self, cid: u16) -> Option<Result<Completion, NvmeError>> {
-        self.finished.remove(&cid)
+        self.finished.get_mut(cid as usize).and_then(Option::take)
     }
 
     /// Every finished command.
     pub fn take_all(&mut self) -> Vec<(u16, Result<Completion, NvmeError>)> {
-        std::mem::take(&mut self.finished).into_iter().collect()
+        self.finished.iter_mut().enumerate().filter_map(|(cid, r)| r.take().map(|r| (cid as u16, r))).collect()
     }
 
     /// Blocks until something happens on this queue or `deadline` passes.
