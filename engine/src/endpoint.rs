@@ -127,6 +127,77 @@ fn lose_completion(counters: &mut EndpointCounters, events: &mut VecDeque<AsyncE
     events.push_back(AsyncEvent::CqErr { cq });
 }
 
+/// Delivers `comps` to their CQs ([`Endpoint::route`]), on the fields
+/// alone so that a caller may hold a QP meanwhile.
+#[inline]
+pub(crate) fn route(
+    comps: &mut Vec<RoutedCompletion>,
+    cqs: &mut IdMap<Cq>,
+    counters: &mut EndpointCounters,
+    events: &mut VecDeque<AsyncEvent>,
+) {
+    if comps.is_empty() {
+        return;
+    }
+    for rc in comps.drain(..) {
+        if let Some(cq) = cqs.get_mut(rc.cq.0) {
+            if cq.entries.len() >= cq.depth as usize {
+                lose_completion(counters, events, rc.cq);
+            } else {
+                cq.entries.push_back(rc.wc);
+            }
+        }
+    }
+}
+
+/// An endpoint's transmit queue and timers.
+#[derive(Debug, Default)]
+pub(crate) struct Outputs {
+    /// QPs with something to transmit, served round-robin.
+    tx_ready: VecDeque<QpId>,
+    /// Pending timers: (due, order of arming, what). Entries a later
+    /// change superseded stay until they come up and are skipped.
+    timers: BinaryHeap<Reverse<(Instant, u64, TimerKey)>>,
+    timer_seq: u64,
+}
+
+impl Outputs {
+    fn arm(&mut self, at: Instant, key: TimerKey) {
+        self.timer_seq += 1;
+        self.timers.push(Reverse((at, self.timer_seq, key)));
+    }
+
+    /// After any change to `q` (QP `qp`): queue it for transmission if it
+    /// has output, and arm its timer. Returns whether it has output (a QP
+    /// already queued is not asked again: `poll_transmit` asks when it
+    /// comes up, and it calls this with the QP unqueued, so its answer is
+    /// exact).
+    #[inline]
+    pub(crate) fn after_change(&mut self, q: &mut RcQp, now: Instant, qp: QpId) -> bool {
+        let want_tx = q.tx_queued || q.wants_transmit(now);
+        if want_tx && !q.tx_queued {
+            q.tx_queued = true;
+            self.tx_ready.push_back(qp);
+        }
+        // Timers are lazy: an entry is armed only when the QP needs one
+        // earlier than the one already pending. A deadline that merely moved
+        // later (every ACK moves it) is picked up when the pending one fires.
+        let timer = q.poll_timeout();
+        let arm = match (timer, q.timer_event) {
+            (Some(t), Some(pending)) => t < pending,
+            (Some(_), None) => true,
+            (None, _) => false,
+        };
+        if arm {
+            q.timer_event = timer;
+            if let Some(t) = timer {
+                self.arm(t, TimerKey::Qp(qp));
+            }
+        }
+        want_tx
+    }
+}
+
 /// What a timer entry is for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) enum TimerKey {
@@ -192,12 +263,9 @@ pub struct Endpoint {
     next_qpn: u32,
     pub(crate) next_addr: u64,
     rng: Rng,
-    /// QPs with something to transmit, served round-robin.
-    tx_ready: VecDeque<QpId>,
-    /// Pending timers: (due, order of arming, what). Entries a later
-    /// change superseded stay until they come up and are skipped.
-    timers: BinaryHeap<Reverse<(Instant, u64, TimerKey)>>,
-    timer_seq: u64,
+    /// The transmit queue and the timers, apart from the QPs so that a QP
+    /// in hand can update them.
+    pub(crate) out: Outputs,
     pub(crate) comps: Vec<RoutedCompletion>,
     pub(crate) listeners: BTreeMap<u16, ListenId>,
     pub(crate) conns: BTreeMap<ConnId, Conn>,
@@ -229,9 +297,7 @@ impl Endpoint {
             // rxe hands out QPNs from 17 up; QP0/QP1 are special.
             next_qpn: 0x11,
             rng: Rng(rng),
-            tx_ready: VecDeque::new(),
-            timers: BinaryHeap::new(),
-            timer_seq: 0,
+            out: Outputs::default(),
             comps: Vec::new(),
             listeners: BTreeMap::new(),
             conns: BTreeMap::new(),
@@ -322,18 +388,7 @@ impl Endpoint {
     /// [`AsyncEvent::CqErr`], as rxe's `rxe_cq_post` does.
     #[inline]
     pub(crate) fn route(&mut self) {
-        if self.comps.is_empty() {
-            return;
-        }
-        for rc in self.comps.drain(..) {
-            if let Some(cq) = self.cqs.get_mut(rc.cq.0) {
-                if cq.entries.len() >= cq.depth as usize {
-                    lose_completion(&mut self.counters, &mut self.async_events, rc.cq);
-                } else {
-                    cq.entries.push_back(rc.wc);
-                }
-            }
-        }
+        route(&mut self.comps, &mut self.cqs, &mut self.counters, &mut self.async_events);
     }
 
     /// The next asynchronous event (a CQ overflow, an SRQ limit), if any.
@@ -342,37 +397,14 @@ impl Endpoint {
     }
 
     pub(crate) fn arm(&mut self, at: Instant, key: TimerKey) {
-        self.timer_seq += 1;
-        self.timers.push(Reverse((at, self.timer_seq, key)));
+        self.out.arm(at, key);
     }
 
     /// After any change to a QP: queue it for transmission if it has output,
-    /// and arm its timer. Returns whether it has output (a QP already
-    /// queued is not asked again: `poll_transmit` asks when it comes up, and
-    /// it calls this with the QP unqueued, so its answer is exact).
+    /// and arm its timer ([`Outputs::after_change`]).
     pub(crate) fn after_qp_change(&mut self, now: Instant, qp: QpId) -> bool {
         let Some(q) = self.qps.get_mut(qp.0) else { return false };
-        let want_tx = q.tx_queued || q.wants_transmit(now);
-        if want_tx && !q.tx_queued {
-            q.tx_queued = true;
-            self.tx_ready.push_back(qp);
-        }
-        // Timers are lazy: an entry is armed only when the QP needs one
-        // earlier than the one already pending. A deadline that merely moved
-        // later (every ACK moves it) is picked up when the pending one fires.
-        let timer = q.poll_timeout();
-        let arm = match (timer, q.timer_event) {
-            (Some(t), Some(pending)) => t < pending,
-            (Some(_), None) => true,
-            (None, _) => false,
-        };
-        if arm {
-            q.timer_event = timer;
-            if let Some(t) = timer {
-                self.arm(t, TimerKey::Qp(qp));
-            }
-        }
-        want_tx
+        self.out.after_change(q, now, qp)
     }
 
     // ---- inputs ----
@@ -391,7 +423,11 @@ impl Endpoint {
                 qp
             }
         };
-        if let Some(q) = self.qps.get_mut(qp.0) {
+        let Some(q) = self.qps.get_mut(qp.0) else {
+            self.route();
+            return Ok(());
+        };
+        {
             let before = q.counters;
             let srq = match q.init.srq {
                 Some(s) => self.srqs.get_mut(s.0),
@@ -407,8 +443,9 @@ impl Endpoint {
             self.counters.atomics_replayed += q.counters.atomics_replayed - before.atomics_replayed;
             self.counters.seq_naks_ignored += q.counters.seq_naks_ignored - before.seq_naks_ignored;
         }
-        self.route();
-        self.after_qp_change(now, qp);
+        // The QP stays in hand for its outputs (no second lookup).
+        route(&mut self.comps, &mut self.cqs, &mut self.counters, &mut self.async_events);
+        self.out.after_change(q, now, qp);
         Ok(())
     }
 
@@ -432,11 +469,11 @@ impl Endpoint {
     /// Runs every timer due at `now` (late ones fire once, now).
     #[inline]
     pub fn handle_timeout(&mut self, now: Instant) {
-        while let Some(&Reverse((at, _, key))) = self.timers.peek() {
+        while let Some(&Reverse((at, _, key))) = self.out.timers.peek() {
             if at > now {
                 break;
             }
-            self.timers.pop();
+            self.out.timers.pop();
             match key {
                 TimerKey::Qp(qp) => self.qp_timer(now, qp, at),
                 TimerKey::Cm(conn) => crate::cm::timeout(self, now, conn),
@@ -466,7 +503,7 @@ impl Endpoint {
     /// destroyed, the deadline moved): handling it then does nothing.
     #[inline]
     pub fn poll_timeout(&self) -> Option<Instant> {
-        self.timers.peek().map(|&Reverse((at, _, _))| at)
+        self.out.timers.peek().map(|&Reverse((at, _, _))| at)
     }
 
     /// Whether a CM message waits ([`poll_cm_transmit`](Self::poll_cm_transmit),
@@ -479,7 +516,7 @@ impl Endpoint {
     /// Whether [`poll_transmit`](Self::poll_transmit) may have a packet.
     #[inline]
     pub fn wants_transmit(&self) -> bool {
-        !self.tx_ready.is_empty()
+        !self.out.tx_ready.is_empty()
     }
 
     /// The next packet to put on the wire at `now`, from the QPs with
@@ -505,14 +542,14 @@ impl Endpoint {
     #[inline]
     pub fn poll_transmit_into(&mut self, now: Instant, pkt: &mut Packet) -> Option<bool> {
         loop {
-            let qp = self.tx_ready.pop_front()?;
+            let qp = self.out.tx_ready.pop_front()?;
             let Some(q) = self.qps.get_mut(qp.0) else { continue };
             q.tx_queued = false;
             let before = q.counters.retransmitted;
             let built = q.poll_transmit(now, &self.mem, pkt, &mut self.comps);
             self.counters.retransmitted += q.counters.retransmitted - before;
-            self.route();
-            let more = self.after_qp_change(now, qp);
+            route(&mut self.comps, &mut self.cqs, &mut self.counters, &mut self.async_events);
+            let more = self.out.after_change(q, now, qp);
             if built {
                 return Some(more);
             }

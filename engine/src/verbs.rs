@@ -59,8 +59,9 @@ impl Endpoint {
         let ip = self.cfg.ip;
         let q = self.qps.get_mut(qp.0).ok_or_else(|| TransportError::handle(verb, qp))?;
         let r = f(q, &self.mem, ip, &mut self.comps);
-        self.route();
-        self.after_qp_change(now, qp);
+        // The QP stays in hand for its outputs (no second lookup).
+        crate::endpoint::route(&mut self.comps, &mut self.cqs, &mut self.counters, &mut self.async_events);
+        self.out.after_change(q, now, qp);
         Ok(r)
     }
 
