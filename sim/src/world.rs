@@ -445,21 +445,28 @@ impl World {
     /// After any input or command on `node`'s endpoint, its outputs: CM
     /// messages onto the fabric, the transmit pipeline started if it has
     /// packets, its timer armed.
+    #[inline]
     pub fn sync(&mut self, node: NodeIdx) {
         let now = self.now;
-        let mut n = &mut self.nodes[node];
-        if n.ep.wants_cm_transmit() {
-            while let Some(cm) = self.nodes[node].ep.poll_cm_transmit() {
-                self.send_cm(node, cm);
-            }
-            n = &mut self.nodes[node];
+        if self.nodes[node].ep.wants_cm_transmit() {
+            self.sync_cm(node);
         }
+        let n = &mut self.nodes[node];
         if n.ep.wants_transmit() && !n.egress_scheduled {
             n.egress_scheduled = true;
             let t = n.egress_free_at.max(now);
             self.schedule(t, EventKind::Egress { node });
         }
         self.sync_timer(node);
+    }
+
+    /// The endpoint's CM messages onto the fabric (rare: kept out of `sync`).
+    #[cold]
+    #[inline(never)]
+    fn sync_cm(&mut self, node: NodeIdx) {
+        while let Some(cm) = self.nodes[node].ep.poll_cm_transmit() {
+            self.send_cm(node, cm);
+        }
     }
 
     /// Schedules the endpoint's timer event when it needs one earlier than
