@@ -365,7 +365,15 @@ impl Endpoint {
     pub fn poll_cq(&mut self, cq: CqId, max: usize, out: &mut Vec<Completion>) -> Result<usize> {
         let c = self.cqs.get_mut(cq.0).ok_or_else(|| TransportError::handle(Verb::PollCq, cq))?;
         let k = max.min(c.entries.len());
-        out.extend(c.entries.drain(..k));
+        if k == 0 {
+            return Ok(0);
+        }
+        // Moved one at a time from the front, in order: for the few
+        // completions a poll usually takes this is cheaper than a drain.
+        out.reserve(k);
+        for _ in 0..k {
+            out.extend(c.entries.pop_front());
+        }
         Ok(k)
     }
 
