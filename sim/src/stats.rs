@@ -59,6 +59,7 @@ pub struct FabricStats {
 
 impl FabricStats {
     /// Counts a frame of `wire_len` bytes (`pkt.wire_len()`).
+    #[inline]
     pub(crate) fn count_tx(&mut self, pkt: &Packet, wire_len: usize) {
         self.frames_sent += 1;
         self.bytes_sent += wire_len as u64;

@@ -100,6 +100,7 @@ impl Requester {
         self.sq.len()
     }
 
+    #[inline]
     pub(crate) fn post(&mut self, wr: &SendWr<'_>, len: u64, signaled: bool, pmtu: u32) {
         let npkts = len.div_ceil(pmtu as u64).max(1) as u32;
         self.sq.push_back(SendWqe {

@@ -140,6 +140,7 @@ impl Responder {
         self.rq.len()
     }
 
+    #[inline]
     pub(crate) fn post(&mut self, wr: &RecvWr<'_>, bad: bool) {
         self.rq.push_back(RecvWqe { wr_id: wr.wr_id, sges: SgeList::from_slice(wr.sges), bad });
     }
