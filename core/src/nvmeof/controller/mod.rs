@@ -235,8 +235,8 @@ pub struct Controller<T: Transport> {
 }
 
 /// A busy or adaptive initiator reads the clock (command deadlines, CM
-/// events, keep-alive) once in this many turns that found nothing, and after
-/// every sleep.
+/// events, keep-alive) once in this many turns of its loop, and after every
+/// sleep.
 const CLOCK_EVERY: u32 = 256;
 
 /// `GpuFlush` that can be shown in Debug output.
@@ -291,12 +291,14 @@ impl<T: Transport> Controller<T> {
     /// (`transport.wait(&cqs, until)`), then calls `service`.
     pub fn wait_set(&self) -> (Vec<CqId>, Instant) {
         let mut cqs = Vec::new();
-        let until = self.fill_wait_set(&mut cqs);
+        let until = self.fill_wait_set(&mut cqs, true);
         (cqs, until)
     }
 
-    /// [`Controller::wait_set`] into `cqs` (cleared first).
-    fn fill_wait_set(&self, cqs: &mut Vec<CqId>) -> Instant {
+    /// [`Controller::wait_set`] into `cqs` (cleared first). With `clock`
+    /// false the clock is not read: commands without a deadline yet do not
+    /// count, and the caller stamps them before it sleeps.
+    fn fill_wait_set(&self, cqs: &mut Vec<CqId>, clock: bool) -> Instant {
         // Only live queues: a failed one has nothing left to wait for.
         let live =
             || std::iter::once(&self.admin).chain(self.io.iter()).filter(|q| q.failure().is_none() && !q.is_closed());
@@ -308,7 +310,7 @@ impl<T: Transport> Controller<T> {
                 until = until.min(d);
             }
         }
-        if live().any(|q| q.has_unstamped()) {
+        if clock && live().any(|q| q.has_unstamped()) {
             // A lazy deadline counts from a clock read still to come: wake
             // by the earliest it can be (the next `service` stamps it).
             until = until.min(self.t.now() + self.cfg.timeout);
@@ -342,7 +344,7 @@ impl<T: Transport> Controller<T> {
     fn pump(&mut self, deadline: Instant) -> Result<(), NvmeError> {
         if self.poller.mode() == PollMode::Event || !matches!(self.phase, Phase::Ready) {
             let mut cqs = std::mem::take(&mut self.wait_cqs);
-            let until = self.fill_wait_set(&mut cqs);
+            let until = self.fill_wait_set(&mut cqs, true);
             let r = self.t.wait(&cqs, until.min(deadline));
             self.wait_cqs = cqs;
             r?;
@@ -356,8 +358,14 @@ impl<T: Transport> Controller<T> {
             self.poller.progress();
             return Ok(());
         }
+        // No clock read per empty turn: busy never sleeps, so needs no wait
+        // set; adaptive stamps the new commands' deadlines in the closure,
+        // only when it is about to sleep.
         let mut cqs = std::mem::take(&mut self.wait_cqs);
-        let until = self.fill_wait_set(&mut cqs);
+        let until = match self.poller.mode() {
+            PollMode::Busy => Instant::FAR_FUTURE,
+            _ => self.fill_wait_set(&mut cqs, false),
+        };
         let (admin, io) = (&mut self.admin, &mut self.io);
         let idle = self.poller.idle(&mut self.t, &cqs, |t| {
             // About to sleep: commands submitted since the last clock read
