@@ -547,7 +547,6 @@ impl<T: Transport> RoceServer<T> {
         };
         let max = self.cfg.max_payload();
         let mr = self.mr.id;
-        let mut done = 0;
         let result = (|| {
             for chunk in self.unposted.chunks(REPOST_CHAIN) {
                 let sges: [Sge; REPOST_CHAIN] = std::array::from_fn(|i| {
@@ -558,11 +557,16 @@ impl<T: Transport> RoceServer<T> {
                     RecvWr::new(chunk.get(i).copied().unwrap_or(0) as u64, std::slice::from_ref(&sges[i]))
                 });
                 self.t.post_recv_many(qp, &wrs[..chunk.len()])?;
-                done += chunk.len();
             }
             Ok::<(), TransportError>(())
         })();
-        self.unposted.drain(..done);
+        // No slot stays queued, even on an error: which WRs of a failing
+        // chain went in is not known (the default post_recv_many posts one
+        // by one; ibv_post_recv stops at its bad_wr), and posting one again
+        // could put two receives on one slot and overwrite a held frame.
+        // The slots not known to be posted are given up instead: the ring
+        // gets smaller, no frame is lost or overwritten.
+        self.unposted.clear();
         Ok(result?)
     }
 
