@@ -404,10 +404,15 @@ impl QueuePair {
         }
         debug_assert_eq!(sges.len(), wrs.iter().map(|w| w.sges.len()).sum::<usize>());
         chain.clear();
+        // One pointer into `sges` for the whole chain: re-borrowing the slice
+        // per WR would invalidate the pointers saved for the earlier WRs.
+        // `at + n <= sges.len()` by the assertion above, so no offset leaves
+        // the slice.
+        let sge_base = sges.as_mut_ptr();
         let mut at = 0;
         for wr in wrs {
             let n = wr.sges.len();
-            let sg_list = if n == 0 { std::ptr::null_mut() } else { sges[at..at + n].as_mut_ptr() };
+            let sg_list = if n == 0 { std::ptr::null_mut() } else { sge_base.wrapping_add(at) };
             chain.push(ibv_recv_wr { wr_id: wr.wr_id, next: std::ptr::null_mut(), sg_list, num_sge: n as i32 });
             at += n;
         }
