@@ -103,6 +103,9 @@ impl<A: Transport, B: Transport> Transport for Either<A, B> {
     fn post_recv<'a>(&mut self, qp: QpId, wr: &RecvWr<'a>) -> Result<()> {
         either!(self, t => t.post_recv(qp, wr))
     }
+    fn post_recv_many<'a>(&mut self, qp: QpId, wrs: &[RecvWr<'a>]) -> Result<()> {
+        either!(self, t => t.post_recv_many(qp, wrs))
+    }
     fn poll_cq(&mut self, cq: CqId, max: usize, out: &mut Vec<Completion>) -> Result<usize> {
         either!(self, t => t.poll_cq(cq, max, out))
     }
@@ -225,6 +228,9 @@ impl<T: Transport> Transport for Driven<T> {
     }
     fn post_recv<'a>(&mut self, qp: QpId, wr: &RecvWr<'a>) -> Result<()> {
         self.inner.post_recv(qp, wr)
+    }
+    fn post_recv_many<'a>(&mut self, qp: QpId, wrs: &[RecvWr<'a>]) -> Result<()> {
+        self.inner.post_recv_many(qp, wrs)
     }
     fn poll_cq(&mut self, cq: CqId, max: usize, out: &mut Vec<Completion>) -> Result<usize> {
         self.reactor.turn()?;
