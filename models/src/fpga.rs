@@ -489,7 +489,7 @@ impl<T: Transport> FpgaEngine<T> {
             // The completion of send `wr_id` retires it and the unsignalled
             // sends before it (RC completes sends in order); a completion
             // for a send already retired, or not posted, retires nothing.
-            let n = (c.wr_id + 1).saturating_sub(s.retired).min(s.outstanding as u64);
+            let n = c.wr_id.saturating_add(1).saturating_sub(s.retired).min(s.outstanding as u64);
             s.retired += n;
             s.outstanding -= n as u32;
             s.stats.completed += n;
