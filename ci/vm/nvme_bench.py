@@ -167,6 +167,9 @@ def main():
         if a.seq_qd:
             per1m = MIB // ns.lba_size
             span = ns.size_lbas // per1m * per1m
+            if span == 0:
+                sys.exit("nvme_bench: namespace %d holds %d blocks of %d bytes, less than the 1 MiB "
+                         "that --seq-qd reads (use --seq-qd 0)" % (a.nsid, ns.size_lbas, ns.lba_size))
             pos = [0]
 
             def seq():

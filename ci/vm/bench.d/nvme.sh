@@ -52,6 +52,11 @@ vargs() {
         *) echo "unknown variant $1" >&2; return 1 ;;
     esac
 }
+# A misspelt variant would run with the default settings under its own
+# name (the command substitution swallows vargs' failure): refuse it here.
+for v in $variants; do
+    vargs "$v" >/dev/null || exit 1
+done
 
 # ios_for KEY GUESS SIZE: reads for about HWV_NVME_SECONDS at the rate the
 # last run of KEY measured (GUESS reads/s before it ran), within 200-20000

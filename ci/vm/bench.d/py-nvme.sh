@@ -19,7 +19,8 @@
 # hwv-timeout: 600
 set -u
 # shellcheck source=../lib.sh
-. "${HWV_LIB:-/hwv/lib.sh}"
+HWV_LIB=${HWV_LIB:-/hwv/lib.sh}
+. "$HWV_LIB"
 if [ -z "${NVMET_NQN:-}" ]; then
     echo "no NVMe target here" >&2
     exit 0
