@@ -53,6 +53,26 @@ class PlotBench(unittest.TestCase):
         self.assertEqual([p[0] for p in roce['rctb[poll=adaptive]']], [4096])
         self.assertEqual([p[:2] for p in self.pb.sim_series(self.summary)['rctb']], [(10, 10000), (1000, 150)])
 
+    def test_one_parser_and_the_table_s_tool_order(self):
+        # plot-bench reads lines with bench_table.py's parser ...
+        with open(FIXTURE) as fh:
+            lines = fh.read().splitlines()
+        runs, units, _, tools = self.pb.bench_table.parse(lines)
+        self.assertEqual((runs, units), (self.runs, self.units))
+        # ... and its legends list the tools as the table's columns do.
+        order = self.pb.bench_table.order_tools(tools)
+        table = subprocess.run([sys.executable, os.path.join(HERE, '..', 'vm', 'bench_table.py'), FIXTURE],
+                               capture_output=True, text=True).stdout
+        nvme_cols = next(line for line in table.splitlines() if line.startswith('| workload  ') and 'fio' in line)
+        nvme_cols = [c.strip() for c in nvme_cols.strip('|').split('|')][2:]
+        self.assertEqual(self.pb.tool_order(self.pb.nvme_series(self.summary), order), nvme_cols)
+        self.assertEqual(nvme_cols, ['fio+kernel', 'rctb', 'rctb.nvmeof'])
+        roce = self.pb.roce_series(self.summary)
+        self.assertEqual(self.pb.tool_order(roce, order), ['perftest', 'rctb', 'rctb[poll=adaptive]'])
+        # without the input's order: the same ranks, by first appearance
+        self.assertEqual(self.pb.tool_order(['nvmeof', 'rctb[b]', 'rctb', 'fio+kernel', 'rctb[a]']),
+                         ['fio+kernel', 'rctb', 'rctb[b]', 'rctb[a]', 'nvmeof'])
+
     def test_script_writes_the_pngs(self):
         with tempfile.TemporaryDirectory() as d:
             r = subprocess.run([sys.executable, SCRIPT, '-o', d, FIXTURE], capture_output=True, text=True)

@@ -15,8 +15,14 @@ anything else; within a rank, in the order they first appear.
 Rows: in the order they first appear, except that the rows of one family
 that differ only in a trailing number (`nvme-randread-4KiB-qd1` ...
 `-qd64`) stay together, in numeric order.
+Lines that are not `<workload> <tool> <finite number> <unit>`, or that start
+with #, are skipped.
+
+ci/plot-bench imports parse() and order_tools() from here, so its curves
+read the lines and order the tools as these tables do.
 Usage: bench_table.py bench.txt
 """
+import math
 import re
 import statistics
 import sys
@@ -54,18 +60,32 @@ def row_key(workload, first_seen):
     return (first_seen[family], n, first_seen[workload])
 
 
+def order_tools(tools):
+    """The tools (a list in the order they first appear) as the columns go:
+    by tool_rank, then by first appearance."""
+    first = {}
+    for i, t in enumerate(tools):
+        first.setdefault(t, i)
+    return sorted(first, key=lambda t: (tool_rank(t), first[t]))
+
+
 def parse(lines):
+    """From raw lines: (workload, tool) -> [values], workload -> unit (its
+    first line's), and the workloads and the tools in the order they first
+    appear."""
     runs = {}  # (workload, tool) -> [values]
     units = {}  # workload -> unit
     workloads, tools = [], []
     for line in lines:
         f = line.split()
-        if len(f) != 4:
+        if len(f) != 4 or f[0].startswith('#'):
             continue
         w, t, v, u = f
         try:
             v = float(v)
         except ValueError:
+            continue
+        if not math.isfinite(v):
             continue
         if w not in workloads:
             workloads.append(w)
@@ -113,8 +133,7 @@ def main():
         for k in (w, m.group(1) if m else w):
             first_seen.setdefault(k, i)
     workloads.sort(key=lambda w: row_key(w, first_seen))
-    order = {t: i for i, t in enumerate(tools)}
-    tools.sort(key=lambda t: (tool_rank(t), order[t]))
+    tools = order_tools(tools)
 
     groups = [
         ('medians of the runs (min-max, n=runs), all in one boot:',
