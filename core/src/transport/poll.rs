@@ -88,7 +88,9 @@ impl FromStr for PollModeName {
             "busy" => Ok(PollModeName::Busy),
             "adaptive" => Ok(PollModeName::Adaptive),
             "event" => Ok(PollModeName::Event),
-            _ => Err(InvalidValue::new("poll", s.len() as u64, "must be busy, adaptive or event")),
+            // The name is not a number and its length breaks no rule: 0, as
+            // `InvalidValue` says for such values; the caller quotes the text.
+            _ => Err(InvalidValue::new("poll", 0, "not a polling mode: must be busy, adaptive or event")),
         }
     }
 }
@@ -226,7 +228,10 @@ mod tests {
         assert_eq!("busy".parse::<PollModeName>().unwrap(), PollModeName::Busy);
         assert_eq!("adaptive".parse::<PollModeName>().unwrap(), PollModeName::Adaptive);
         assert_eq!("event".parse::<PollModeName>().unwrap(), PollModeName::Event);
-        assert_eq!("spin".parse::<PollModeName>().unwrap_err().field, "poll");
+        let e = "spin".parse::<PollModeName>().unwrap_err();
+        assert_eq!((e.field, e.value), ("poll", 0), "the field named, no made-up number: {e}");
+        assert!(e.rule.contains("busy, adaptive or event"), "{e}");
+        assert_eq!("Adaptive".parse::<PollModeName>().unwrap_err(), e, "case counts; the length is no value");
         assert_eq!(PollMode::from_name(PollModeName::Adaptive, 0).unwrap_err().field, "spin");
         assert_eq!(PollMode::from_name(PollModeName::Adaptive, 7).unwrap(), PollMode::Adaptive { spin: 7 });
         assert_eq!(PollMode::from_name(PollModeName::Busy, 0).unwrap(), PollMode::Busy);
