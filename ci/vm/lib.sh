@@ -375,12 +375,34 @@ cost_set_ops() {
 
 # rxe_snap DEV...: every hw_counter of port 1 of each DEV, "dev:name=value"
 # a line (rxe's: sent_pkts, rcvd_pkts, duplicate_request, out_of_seq_request,
-# rcvd_rnr_err, send_rnr_err, completer_retry_err, retry_exceeded_err, ...)
+# rcvd_rnr_err, send_rnr_err, completer_retry_err, retry_exceeded_err, ...),
+# then net_snap's lines
 rxe_snap() {
     for _d in "$@"; do
         for _f in "/sys/class/infiniband/$_d/ports/1/hw_counters"/*; do
             # read, not cat: no fork per counter (each costs ~30 ms under TCG)
             [ -r "$_f" ] && read -r _v <"$_f" 2>/dev/null && echo "$_d:${_f##*/}=$_v"
+        done
+    done
+    net_snap
+}
+
+# net_snap: what the network under rxe did, "where:name=value" a line: each
+# CPU's backlog (/proc/net/softnet_stat: packets processed, dropped because
+# the backlog was full, and squeezed, i.e. the softirq ran out of budget),
+# and each veth's drops. A packet lost here reaches rxe as a PSN gap
+# (out_of_seq_request), as does one overtaken through another CPU's backlog.
+net_snap() {
+    _i=0
+    while read -r _p _dr _sq _rest; do
+        echo "cpu$_i:softnet_processed=$((0x$_p))"
+        echo "cpu$_i:softnet_dropped=$((0x$_dr))"
+        echo "cpu$_i:softnet_squeezed=$((0x$_sq))"
+        _i=$((_i + 1))
+    done </proc/net/softnet_stat 2>/dev/null
+    for _n in /sys/class/net/veth*; do
+        for _s in rx_packets rx_dropped tx_dropped; do
+            [ -r "$_n/statistics/$_s" ] && read -r _v <"$_n/statistics/$_s" && echo "${_n##*/}:$_s=$_v"
         done
     done
 }

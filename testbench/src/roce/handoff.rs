@@ -30,7 +30,7 @@ use std::io::{self, BufRead, BufReader, Read, Write};
 use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rctb_core::roce::HostParams;
 use rctb_core::transport::{Gid, MAX_24BIT, Mtu, Psn, Qpn};
@@ -455,18 +455,27 @@ enum Event {
     Err(io::Error),
 }
 
-/// The reading end: a thread follows the channel and hands complete lines
-/// over, so the caller can wait with a timeout or poll without blocking.
-/// The line numbers in its errors count the messages read so far; blank
-/// lines and `#` comments are skipped and not counted.
+/// The reading end. A FIFO, stdin or any reader is read by a thread that
+/// blocks on it and hands complete lines over, so the caller can wait with
+/// a timeout or poll without blocking. A file is read in the caller, only
+/// when it asks ([`expect`](HandoffIn::expect) looks again every 10 ms until
+/// its timeout, [`poll`](HandoffIn::poll) once): nothing wakes up while the
+/// caller streams, which a busy-polling receiver pinned to one CPU would pay
+/// for in preemptions. The line numbers in its errors count the messages
+/// read so far; blank lines and `#` comments are skipped and not counted.
 pub struct HandoffIn {
     name: String,
-    rx: mpsc::Receiver<Event>,
+    feed: Feed,
     line: usize,
     closed: bool,
 }
 
-/// How often a followed file is looked at again.
+enum Feed {
+    Thread(mpsc::Receiver<Event>),
+    File(Tail),
+}
+
+/// How often `expect` looks at a followed file again.
 const FOLLOW_POLL: Duration = Duration::from_millis(10);
 
 impl fmt::Debug for HandoffIn {
@@ -483,23 +492,17 @@ impl HandoffIn {
     /// [`poll`](HandoffIn::poll) as [`HandoffError::Io`].
     pub fn open(ch: &Channel) -> HandoffIn {
         let name = ch.name("stdin");
-        let (tx, rx) = mpsc::channel();
-        match ch.clone() {
-            Channel::Stdio => {
-                std::thread::spawn(move || forward(BufReader::new(io::stdin()), &tx));
-            }
-            Channel::File(p) => {
-                std::thread::spawn(move || follow(&p, &tx));
-            }
-        }
-        HandoffIn { name, rx, line: 0, closed: false }
+        let feed = match ch.clone() {
+            Channel::Stdio => Feed::Thread(reader_thread(io::stdin())),
+            Channel::File(p) if is_fifo(&p) => Feed::Thread(fifo_thread(p)),
+            Channel::File(p) => Feed::File(Tail { path: p, file: None, pending: Vec::new() }),
+        };
+        HandoffIn { name, feed, line: 0, closed: false }
     }
 
     /// Any reader, read to its end (tests, in-process hand-offs).
     pub fn from_reader(name: impl Into<String>, r: impl Read + Send + 'static) -> HandoffIn {
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || forward(BufReader::new(r), &tx));
-        HandoffIn { name: name.into(), rx, line: 0, closed: false }
+        HandoffIn { name: name.into(), feed: Feed::Thread(reader_thread(r)), line: 0, closed: false }
     }
 
     fn take(&mut self, ev: Event, expected: &'static str) -> Result<Message, HandoffError> {
@@ -512,7 +515,56 @@ impl HandoffIn {
                 self.closed = true;
                 Err(HandoffError::Closed { from: self.name.clone(), expected })
             }
-            Event::Err(source) => Err(HandoffError::Io { path: self.name.clone(), source }),
+            Event::Err(source) => {
+                // (As the reading thread ends on an error: nothing follows.)
+                self.closed = true;
+                Err(HandoffError::Io { path: self.name.clone(), source })
+            }
+        }
+    }
+
+    /// The next event if there is one now; `Eof` once a thread's channel
+    /// is gone. A file that turned out to be a FIFO gets its thread here.
+    fn next_now(&mut self) -> Option<Event> {
+        if let Feed::File(t) = &mut self.feed {
+            match t.next() {
+                TailNext::Event(ev) => return Some(ev),
+                TailNext::Nothing => return None,
+                TailNext::Fifo => self.feed = Feed::Thread(fifo_thread(t.path.clone())),
+            }
+        }
+        match &self.feed {
+            Feed::Thread(rx) => match rx.try_recv() {
+                Ok(ev) => Some(ev),
+                Err(mpsc::TryRecvError::Empty) => None,
+                Err(mpsc::TryRecvError::Disconnected) => Some(Event::Eof),
+            },
+            Feed::File(_) => None,
+        }
+    }
+
+    /// The next event within `timeout`, `None` when it passed.
+    #[allow(clippy::disallowed_methods)] // a hand-off between processes waits on the real clock
+    fn next_within(&mut self, timeout: Duration) -> Option<Event> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Feed::Thread(rx) = &self.feed {
+                return match rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+                    Ok(ev) => Some(ev),
+                    Err(mpsc::RecvTimeoutError::Timeout) => None,
+                    Err(mpsc::RecvTimeoutError::Disconnected) => Some(Event::Eof),
+                };
+            }
+            if let Some(ev) = self.next_now() {
+                return Some(ev);
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return None;
+            }
+            if matches!(self.feed, Feed::File(_)) {
+                std::thread::sleep(left.min(FOLLOW_POLL));
+            }
         }
     }
 
@@ -521,11 +573,10 @@ impl HandoffIn {
         if self.closed {
             return Err(HandoffError::Closed { from: self.name.clone(), expected });
         }
-        let ev = self.rx.recv_timeout(timeout).map_err(|e| match e {
-            mpsc::RecvTimeoutError::Timeout => {
-                HandoffError::Timeout { from: self.name.clone(), expected, secs: timeout.as_secs() }
-            }
-            mpsc::RecvTimeoutError::Disconnected => HandoffError::Closed { from: self.name.clone(), expected },
+        let ev = self.next_within(timeout).ok_or_else(|| HandoffError::Timeout {
+            from: self.name.clone(),
+            expected,
+            secs: timeout.as_secs(),
         })?;
         let m = self.take(ev, expected)?;
         if m.kind() != expected {
@@ -539,19 +590,89 @@ impl HandoffIn {
         if self.closed {
             return Ok(None);
         }
-        match self.rx.try_recv() {
-            Ok(Event::Eof) => {
+        match self.next_now() {
+            None => Ok(None),
+            Some(Event::Eof) => {
                 self.closed = true;
                 Ok(None)
             }
-            Ok(ev) => {
+            Some(ev) => {
                 let m = self.take(ev, expected)?;
                 if m.kind() != expected {
                     return Err(HandoffError::Unexpected { line: self.line, expected, got: m.kind() });
                 }
                 Ok(Some(m))
             }
-            Err(_) => Ok(None),
+        }
+    }
+}
+
+/// A thread reading `r` to its end, its lines on the returned channel.
+fn reader_thread(r: impl Read + Send + 'static) -> mpsc::Receiver<Event> {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || forward(BufReader::new(r), &tx));
+    rx
+}
+
+/// A thread opening the FIFO at `path` (which waits for a writer) and
+/// reading it to its end; the thread ends with the process if no writer
+/// ever comes.
+fn fifo_thread(path: PathBuf) -> mpsc::Receiver<Event> {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || match File::open(&path) {
+        Ok(f) => forward(BufReader::new(f), &tx),
+        Err(e) => {
+            let _ = tx.send(Event::Err(e));
+        }
+    });
+    rx
+}
+
+/// A file followed like `tail -F`, read only when the reader asks: it may
+/// not exist yet, and its last line may not be complete yet.
+struct Tail {
+    path: PathBuf,
+    file: Option<File>,
+    pending: Vec<u8>,
+}
+
+enum TailNext {
+    Event(Event),
+    Nothing,
+    /// The path is a FIFO: it needs a thread (opening it blocks).
+    Fifo,
+}
+
+impl Tail {
+    fn next(&mut self) -> TailNext {
+        let mut buf = [0u8; 4096];
+        loop {
+            while let Some(i) = self.pending.iter().position(|&b| b == b'\n') {
+                let line: Vec<u8> = self.pending.drain(..=i).collect();
+                let text = String::from_utf8_lossy(&line).trim_end_matches(['\n', '\r']).to_string();
+                if !skipped(&text) {
+                    return TailNext::Event(Event::Line(text));
+                }
+            }
+            let file = match &mut self.file {
+                Some(f) => f,
+                None => match std::fs::metadata(&self.path) {
+                    Err(e) if e.kind() == io::ErrorKind::NotFound => return TailNext::Nothing,
+                    Err(e) => return TailNext::Event(Event::Err(e)),
+                    Ok(m) if m.file_type().is_fifo() => return TailNext::Fifo,
+                    Ok(_) => match File::open(&self.path) {
+                        Ok(f) => self.file.insert(f),
+                        Err(e) if e.kind() == io::ErrorKind::NotFound => return TailNext::Nothing,
+                        Err(e) => return TailNext::Event(Event::Err(e)),
+                    },
+                },
+            };
+            match file.read(&mut buf) {
+                Ok(0) => return TailNext::Nothing,
+                Ok(n) => self.pending.extend_from_slice(&buf[..n]),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return TailNext::Event(Event::Err(e)),
+            }
         }
     }
 }
@@ -581,50 +702,6 @@ fn forward(mut r: impl BufRead, tx: &mpsc::Sender<Event>) {
 
 fn is_fifo(path: &Path) -> bool {
     std::fs::metadata(path).is_ok_and(|m| m.file_type().is_fifo())
-}
-
-/// Follows a file that may not exist yet, like `tail -F`, forwarding
-/// complete lines until the reader goes away. A FIFO is read to its end
-/// instead (every writer closed it), which closes the channel.
-fn follow(path: &Path, tx: &mpsc::Sender<Event>) {
-    // (Opening a FIFO waits for a writer; the thread ends with the process.)
-    let mut file = loop {
-        match File::open(path) {
-            Ok(f) => break f,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-            Err(e) => {
-                let _ = tx.send(Event::Err(e));
-                return;
-            }
-        }
-        // (Until the file appears: the thread ends with the process.)
-        std::thread::sleep(FOLLOW_POLL);
-    };
-    if file.metadata().is_ok_and(|m| m.file_type().is_fifo()) {
-        return forward(BufReader::new(file), tx);
-    }
-    let mut pending = Vec::new();
-    let mut buf = [0u8; 4096];
-    loop {
-        match file.read(&mut buf) {
-            Ok(0) => std::thread::sleep(FOLLOW_POLL),
-            Ok(n) => pending.extend_from_slice(&buf[..n]),
-            Err(e) => {
-                let _ = tx.send(Event::Err(e));
-                return;
-            }
-        }
-        while let Some(i) = pending.iter().position(|&b| b == b'\n') {
-            let line: Vec<u8> = pending.drain(..=i).collect();
-            let text = String::from_utf8_lossy(&line).trim_end_matches(['\n', '\r']).to_string();
-            if skipped(&text) {
-                continue;
-            }
-            if tx.send(Event::Line(text)).is_err() {
-                return;
-            }
-        }
-    }
 }
 
 #[cfg(test)]
@@ -737,6 +814,27 @@ mod tests {
         w.send(&Message::Done(DoneMsg { frames: 1, bytes: 2, errors: 0 })).unwrap();
         let m = r.expect("done", Duration::from_secs(5)).unwrap();
         assert_eq!(m, Message::Done(DoneMsg { frames: 1, bytes: 2, errors: 0 }));
+        let _ = std::fs::remove_file(&path);
+    }
+
+    #[test]
+    fn a_path_that_becomes_a_fifo_after_the_reader_opened_is_read_as_one() {
+        let path = std::env::temp_dir().join(format!("rctb-handoff-late-fifo-{}", std::process::id()));
+        let _ = std::fs::remove_file(&path);
+        let mut r = HandoffIn::open(&Channel::parse(path.to_str().unwrap()));
+        assert_eq!(r.poll("ready").unwrap(), None, "nothing there yet");
+        let made = std::process::Command::new("mkfifo").arg(&path).status().expect("mkfifo runs");
+        assert!(made.success(), "mkfifo {}", path.display());
+        // The reader finds a FIFO at its next look and opens it in a thread
+        // (opening blocks until this writer comes).
+        assert_eq!(r.poll("ready").unwrap(), None, "no writer yet");
+        let mut w = HandoffOut::open(&Channel::File(path.clone())).unwrap();
+        w.send(&Message::Ready).unwrap();
+        drop(w);
+        let t = Duration::from_secs(5);
+        assert_eq!(r.expect("ready", t).unwrap(), Message::Ready);
+        let e = r.expect("done", t).unwrap_err();
+        assert!(matches!(e, HandoffError::Closed { expected: "done", .. }), "{e}");
         let _ = std::fs::remove_file(&path);
     }
 
