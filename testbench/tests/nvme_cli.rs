@@ -65,6 +65,23 @@ fn bench_spreads_over_io_queues_and_polls_as_told() {
 }
 
 #[test]
+fn bench_reads_sequentially_when_told_and_names_the_row_so() {
+    // nsid 1 holds 4 MiB: 10 sequential 1 MiB reads run off its end after
+    // the fourth unless they wrap to block 0 (a read past the end fails
+    // the run with exit 1).
+    let o = stdout(&rctb(&["bench", "--pattern", "seq", "--bs", "1048576", "--ios", "10", "--qd", "2", "-i", "2"]));
+    assert!(o.contains("BENCH nvme-seqread-1MiB-qd2 rctb "), "{o}");
+    assert!(!o.contains("randread"), "{o}");
+    assert!(o.contains("10 sequential 1048576-byte reads of nsid 1 at depth 2 over 2 I/O queues"), "{o}");
+    let o = stdout(&rctb(&["bench", "--pattern", "seq", "--nsid", "2", "--ios", "1500", "--qd", "4"]));
+    assert!(o.contains("BENCH nvme-seqread-4KiB-qd4 rctb "), "{o}");
+    assert!(o.contains("1500 sequential 4096-byte reads of nsid 2 at depth 4"), "past nsid 2's 1024 blocks: {o}");
+    // rand stays the default, and its name.
+    let o = stdout(&rctb(&["bench", "--pattern", "rand", "--ios", "8", "--qd", "2"]));
+    assert!(o.contains("BENCH nvme-randread-4KiB-qd2 rctb ") && o.contains("8 random 4096-byte reads"), "{o}");
+}
+
+#[test]
 fn bench_knobs_out_of_range_are_usage_errors_naming_the_flag() {
     for (args, want) in [
         (&["bench", "-i", "0"][..], "-i/--nr-io-queues 0"),
@@ -72,6 +89,8 @@ fn bench_knobs_out_of_range_are_usage_errors_naming_the_flag() {
         (&["bench", "--poll", "adaptive", "--spin", "0"][..], "--spin"),
         (&["bench", "--poll", "busy"][..], "--poll busy"),
         (&["bench", "--poll", "never"][..], "expected busy, adaptive or event"),
+        (&["bench", "--pattern", "zigzag"][..], "--pattern"),
+        (&["bench", "--nsid", "2", "--bs", "8388608"][..], "--bs 8388608: larger than nsid 2"),
     ] {
         let o = rctb(args);
         assert_eq!(o.status.code(), Some(2), "{args:?}");

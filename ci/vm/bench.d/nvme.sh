@@ -4,10 +4,10 @@
 # in the same boot (bench.sh), on the same namespace (HWV_NVME_NSID, 2:
 # null_blk):
 # - nvme-randread-4KiB-qd<N>: 4 KiB random reads at each depth of HWV_QDS;
-# - nvme-seqread-1MiB: 1 MiB reads at depth HWV_SEQ_QD, in MB/s (2^20 bytes).
-#   `rctb nvme bench` picks random offsets; on null_blk (no data, nothing
-#   to seek) the offset costs nothing, so this is the sequential row's
-#   figure, but say so when quoting it;
+# - nvme-seqread-1MiB: 1 MiB reads at depth HWV_SEQ_QD, in MB/s (2^20 bytes),
+#   sequential (`rctb nvme bench --pattern seq`: consecutive extents from
+#   block 0, wrapping at the namespace's end), as fio and the Python tools
+#   read that row;
 # - variants of rctb's knobs (HWV_RCTB_VARIANTS, default "poll=adaptive
 #   poll=busy poll=event qps=4": --poll MODE, -i N I/O queues), as tools
 #   `rctb[poll=busy]` etc., at the depths of HWV_VARIANT_QDS ("1 32 64")
@@ -79,13 +79,15 @@ one() {
     if [ "$_bs" = 4096 ]; then
         _w=nvme-randread-4KiB-qd$_qd
         _ios=$(ios_for "$_key" $((_qd == 1 ? 1200 : _qd == 2 ? 1300 : _qd == 4 ? 1400 : 1800)) 0)
+        _pat=rand
     else
         _w=nvme-seqread-1MiB
         _ios=$(ios_for "$_key" 20 1)
+        _pat=seq
     fi
     _f=$W/$(echo "$_w-$_tool-r$_rep" | tr -c 'A-Za-z0-9.=\n-' _)
     set -- "$TIMEOUT" 120 "$RCTB" nvme bench --backend verbs --device "$DEV" -a "$NVMET_ADDR" -s "$NVMET_PORT" \
-        -n "$NVMET_NQN" --nsid "$HWV_NVME_NSID" --bs "$_bs" --qd "$_qd" --ios "$_ios" \
+        -n "$NVMET_NQN" --nsid "$HWV_NVME_NSID" --bs "$_bs" --pattern "$_pat" --qd "$_qd" --ios "$_ios" \
         -Q $((_qd + 1 > 2 ? _qd + 1 : 2)) "$@"
     if [ "$_bs" = 4096 ] && in_list "$_qd" "$HWV_COST_QDS"; then
         if [ "$_rep" = strace ]; then COST_STRACE=1; else COST_STRACE=0; fi
@@ -100,7 +102,8 @@ one() {
         "$@" >"$_f.out" 2>"$_f.err"
         _rc=$?
     fi
-    # rctb's line: BENCH nvme-randread-<size>-qd<N> rctb <IOPS> IOPS
+    # rctb's line: BENCH nvme-randread-<size>-qd<N> rctb <IOPS> IOPS (or
+    # nvme-seqread-...); the row's name and tool are this script's
     _iops=$(awk '$1 == "BENCH" && $5 == "IOPS" { print $4 }' "$_f.out" | tail -n 1)
     if [ $_rc != 0 ] || [ -z "$_iops" ]; then
         echo "$_w $_tool r$_rep: exit $_rc: $(last_line "$_f.err")" >&2

@@ -152,14 +152,21 @@ pub enum NvmeOp {
         #[arg(long)]
         flush: bool,
     },
-    /// Random reads at a queue depth; prints a `BENCH` line (IOPS) as the
-    /// VM bench table expects, e.g. `BENCH nvme-randread-4KiB-qd32 rctb 1650 IOPS`.
+    /// Reads at a queue depth, random or sequential; prints a `BENCH` line
+    /// (IOPS) as the VM bench table expects, e.g. `BENCH
+    /// nvme-randread-4KiB-qd32 rctb 1650 IOPS` or `BENCH
+    /// nvme-seqread-1MiB-qd1 rctb 9 IOPS`.
     Bench {
         #[arg(long, default_value_t = 1)]
         nsid: u32,
         /// Bytes per read (a multiple of the block size).
         #[arg(long, default_value_t = 4096)]
         bs: u64,
+        /// Where the reads start: rand (a seeded generator's whole extents of
+        /// --bs) or seq (consecutive extents from block 0, wrapping at the
+        /// namespace's end).
+        #[arg(long, value_enum, default_value_t = Pattern::Rand)]
+        pattern: Pattern,
         /// Reads in flight.
         #[arg(long, default_value_t = 32)]
         qd: usize,
@@ -176,6 +183,15 @@ pub enum NvmeOp {
     /// rdma -a ADDR -n NQN`) on a UDP endpoint (`--backend udp --device
     /// ADDR`) or an RDMA device (`--backend verbs --device rxe0`).
     Target(super::nvme_target::TargetArgs),
+}
+
+/// Where `bench` reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Pattern {
+    /// Whole extents of `--bs` picked by a seeded generator.
+    Rand,
+    /// Consecutive extents of `--bs` from block 0, wrapping at the end.
+    Seq,
 }
 
 /// Why a command failed.
@@ -411,7 +427,7 @@ fn op<T: Transport>(ctrl: &mut Controller<T>, op: &NvmeOp) -> Result<String, Fai
                 if *flush { "; flushed" } else { "" }
             );
         }
-        NvmeOp::Bench { nsid, bs, qd, ios } => {
+        NvmeOp::Bench { nsid, bs, pattern, qd, ios } => {
             let ns = ctrl.namespace(*nsid)?;
             let lba = ns.lba_size();
             if *qd == 0 {
@@ -422,13 +438,28 @@ fn op<T: Transport>(ctrl: &mut Controller<T>, op: &NvmeOp) -> Result<String, Fai
             }
             let per = bs / lba;
             let slots = ns.blocks() / per;
+            if slots == 0 {
+                return Err(Failure::Usage(format!(
+                    "--bs {bs}: larger than nsid {nsid} ({} blocks of {lba} bytes)",
+                    ns.blocks()
+                )));
+            }
             // Each read has its own slice of one buffer, so nothing is reused in flight.
-            let mr = ctrl.alloc(bs * ios)?;
+            let total = bs
+                .checked_mul(*ios)
+                .ok_or_else(|| Failure::Usage(format!("--bs {bs} x --ios {ios}: too many bytes")))?;
+            let mr = ctrl.alloc(total)?;
             let mut x = 0x9E37_79B9_7F4A_7C15u64 ^ *nsid as u64;
             let reqs: Vec<(u64, Buffer)> = (0..*ios)
                 .map(|i| {
-                    x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-                    ((x >> 33) % slots * per, Buffer::slice(mr, i * bs, *bs))
+                    let slba = match pattern {
+                        Pattern::Rand => {
+                            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                            (x >> 33) % slots * per
+                        }
+                        Pattern::Seq => i % slots * per,
+                    };
+                    (slba, Buffer::slice(mr, i * bs, *bs))
                 })
                 .collect();
             let start = ctrl.transport().now();
@@ -437,11 +468,21 @@ fn op<T: Transport>(ctrl: &mut Controller<T>, op: &NvmeOp) -> Result<String, Fai
             let _ = ctrl.free(mr);
             r?;
             let iops = *ios as f64 / elapsed.as_secs_f64().max(1e-9);
-            let size = if bs % 1024 == 0 { format!("{}KiB", bs / 1024) } else { format!("{bs}B") };
-            let _ = writeln!(out, "BENCH nvme-randread-{size}-qd{qd} rctb {iops:.0} IOPS");
+            let size = if bs % (1 << 20) == 0 {
+                format!("{}MiB", bs >> 20)
+            } else if bs % 1024 == 0 {
+                format!("{}KiB", bs / 1024)
+            } else {
+                format!("{bs}B")
+            };
+            let (kind, words) = match pattern {
+                Pattern::Rand => ("randread", "random"),
+                Pattern::Seq => ("seqread", "sequential"),
+            };
+            let _ = writeln!(out, "BENCH nvme-{kind}-{size}-qd{qd} rctb {iops:.0} IOPS");
             let _ = writeln!(
                 out,
-                "{ios} random {bs}-byte reads of nsid {nsid} at depth {qd} over {} I/O queues ({} polling) in {elapsed:?}",
+                "{ios} {words} {bs}-byte reads of nsid {nsid} at depth {qd} over {} I/O queues ({} polling) in {elapsed:?}",
                 ctrl.io_queues().len(),
                 poll_name(ctrl.poll_mode()),
             );
