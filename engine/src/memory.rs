@@ -108,6 +108,7 @@ impl Memory {
     }
 
     /// Checks that every SGE names a region of `pd` and fits inside it.
+    #[inline]
     pub(crate) fn check_sges(&self, pd: PdId, sges: &[Sge]) -> Result<(), LocalFault> {
         for sge in sges {
             let region = self.regions.get(sge.mr.0).ok_or(LocalFault::Protection)?;
@@ -124,6 +125,7 @@ impl Memory {
 
     /// Appends `len` bytes starting at byte `msg_offset` of the message the SGE
     /// list describes. SGEs must have been checked.
+    #[inline]
     pub(crate) fn gather(&self, sges: &[Sge], mut msg_offset: u64, mut len: u64, out: &mut Vec<u8>) {
         for sge in sges {
             if len == 0 {
@@ -145,6 +147,7 @@ impl Memory {
 
     /// Writes `data` at byte `msg_offset` of the message space the SGE list
     /// describes. Fails with `Length` when it does not fit.
+    #[inline]
     pub(crate) fn scatter(&mut self, sges: &[Sge], mut msg_offset: u64, mut data: &[u8]) -> Result<(), LocalFault> {
         for sge in sges {
             if data.is_empty() {

@@ -646,13 +646,15 @@ impl World {
                 .saturating_add(latency_ns)
                 .saturating_add(u64::try_from(extra.as_nanos()).unwrap_or(u64::MAX)),
         );
-        if dup {
+        let link = if dup {
             self.stats.duplicated += 1;
             let copy = self.in_flight[slot as usize].clone();
             let copy = self.park(copy);
             self.schedule(arrive + Duration::from_nanos(1), EventKind::Deliver { from, to, pkt: copy });
-        }
-        let link = self.link(from, to);
+            self.link(from, to)
+        } else {
+            link
+        };
         let in_order = extra.is_zero() && link.fifo.back().is_none_or(|&(last, _)| last <= arrive);
         if in_order {
             link.fifo.push_back((arrive, slot));

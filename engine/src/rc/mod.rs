@@ -245,6 +245,7 @@ impl RcQp {
     }
 
     /// Posts `wr`, whose length (`wr.len()`) is `len`.
+    #[inline]
     pub(crate) fn post_send(
         &mut self,
         wr: &SendWr<'_>,
@@ -283,6 +284,7 @@ impl RcQp {
         Ok(())
     }
 
+    #[inline]
     pub(crate) fn post_recv(
         &mut self,
         wr: &RecvWr<'_>,
@@ -312,6 +314,7 @@ impl RcQp {
     }
 
     /// Processes one arriving packet addressed to this QP.
+    #[inline]
     pub(crate) fn handle_packet(
         &mut self,
         now: Instant,
@@ -344,6 +347,7 @@ impl RcQp {
     /// The next packet to put on the wire, if any is ready at `now`.
     /// Builds the next packet into `pkt` (its payload is the buffer);
     /// whether there was one.
+    #[inline]
     pub(crate) fn poll_transmit(
         &mut self,
         now: Instant,
@@ -366,6 +370,7 @@ impl RcQp {
     }
 
     /// Whether `poll_transmit` would produce a packet at `now`.
+    #[inline]
     pub(crate) fn wants_transmit(&self, now: Instant) -> bool {
         if self.path.is_none() {
             return false;
@@ -380,6 +385,7 @@ impl RcQp {
     }
 
     /// The next time `handle_timeout` must run.
+    #[inline]
     pub(crate) fn poll_timeout(&self) -> Option<Instant> {
         if self.state != QpState::Rts {
             return None;

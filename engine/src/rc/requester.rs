@@ -151,6 +151,11 @@ impl Requester {
     /// still arrive, and what they cover must not be sent again. READs keep
     /// their own rewind (`ack_before` stops at them).
     fn skip_acked(&mut self) {
+        if self.tx_idx >= self.sq.len() {
+            // Everything queued was sent: no WR holding `una` lies at or
+            // after the transmit point, so it cannot be behind.
+            return;
+        }
         let Some(idx) = self.sq.iter().position(|w| w.contains(self.una)) else { return };
         let w = &self.sq[idx];
         if w.awaits_response() {
@@ -164,6 +169,7 @@ impl Requester {
         }
     }
 
+    #[inline]
     pub(crate) fn can_transmit(&self, now: Instant, max_rd_atomic: u8) -> bool {
         if self.rnr_until.is_some_and(|t| now < t) || self.tx_idx >= self.sq.len() {
             // Waiting out an RNR NAK, or nothing left to send.
@@ -194,6 +200,7 @@ impl Requester {
         true
     }
 
+    #[inline]
     pub(crate) fn next_timer(&self) -> Option<Instant> {
         match (self.rnr_until, self.ack_deadline) {
             (Some(a), Some(b)) => Some(a.min(b)),
@@ -228,6 +235,7 @@ impl Requester {
 }
 
 /// Completes WRs at the head of the queue that are done, in order.
+#[inline]
 pub(super) fn retire(qp: &mut RcQp, out: &mut Vec<RoutedCompletion>) {
     while let Some(w) = qp.req.sq.front() {
         if let Some(status) = w.local_error {
@@ -256,14 +264,14 @@ pub(super) fn retire(qp: &mut RcQp, out: &mut Vec<RoutedCompletion>) {
 /// Marks every PSN before `psn` acknowledged. Stops at a READ whose data has
 /// not all arrived: an ACK past it means responses were lost, so the READ is
 /// re-issued (an implied NAK). Returns whether anything advanced.
+#[inline]
 fn ack_before(qp: &mut RcQp, psn: Psn) -> bool {
     let req = &mut qp.req;
     if psn.diff(req.una) <= 0 {
         return false;
     }
     let mut new_una = psn;
-    for i in 0..req.sq.len() {
-        let w = &mut req.sq[i];
+    for (i, w) in req.sq.iter_mut().enumerate() {
         if w.done {
             continue;
         }
@@ -291,6 +299,7 @@ fn ack_before(qp: &mut RcQp, psn: Psn) -> bool {
     advanced
 }
 
+#[inline]
 fn on_progress(qp: &mut RcQp, now: Instant) {
     let req = &mut qp.req;
     req.retry_left = qp.retry_cnt;
@@ -300,11 +309,13 @@ fn on_progress(qp: &mut RcQp, now: Instant) {
 }
 
 /// The ACK timer from `now`, while anything is outstanding.
+#[inline]
 fn rearm(qp: &mut RcQp, now: Instant) {
     qp.req.ack_deadline = if qp.req.outstanding() > 0 { qp.ack_timeout.map(|t| now + t) } else { None };
 }
 
 /// Handles an ACK, NAK or READ response.
+#[inline]
 pub(super) fn handle_response(
     qp: &mut RcQp,
     now: Instant,
@@ -529,6 +540,7 @@ pub(super) fn handle_timeout(qp: &mut RcQp, now: Instant, out: &mut Vec<RoutedCo
 }
 
 /// Builds the next request packet into `pkt`; whether there was one.
+#[inline]
 pub(super) fn poll_transmit(
     qp: &mut RcQp,
     now: Instant,

@@ -326,6 +326,7 @@ fn handle_duplicate(qp: &mut RcQp, pkt: &Packet, mem: &Memory) {
 /// `epsn - 1` as an addition in the 24-bit space.
 const MAX_PSN_BACK: u32 = rctb_core::transport::MAX_24BIT;
 
+#[inline]
 fn finish_packet(qp: &mut RcQp, pkt: &Packet) {
     qp.resp.epsn = qp.resp.epsn.add(1);
     if pkt.bth.ack_req {
@@ -362,6 +363,7 @@ fn cq_overflow(qp: &mut RcQp, out: &mut Vec<RoutedCompletion>) {
     qp.resp.replies = replies;
 }
 
+#[inline]
 fn handle_send(qp: &mut RcQp, pkt: &Packet, mem: &mut Memory, ctx: &mut RecvCtx<'_>, out: &mut Vec<RoutedCompletion>) {
     let op = pkt.bth.opcode;
     let psn = pkt.bth.psn;
@@ -550,6 +552,7 @@ fn handle_atomic(qp: &mut RcQp, pkt: &Packet, mem: &mut Memory, out: &mut Vec<Ro
 
 /// Builds the next ACK, NAK, READ response or atomic acknowledge packet
 /// into `pkt`; whether there was one.
+#[inline]
 pub(super) fn poll_transmit(qp: &mut RcQp, path: &Path, mem: &Memory, pkt: &mut Packet) -> bool {
     let Some(reply) = qp.resp.replies.front_mut() else { return false };
     pkt.payload.clear();
