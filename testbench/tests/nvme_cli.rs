@@ -82,6 +82,20 @@ fn bench_reads_sequentially_when_told_and_names_the_row_so() {
 }
 
 #[test]
+fn bench_pinned_to_a_cpu_runs_there() {
+    // The summary reads the thread's affinity back from the kernel: one
+    // CPU, the one asked for. (On a one-CPU machine every thread is on
+    // CPU 0 anyway; with two or more, a pin that did nothing shows them.)
+    let last = std::thread::available_parallelism().map_or(1, |n| n.get()) - 1;
+    for cpu in [0, last] {
+        let o = stdout(&rctb(&["bench", "--cpu", &cpu.to_string(), "--ios", "16", "--qd", "4"]));
+        assert!(o.contains(&format!("over 1 I/O queues (event polling, pinned to CPU {cpu})")), "{o}");
+    }
+    let o = stdout(&rctb(&["bench", "--ios", "16", "--qd", "4"]));
+    assert!(!o.contains("pinned"), "not pinned unless asked: {o}");
+}
+
+#[test]
 fn bench_knobs_out_of_range_are_usage_errors_naming_the_flag() {
     for (args, want) in [
         (&["bench", "-i", "0"][..], "-i/--nr-io-queues 0"),
@@ -91,6 +105,7 @@ fn bench_knobs_out_of_range_are_usage_errors_naming_the_flag() {
         (&["bench", "--poll", "never"][..], "expected busy, adaptive or event"),
         (&["bench", "--pattern", "zigzag"][..], "--pattern"),
         (&["bench", "--nsid", "2", "--bs", "8388608"][..], "--bs 8388608: larger than nsid 2"),
+        (&["bench", "--cpu", "100000"][..], "--cpu 100000: not a CPU this process may run on (allowed: 0"),
     ] {
         let o = rctb(args);
         assert_eq!(o.status.code(), Some(2), "{args:?}");

@@ -98,6 +98,14 @@ pub struct Common {
     /// Seed of the simulated fabric (default 1), or of `target`'s random faults.
     #[arg(long, global = true)]
     pub seed: Option<u64>,
+    /// Pin the initiator (its one polling thread) to CPU N, as SPDK pins
+    /// its reactors and fio its jobs with `cpus_allowed`. On soft-RoCE it
+    /// also keeps each QP's packets in order: rxe sends from the CPU that
+    /// rings the doorbell, and a thread that migrates sends one QP's
+    /// packets through two CPUs' network backlogs, which can reorder them
+    /// into retransmissions. Default: not pinned.
+    #[arg(long, global = true, value_name = "N")]
+    pub cpu: Option<usize>,
 }
 
 #[derive(Debug, Args)]
@@ -210,12 +218,12 @@ impl From<NvmeError> for Failure {
 
 /// Runs `rctb nvme`.
 pub fn main(a: &NvmeArgs) -> ExitCode {
-    let r = match (&a.op, a.common.backend) {
+    let r = pin_cpu(a.common.cpu).and_then(|()| match (&a.op, a.common.backend) {
         (NvmeOp::Target(t), _) => super::nvme_target::serve(&a.common, t),
         (_, NvmeBackend::Sim) => run_sim(a),
         (_, NvmeBackend::Verbs) => run_verbs(a),
         (_, NvmeBackend::Udp) => run_udp(a),
-    };
+    });
     match r {
         Ok(lines) => {
             print!("{lines}");
@@ -233,6 +241,45 @@ pub fn main(a: &NvmeArgs) -> ExitCode {
             eprintln!("rctb nvme: {m}");
             ExitCode::from(1)
         }
+    }
+}
+
+/// The CPUs this thread may run on, as the kernel has them.
+fn allowed_cpus() -> nix::Result<Vec<usize>> {
+    use nix::sched::{CpuSet, sched_getaffinity};
+    let set = sched_getaffinity(nix::unistd::Pid::from_raw(0))?;
+    Ok((0..CpuSet::count()).filter(|&c| set.is_set(c).unwrap_or(false)).collect())
+}
+
+fn cpu_list(cpus: &[usize]) -> String {
+    cpus.iter().map(|c| c.to_string()).collect::<Vec<_>>().join(" ")
+}
+
+/// `--cpu N`: pins the calling thread (the only one that polls) to CPU N,
+/// which must be one this process may run on.
+fn pin_cpu(cpu: Option<usize>) -> Result<(), Failure> {
+    use nix::sched::{CpuSet, sched_setaffinity};
+    let Some(cpu) = cpu else { return Ok(()) };
+    let allowed = allowed_cpus().map_err(|e| Failure::Io(format!("--cpu {cpu}: sched_getaffinity: {e}")))?;
+    if !allowed.contains(&cpu) {
+        return Err(Failure::Usage(format!(
+            "--cpu {cpu}: not a CPU this process may run on (allowed: {})",
+            cpu_list(&allowed)
+        )));
+    }
+    let mut only = CpuSet::new();
+    only.set(cpu).map_err(|e| Failure::Usage(format!("--cpu {cpu}: {e}")))?;
+    sched_setaffinity(nix::unistd::Pid::from_raw(0), &only)
+        .map_err(|e| Failure::Io(format!("--cpu {cpu}: sched_setaffinity: {e}")))
+}
+
+/// With `--cpu`: ", pinned to CPU N", N read back from the kernel's
+/// affinity mask of the thread (so it says what took effect); else nothing.
+fn pinned(cpu: Option<usize>) -> String {
+    match (cpu, allowed_cpus()) {
+        (Some(_), Ok(now)) if now.len() == 1 => format!(", pinned to CPU {}", now[0]),
+        (Some(_), Ok(now)) => format!(", not pinned: may run on CPUs {}", cpu_list(&now)),
+        _ => String::new(),
     }
 }
 
@@ -324,7 +371,7 @@ fn run<T: Transport>(mut t: T, a: &NvmeArgs, default_addr: Ipv4Addr, default_nqn
     cfg.timeout = timeout;
     let mut ctrl = Controller::connect(t, cfg).map_err(|(_, e)| Failure::Nvme(e))?;
     ctrl.set_poll_mode(mode);
-    let r = op(&mut ctrl, &a.op);
+    let r = op(&mut ctrl, &a.op, c.cpu);
     ctrl.close();
     r
 }
@@ -334,7 +381,7 @@ pub(super) fn poll_mode(c: &Common) -> Result<PollMode, Failure> {
     PollMode::from_name(c.poll.unwrap_or_default(), c.spin).map_err(|e| Failure::Usage(format!("--{}: {e}", e.field)))
 }
 
-fn op<T: Transport>(ctrl: &mut Controller<T>, op: &NvmeOp) -> Result<String, Failure> {
+fn op<T: Transport>(ctrl: &mut Controller<T>, op: &NvmeOp, cpu: Option<usize>) -> Result<String, Failure> {
     let mut out = String::new();
     match op {
         NvmeOp::Discover => unreachable!("handled before connecting"),
@@ -482,9 +529,10 @@ fn op<T: Transport>(ctrl: &mut Controller<T>, op: &NvmeOp) -> Result<String, Fai
             let _ = writeln!(out, "BENCH nvme-{kind}-{size}-qd{qd} rctb {iops:.0} IOPS");
             let _ = writeln!(
                 out,
-                "{ios} {words} {bs}-byte reads of nsid {nsid} at depth {qd} over {} I/O queues ({} polling) in {elapsed:?}",
+                "{ios} {words} {bs}-byte reads of nsid {nsid} at depth {qd} over {} I/O queues ({} polling{}) in {elapsed:?}",
                 ctrl.io_queues().len(),
                 poll_name(ctrl.poll_mode()),
+                pinned(cpu),
             );
         }
         NvmeOp::Flush { nsid } => {
