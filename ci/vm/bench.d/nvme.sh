@@ -9,7 +9,8 @@
 #   block 0, wrapping at the namespace's end), as fio and the Python tools
 #   read that row;
 # - variants of rctb's knobs (HWV_RCTB_VARIANTS, default "poll=adaptive
-#   poll=busy poll=event qps=4": --poll MODE, -i N I/O queues), as tools
+#   poll=busy poll=event qps=4 cpu=0 poll=adaptive,cpu=0": --poll MODE, -i N
+#   I/O queues, --cpu N pinned; knobs joined by commas combine), as tools
 #   `rctb[poll=busy]` etc., at the depths of HWV_VARIANT_QDS ("1 32 64")
 #   that HWV_QDS has (qps=N only from depth N on: rctb spreads the depth
 #   over the queues), each run right after the default's run at that depth,
@@ -31,26 +32,35 @@ if [ -z "${NVMET_NQN:-}" ] || [ -z "${RCTB:-}" ]; then
 fi
 : "${HWV_BENCH_REPS:=3}" "${HWV_QDS:=1 2 4 8 16 32 64}" "${HWV_SEQ_QD:=4}" "${HWV_NVME_NSID:=2}"
 : "${HWV_NVME_SECONDS:=2.5}" "${HWV_COST_QDS:=1 32}" "${HWV_VARIANT_QDS:=1 32 64}"
-: "${HWV_RCTB_VARIANTS:=poll=adaptive poll=busy poll=event qps=4}"
+: "${HWV_RCTB_VARIANTS:=poll=adaptive poll=busy poll=event qps=4 cpu=0 poll=adaptive,cpu=0}"
 W=$HWV_OUT/bench-nvme
 mkdir -p "$W"
 rc=0
 
 if "$RCTB" nvme bench --help 2>/dev/null | grep -q -- --poll; then
     variants=$HWV_RCTB_VARIANTS
+    if ! "$RCTB" nvme bench --help 2>/dev/null | grep -q -- --cpu; then
+        variants=$(for v in $variants; do case $v in *cpu=*) ;; *) echo "$v" ;; esac; done)
+        echo "this rctb nvme bench has no --cpu: its variants skipped" >&2
+    fi
 else
     echo "this rctb nvme bench has no --poll: variants ($HWV_RCTB_VARIANTS) skipped" >&2
     variants=""
 fi
 
-# vargs VARIANT: rctb's arguments for one variant (empty: the default)
+# vargs VARIANT: rctb's arguments for one variant (empty: the default;
+# knobs joined by commas: all of them)
 vargs() {
-    case $1 in
-        poll=*) echo "--poll ${1#poll=}" ;;
-        qps=*) echo "-i ${1#qps=}" ;;
-        "") ;;
-        *) echo "unknown variant $1" >&2; return 1 ;;
-    esac
+    _va=""
+    for _k in $(echo "$1" | tr ',' ' '); do
+        case $_k in
+            poll=*) _va="$_va --poll ${_k#poll=}" ;;
+            qps=*) _va="$_va -i ${_k#qps=}" ;;
+            cpu=*) _va="$_va --cpu ${_k#cpu=}" ;;
+            *) echo "unknown variant knob $_k in $1" >&2; return 1 ;;
+        esac
+    done
+    echo "$_va"
 }
 # A misspelt variant would run with the default settings under its own
 # name (the command substitution swallows vargs' failure): refuse it here.
@@ -127,7 +137,7 @@ sweep() {
         for v in $variants; do
             vi=$((vi + 1))
             # -i N spreads the depth over N queues: below N there is nothing to spread
-            case $v in qps=*) [ "$qd" -ge "${v#qps=}" ] || continue ;; esac
+            case $v in *qps=*) _q=${v#*qps=} && [ "$qd" -ge "${_q%%,*}" ] || continue ;; esac
             # shellcheck disable=SC2046 # vargs is a word list
             one "rctb[$v]" "v${vi}_$qd" "$qd" 4096 "$1" $(vargs "$v")
         done
@@ -144,7 +154,7 @@ if strace_wanted; then
         one rctb "d$qd" "$qd" 4096 strace
         in_list "$qd" "$HWV_VARIANT_QDS" || continue
         for v in $variants; do
-            case $v in qps=*) [ "$qd" -ge "${v#qps=}" ] || continue ;; esac
+            case $v in *qps=*) _q=${v#*qps=} && [ "$qd" -ge "${_q%%,*}" ] || continue ;; esac
             # shellcheck disable=SC2046
             one "rctb[$v]" "s$qd" "$qd" 4096 strace $(vargs "$v")
         done
