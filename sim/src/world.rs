@@ -371,6 +371,7 @@ impl World {
 
     /// Runs one event scheduled at `at` (the clock's time: nothing is
     /// scheduled in the past).
+    #[inline(always)]
     fn dispatch(&mut self, at: Instant, kind: EventKind) {
         match kind {
             EventKind::Deliver { from, to, pkt: slot } => self.arrive(from, to, slot),
@@ -445,7 +446,7 @@ impl World {
     /// After any input or command on `node`'s endpoint, its outputs: CM
     /// messages onto the fabric, the transmit pipeline started if it has
     /// packets, its timer armed.
-    #[inline]
+    #[inline(always)]
     pub fn sync(&mut self, node: NodeIdx) {
         let now = self.now;
         if self.nodes[node].ep.wants_cm_transmit() {
@@ -472,6 +473,7 @@ impl World {
     /// Schedules the endpoint's timer event when it needs one earlier than
     /// the one pending (a deadline that moved later is picked up when the
     /// pending event fires).
+    #[inline(always)]
     fn sync_timer(&mut self, node: NodeIdx) {
         let now = self.now;
         let n = &mut self.nodes[node];
@@ -516,6 +518,7 @@ impl World {
         self.sync(node);
     }
 
+    #[inline(always)]
     fn egress(&mut self, node: NodeIdx) {
         let now = self.now;
         let n = &mut self.nodes[node];
@@ -677,6 +680,7 @@ impl World {
 
     /// The head of the link's queue arrives (its successor's event is
     /// already scheduled).
+    #[inline(always)]
     fn link_deliver_head(&mut self, from: NodeIdx, to: NodeIdx) {
         let link = self.link(from, to);
         let Some((_, slot)) = link.fifo.pop_front() else { return };
@@ -718,6 +722,7 @@ impl World {
     /// The packet parked in `slot` reaches `to`; its slot is freed. It is
     /// read where it is parked (a packet is not small enough to move for
     /// free).
+    #[inline(always)]
     fn deliver(&mut self, to: NodeIdx, slot: u32) {
         let Some(pkt) = self.in_flight.get(slot as usize) else { return };
         let now = self.now;
