@@ -41,6 +41,17 @@ pub(crate) use responder::{RecvCtx, Responder, Srq};
 /// A WR's scatter/gather list, inline for the usual one or two entries.
 pub(crate) type SgeList = smallvec::SmallVec<[rctb_core::transport::Sge; 2]>;
 
+/// A WR's SGEs as an [`SgeList`]: one or two are built in place (the
+/// usual cases, without `from_slice`'s out-of-line copy), more spill.
+#[inline]
+pub(crate) fn sge_list(sges: &[rctb_core::transport::Sge]) -> SgeList {
+    match *sges {
+        [a] => SgeList::from_buf_and_len([a, a], 1),
+        [a, b] => SgeList::from_buf([a, b]),
+        _ => SgeList::from_slice(sges),
+    }
+}
+
 /// Most unacknowledged packets a requester keeps in flight.
 pub const MAX_WINDOW_PACKETS: u32 = 1024;
 /// rxe's RXE_MAX_PKT_PER_ACK: within a long message the requester asks for

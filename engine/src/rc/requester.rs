@@ -106,7 +106,7 @@ impl Requester {
         self.sq.push_back(SendWqe {
             wr_id: wr.wr_id,
             op: wr.op,
-            sges: SgeList::from_slice(wr.sges),
+            sges: super::sge_list(wr.sges),
             len,
             signaled,
             solicited: wr.solicited,

@@ -49,7 +49,7 @@ impl Srq {
     }
 
     pub(crate) fn post(&mut self, wr: &RecvWr<'_>, bad: bool) {
-        self.wqes.push_back(RecvWqe { wr_id: wr.wr_id, sges: SgeList::from_slice(wr.sges), bad });
+        self.wqes.push_back(RecvWqe { wr_id: wr.wr_id, sges: super::sge_list(wr.sges), bad });
     }
 
     /// Takes the oldest receive; fires the armed limit when fewer than it
@@ -142,7 +142,7 @@ impl Responder {
 
     #[inline]
     pub(crate) fn post(&mut self, wr: &RecvWr<'_>, bad: bool) {
-        self.rq.push_back(RecvWqe { wr_id: wr.wr_id, sges: SgeList::from_slice(wr.sges), bad });
+        self.rq.push_back(RecvWqe { wr_id: wr.wr_id, sges: super::sge_list(wr.sges), bad });
     }
 
     pub(crate) fn has_output(&self) -> bool {
