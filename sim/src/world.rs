@@ -587,6 +587,7 @@ impl World {
 
     /// Puts the packet in `slot`, of `wire_len` bytes, on the wire at `now`;
     /// it leaves the port at `done`.
+    #[inline(always)]
     fn transmit(&mut self, from: NodeIdx, slot: u32, wire_len: usize, done: Instant) {
         let pkt = &self.in_flight[slot as usize];
         self.stats.count_tx(pkt, wire_len);
