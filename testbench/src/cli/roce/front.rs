@@ -88,7 +88,7 @@ pub fn roce_rx<T: Transport>(
     let cq = server.cq().ok_or(rctb_core::roce::RoceError::Stopped)?;
     let mut poller = Poller::new(mode);
     let mut frames = Vec::with_capacity(a.depth as usize);
-    let mut done = None;
+    let mut done: Option<crate::roce::handoff::DoneMsg> = None;
     let mut started: Option<Instant> = None;
     let mut last_frame = server.transport().now();
     let (mut last_print, mut printed) = (last_frame, (0u64, 0u64));
@@ -114,12 +114,7 @@ pub fn roce_rx<T: Transport>(
             server.release(f)?;
         }
         unclocked |= n > 0;
-        if done.is_none()
-            && let Some(Message::Done(d)) = from_fpga.poll("done")?
-        {
-            done = Some(d);
-        }
-        let stop = if a.frames.is_some_and(|n| check.frames >= n) {
+        let mut stop = if a.frames.is_some_and(|n| check.frames >= n) {
             Some("frame count reached")
         } else if done.is_some_and(|d| check.frames >= d.frames) {
             Some("the FPGA is done")
@@ -130,11 +125,20 @@ pub fn roce_rx<T: Transport>(
         // as much as a frame costs) is read at the first frame, at the stop,
         // after a sleep and every 4096 turns, not per frame: the
         // first-to-last frame time is exact, the idle timeout and progress
-        // lines coarser.
+        // lines coarser. The FPGA's hand-off is looked at then too (a file
+        // is a read() each look).
         spins = spins.wrapping_add(1);
         let first = n > 0 && started.is_none();
         if !first && !slept && stop.is_none() && spins % 4096 != 0 {
             continue;
+        }
+        if done.is_none()
+            && let Some(Message::Done(d)) = from_fpga.poll("done")?
+        {
+            done = Some(d);
+            if stop.is_none() && check.frames >= d.frames {
+                stop = Some("the FPGA is done");
+            }
         }
         let now = server.transport().now();
         if unclocked {
