@@ -45,16 +45,12 @@ DEV_IP="" PEER_IP=""
 export RCTB DEV PEER DEV_GID PEER_GID DEV_IP PEER_IP HWV_OUT HWV_RESULTS HWV_BENCH_REPS HWV_LIB
 export HWV_QDS HWV_SEQ_QD HWV_NVME_NSID HWV_NVME_SECONDS HWV_COST_QDS
 
-xarg() { [ -n "$1" ] && echo "-x $1"; }
 
 # ------------------------------------------------------------------ perftest
-# pt WORKLOAD TOOL SIZE ITERS [EXTRA...]: REPS runs, server on PEER, client
-# on DEV, both with the perftest options EXTRA (e.g. -t 32 -Q 1). Each side
-# is pinned to its own CPU: perftest times with the TSC, and a process moving
-# between TCG vCPUs (their TSCs differ) can measure 0 MB/s. Each run's CPU
-# cost (perftest/rx, perftest/tx) and rxe counters go to cost.txt; with
-# HWV_STRACE=1 one more ib_send_bw run counts system calls (its MB/s is not
-# kept).
+# pt WORKLOAD TOOL SIZE ITERS [EXTRA...]: REPS runs of lib.sh perftest_run
+# (server on PEER, client on DEV, each pinned; CPU cost and rxe counters to
+# cost.txt); with HWV_STRACE=1 one more ib_send_bw run counts system calls
+# (its MB/s is not kept).
 ptfail=""
 pt() {
     _pw=$1 _pt=$2 _ps=$3 _pn=$4
@@ -66,28 +62,12 @@ pt() {
         f=$RAW/$_pw-r$r
         if [ "$r" -gt "$HWV_BENCH_REPS" ]; then COST_STRACE=1; else COST_STRACE=0; fi
         export COST_STRACE
-        # shellcheck disable=SC2046 # xarg is empty or two words
-        cost_run "$_pw" perftest/rx "$_pn" -- taskset 1 "$TIMEOUT" 120 "$_pt" -d "$PEER" $(xarg "$PEER_GID") \
-            -F -s "$_ps" -n "$_pn" "$@" >"$f.srv" 2>&1 &
-        srv=$!
-        # the server listens within 1.5 s; under strace it takes longer
-        if [ "$COST_STRACE" = 1 ]; then sleep 5; else sleep 1.5; fi
-        c0=$(rxe_snap "$DEV" "$PEER")
-        # shellcheck disable=SC2046
-        cost_run "$_pw" perftest/tx "$_pn" -- taskset 2 "$TIMEOUT" 120 "$_pt" -d "$DEV" $(xarg "$DEV_GID") \
-            -F -s "$_ps" -n "$_pn" "$@" 127.0.0.1 >"$f.cli" 2>&1
-        rc=$?
-        wait $srv
-        src=$?
-        [ "$COST_STRACE" = 1 ] && { COST_STRACE=0; continue; }
-        rxe_delta "$_pw" perftest "$c0" "$(rxe_snap "$DEV" "$PEER")" >/dev/null
-        # the result row: "<bytes> <iterations> <peak> <average> <Mpps>"
-        bw=$(awk -v s="$_ps" '$1 == s && NF >= 4 { print $4 }' "$f.cli" | tail -n 1)
-        if [ $rc = 0 ] && [ $src = 0 ] && [ -n "$bw" ] && [ "$bw" != 0.00 ]; then
+        if bw=$(perftest_run "$_pw" "$_pt" "$_ps" "$_pn" "$f" "$@"); then
+            [ "$COST_STRACE" = 1 ] && { COST_STRACE=0; continue; }
             echo "$_pw perftest $bw MB/s" >>"$BENCH"
             echo "HWV-BENCH $_pw perftest r$r $bw MB/s"
         else
-            ptfail="$ptfail; $_pw r$r exit $rc/$src, ${bw:-no} MB/s: $(last_line "$f.cli")"
+            ptfail="$ptfail; $_pw r$r: $(last_line "$f.cli")"
         fi
         sleep 0.5
     done

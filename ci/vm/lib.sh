@@ -416,6 +416,46 @@ rxe_delta() {
     echo "$1 $2 rxe${_rd:- (none moved)}" | tee -a "$HWV_OUT/cost.txt"
 }
 
+# xarg GID_INDEX: perftest's "-x N" (nothing when the index is unknown)
+xarg() { [ -n "$1" ] && echo "-x $1"; }
+
+# perftest_run WORKLOAD TOOL SIZE ITERS FILE [EXTRA...]: one perftest pair
+# (TOOL ib_send_bw or ib_write_bw, both sides with the options EXTRA, e.g.
+# -t 32 -Q 1): the server on PEER pinned to CPU 0, the client on DEV pinned
+# to CPU 1 (perftest times with the TSC, and a process moving between TCG
+# vCPUs, whose TSCs differ, can measure 0 MB/s). Their output goes to
+# FILE.srv and FILE.cli; each side's CPU cost to cost.txt (perftest/rx,
+# perftest/tx) and, unless COST_STRACE=1 (a strace -c run, whose figure is
+# not kept: prints nothing), the rxe counter deltas (perftest). Prints the
+# client's average MB/s; returns 1 (printing nothing) when either side
+# failed or measured nothing.
+perftest_run() {
+    _pw=$1 _pt=$2 _ps=$3 _pn=$4 _pf=$5
+    shift 5
+    # shellcheck disable=SC2046 # xarg is empty or two words
+    cost_run "$_pw" perftest/rx "$_pn" -- taskset 1 "$TIMEOUT" 120 "$_pt" -d "$PEER" $(xarg "${PEER_GID:-}") \
+        -F -s "$_ps" -n "$_pn" "$@" >"$_pf.srv" 2>&1 &
+    _psrv=$!
+    # the server listens within 1.5 s; under strace it takes longer
+    if [ "${COST_STRACE:-0}" = 1 ]; then sleep 5; else sleep 1.5; fi
+    _pc0=$(rxe_snap "$DEV" "$PEER")
+    # shellcheck disable=SC2046
+    cost_run "$_pw" perftest/tx "$_pn" -- taskset 2 "$TIMEOUT" 120 "$_pt" -d "$DEV" $(xarg "${DEV_GID:-}") \
+        -F -s "$_ps" -n "$_pn" "$@" 127.0.0.1 >"$_pf.cli" 2>&1
+    _prc=$?
+    wait $_psrv
+    _psrc=$?
+    [ "${COST_STRACE:-0}" = 1 ] && return 0
+    rxe_delta "$_pw" perftest "$_pc0" "$(rxe_snap "$DEV" "$PEER")" >/dev/null
+    # the result row: "<bytes> <iterations> <peak> <average> <Mpps>"
+    _pbw=$(awk -v s="$_ps" '$1 == s && NF >= 4 { print $4 }' "$_pf.cli" | tail -n 1)
+    if [ $_prc = 0 ] && [ $_psrc = 0 ] && [ -n "$_pbw" ] && [ "$_pbw" != 0.00 ]; then
+        echo "$_pbw"
+        return 0
+    fi
+    return 1
+}
+
 # strace_wanted: whether to do the extra strace run (HWV_STRACE=1 and strace here)
 strace_wanted() {
     [ "${HWV_STRACE:-0}" = 1 ] && command -v strace >/dev/null 2>&1

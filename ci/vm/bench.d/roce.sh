@@ -139,38 +139,19 @@ rctb() {
     fi
 }
 
-# perftest WORKLOAD SIZE ITERS REP [EXTRA...]: one ib_send_bw run, server
-# on PEER, client on DEV, each pinned (perftest times with the TSC, and the
-# TCG vCPUs' TSCs differ)
+# perftest WORKLOAD SIZE ITERS REP [EXTRA...]: one ib_send_bw run (lib.sh
+# perftest_run: server on PEER, client on DEV, each pinned)
 perftest() {
     _w=$1 _s=$2 _n=$3 _r=$4
     shift 4
     f=$RAWD/$_w-perftest-r$_r
-    # shellcheck disable=SC2046 # xarg is empty or two words
-    cost_run "$_w" perftest/rx "$_n" -- taskset 1 "$TIMEOUT" 60 ib_send_bw -d "$PEER" $(xarg "${PEER_GID:-}") \
-        -F -s "$_s" -n "$_n" "$@" >"$f.srv" 2>&1 &
-    srv=$!
-    # the server listens within 1.5 s; under strace it takes longer
-    if [ "${COST_STRACE:-0}" = 1 ]; then sleep 5; else sleep 1.5; fi
-    c0=$(rxe_snap "$DEV" "$PEER")
-    # shellcheck disable=SC2046
-    cost_run "$_w" perftest/tx "$_n" -- taskset 2 "$TIMEOUT" 60 ib_send_bw -d "$DEV" $(xarg "${DEV_GID:-}") \
-        -F -s "$_s" -n "$_n" "$@" 127.0.0.1 >"$f.cli" 2>&1
-    rc=$?
-    wait $srv
-    src=$?
-    [ "${COST_STRACE:-0}" = 1 ] && return 0
-    rxe_delta "$_w" perftest "$c0" "$(rxe_snap "$DEV" "$PEER")" >/dev/null
-    # the result row: "<bytes> <iterations> <peak> <average> <Mpps>"
-    bw=$(awk -v s="$_s" '$1 == s && NF >= 4 { print $4 }' "$f.cli" | tail -n 1)
-    if [ $rc = 0 ] && [ $src = 0 ] && [ -n "$bw" ] && [ "$bw" != 0.00 ]; then
-        echo "BENCH $_w perftest $bw MB/s"
+    if bw=$(perftest_run "$_w" ib_send_bw "$_s" "$_n" "$f" "$@"); then
+        [ "${COST_STRACE:-0}" = 1 ] || echo "BENCH $_w perftest $bw MB/s"
     else
-        echo "roce $_w perftest r$_r: exit $rc/$src, ${bw:-no} MB/s: $(last_line "$f.cli")" >&2
+        echo "roce $_w perftest r$_r: $(last_line "$f.cli")" >&2
         fails=1
     fi
 }
-xarg() { [ -n "$1" ] && echo "-x $1"; }
 
 # one_size SIZE REP: every tool at SIZE, interleaved
 one_size() {
