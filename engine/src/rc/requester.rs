@@ -246,7 +246,10 @@ pub(super) fn retire(qp: &mut RcQp, out: &mut Vec<RoutedCompletion>) {
         if !w.done {
             break;
         }
-        let Some(w) = qp.req.sq.pop_front() else { break };
+        // What the completion needs, read in place: the WR itself is
+        // dropped where it is, not moved out.
+        let completion = w.signaled.then(|| (w.wr_id, w.op.wc_opcode(), w.len as u32));
+        qp.req.sq.pop_front();
         if qp.req.tx_idx == 0 {
             // The transmit point was on the WR just retired (a go-back raced
             // its ACK): start the next WR from its first packet.
@@ -254,9 +257,8 @@ pub(super) fn retire(qp: &mut RcQp, out: &mut Vec<RoutedCompletion>) {
         } else {
             qp.req.tx_idx -= 1;
         }
-        if w.signaled {
-            let len = w.len as u32;
-            out.push(qp.send_completion(w.wr_id, w.op.wc_opcode(), WcStatus::Success, len));
+        if let Some((wr_id, opcode, len)) = completion {
+            out.push(qp.send_completion(wr_id, opcode, WcStatus::Success, len));
         }
     }
 }
