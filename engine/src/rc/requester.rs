@@ -151,10 +151,15 @@ impl Requester {
     /// still arrive, and what they cover must not be sent again. READs keep
     /// their own rewind (`ack_before` stops at them).
     fn skip_acked(&mut self) {
-        if self.tx_idx >= self.sq.len() {
+        match self.sq.get(self.tx_idx) {
             // Everything queued was sent: no WR holding `una` lies at or
             // after the transmit point, so it cannot be behind.
-            return;
+            None => return,
+            // The transmit point's packet is at or past `una` (WRs hold
+            // rising PSNs, and the point is inside its WR), so it is not
+            // behind: the usual case, answered without the search below.
+            Some(w) if !w.awaits_response() && w.first_psn.add(self.tx_pkt).diff(self.una) >= 0 => return,
+            Some(_) => {}
         }
         let Some(idx) = self.sq.iter().position(|w| w.contains(self.una)) else { return };
         let w = &self.sq[idx];
