@@ -544,16 +544,19 @@ impl World {
             }
             // The packet is built in the slot it stays in until delivered.
             let slot = self.free_slot();
-            let Some(more) = self.nodes[node].ep.poll_transmit_into(now, &mut self.in_flight[slot as usize]) else {
+            // The node and the slot looked up once for the packet.
+            let n = &mut self.nodes[node];
+            let pkt = &mut self.in_flight[slot as usize];
+            let Some(more) = n.ep.poll_transmit_into(now, pkt) else {
                 self.free_slots.push(slot);
                 break;
             };
             budget -= 1;
-            let wire_len = self.in_flight[slot as usize].wire_len();
+            let wire_len = pkt.wire_len();
             let ser = serialization_ns(wire_len, bandwidth);
             // `+ Duration::from_nanos(ser)`, saturating as it does.
-            let done = Instant::from_nanos(self.nodes[node].egress_free_at.max(now).as_nanos().saturating_add(ser));
-            self.nodes[node].egress_free_at = done;
+            let done = Instant::from_nanos(n.egress_free_at.max(now).as_nanos().saturating_add(ser));
+            n.egress_free_at = done;
             self.transmit(node, slot, wire_len, done);
             let n = &mut self.nodes[node];
             if more && !n.egress_scheduled {
