@@ -105,7 +105,50 @@ fn bench_knobs_out_of_range_are_usage_errors_naming_the_flag() {
         (&["bench", "--poll", "never"][..], "expected busy, adaptive or event"),
         (&["bench", "--pattern", "zigzag"][..], "--pattern"),
         (&["bench", "--nsid", "2", "--bs", "8388608"][..], "--bs 8388608: larger than nsid 2"),
-        (&["bench", "--cpu", "100000"][..], "--cpu 100000: not a CPU this process may run on (allowed: 0"),
+        (&["bench", "--cpu", "100000"][..], "--cpu 100000: 100000 is not a CPU this process may run on (allowed: 0"),
+    ] {
+        let o = rctb(args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains(want), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn bench_jobs_split_the_reads_and_the_depth_and_each_runs_on_its_cpu() {
+    let last = std::thread::available_parallelism().map_or(1, |n| n.get()) - 1;
+    let cpus = format!("0,{last}");
+    let o = stdout(&rctb(&["bench", "--jobs", "3", "--cpu", &cpus, "--ios", "100", "--qd", "8"]));
+    assert!(o.contains("BENCH nvme-randread-4KiB-qd8 rctb "), "the row names the depth in all: {o}");
+    assert!(
+        o.contains(
+            "100 random 4096-byte reads of nsid 1 at depth 8 in 3 jobs, each its own controller over 1 I/O queues"
+        ),
+        "{o}"
+    );
+    // 100 over 3 is 34, 33, 33; depth 8 is 3, 3, 2; job i on the i-th CPU of the list, round-robin.
+    for (i, (n, qd, cpu)) in [(34, 3, 0), (33, 3, last), (33, 2, 0)].into_iter().enumerate() {
+        let line = o.lines().find(|l| l.starts_with(&format!("job {i}: "))).unwrap_or_else(|| panic!("job {i}: {o}"));
+        assert!(line.starts_with(&format!("job {i}: {n} reads at depth {qd} in ")), "{line}");
+        assert!(line.ends_with(&format!(" IOPS, pinned to CPU {cpu}")), "{line}");
+    }
+    assert!(!o.contains("job 3"), "{o}");
+    // Sequential jobs start at their own stretch of the namespace, and
+    // unpinned jobs say nothing of CPUs.
+    let o = stdout(&rctb(&["bench", "--jobs", "2", "--pattern", "seq", "--ios", "40", "--qd", "4", "-i", "2"]));
+    assert!(o.contains("40 sequential 4096-byte reads of nsid 1 at depth 4 in 2 jobs"), "{o}");
+    assert!(o.contains("over 2 I/O queues") && !o.contains("pinned"), "{o}");
+}
+
+#[test]
+fn bench_jobs_out_of_range_are_usage_errors() {
+    for (args, want) in [
+        (&["bench", "--jobs", "0"][..], "--jobs 0: at least one job"),
+        (&["bench", "--jobs", "3", "--qd", "2"][..], "--jobs 3: more jobs than --qd 2"),
+        (&["bench", "--jobs", "4", "--ios", "3"][..], "--jobs 4: more jobs than --qd 32 or --ios 3"),
+        (&["bench", "--jobs", "2", "--backend", "udp", "--device", "127.0.0.1"][..], "--jobs 2 with --backend udp"),
+        (&["bench", "--jobs", "2", "--cpu", "0,100000"][..], "--cpu 0,100000: 100000 is not a CPU"),
+        (&["bench", "--jobs", "2", "--nsid", "2", "--bs", "8388608"][..], "--bs 8388608: larger than nsid 2"),
     ] {
         let o = rctb(args);
         assert_eq!(o.status.code(), Some(2), "{args:?}");

@@ -5,6 +5,7 @@ pub mod backend;
 pub mod conformance;
 pub mod decode;
 pub mod devices;
+pub mod jobs;
 pub mod nvme;
 pub mod nvme_target;
 pub mod object;

@@ -29,6 +29,7 @@ use rctb_sim::{NodeConfig, Sim, SimTransport};
 use rctb_udp::UdpTransport;
 
 use crate::cli::backend;
+use crate::cli::jobs::{self, Job};
 
 /// The subsystem NQN of the simulated target.
 pub const SIM_NQN: &str = "nqn.2026-01.io.rctb:sim-target";
@@ -98,14 +99,16 @@ pub struct Common {
     /// Seed of the simulated fabric (default 1), or of `target`'s random faults.
     #[arg(long, global = true)]
     pub seed: Option<u64>,
-    /// Pin the initiator (its one polling thread) to CPU N, as SPDK pins
-    /// its reactors and fio its jobs with `cpus_allowed`. On soft-RoCE it
-    /// also keeps each QP's packets in order: rxe sends from the CPU that
-    /// rings the doorbell, and a thread that migrates sends one QP's
-    /// packets through two CPUs' network backlogs, which can reorder them
-    /// into retransmissions. Default: not pinned.
-    #[arg(long, global = true, value_name = "N")]
-    pub cpu: Option<usize>,
+    /// Pin the initiator's polling thread to these CPUs (`0` or `0,1`), as
+    /// SPDK pins its reactors and fio its jobs with `cpus_allowed`; with
+    /// `bench --jobs N`, job i runs on the i-th CPU of the list alone
+    /// (round-robin). On soft-RoCE a pin also keeps each QP's packets in
+    /// order: rxe sends from the CPU that rings the doorbell, and a thread
+    /// that migrates sends one QP's packets through two CPUs' network
+    /// backlogs, which can reorder them into retransmissions. Default: not
+    /// pinned.
+    #[arg(long, global = true, value_name = "LIST", value_delimiter = ',')]
+    pub cpu: Vec<usize>,
 }
 
 #[derive(Debug, Args)]
@@ -181,6 +184,13 @@ pub enum NvmeOp {
         /// Reads in all.
         #[arg(long, default_value_t = 2000)]
         ios: u64,
+        /// Initiators, each on its own thread with its own controller
+        /// (admin queue, -i I/O queues, QPs), started together; --qd and
+        /// --ios are split over them, and the BENCH line counts every
+        /// read over the slowest job's time. With --cpu, job i is pinned
+        /// to the list's i-th CPU, as the kernel host keeps a queue per CPU.
+        #[arg(long, default_value_t = 1)]
+        jobs: usize,
     },
     /// Commit the namespace's volatile writes.
     Flush {
@@ -208,6 +218,9 @@ pub enum Failure {
     Usage(String),
     Nvme(NvmeError),
     Io(String),
+    /// A job of `bench --jobs` that stopped at the start because another
+    /// failed (that one's failure is reported).
+    Stopped,
 }
 
 impl From<NvmeError> for Failure {
@@ -218,7 +231,7 @@ impl From<NvmeError> for Failure {
 
 /// Runs `rctb nvme`.
 pub fn main(a: &NvmeArgs) -> ExitCode {
-    let r = pin_cpu(a.common.cpu).and_then(|()| match (&a.op, a.common.backend) {
+    let r = pin_cpus(&a.common.cpu).and_then(|()| match (&a.op, a.common.backend) {
         (NvmeOp::Target(t), _) => super::nvme_target::serve(&a.common, t),
         (_, NvmeBackend::Sim) => run_sim(a),
         (_, NvmeBackend::Verbs) => run_verbs(a),
@@ -241,45 +254,23 @@ pub fn main(a: &NvmeArgs) -> ExitCode {
             eprintln!("rctb nvme: {m}");
             ExitCode::from(1)
         }
+        Err(Failure::Stopped) => {
+            eprintln!("rctb nvme: every job stopped at the start");
+            ExitCode::from(1)
+        }
     }
 }
 
-/// The CPUs this thread may run on, as the kernel has them.
-fn allowed_cpus() -> nix::Result<Vec<usize>> {
-    use nix::sched::{CpuSet, sched_getaffinity};
-    let set = sched_getaffinity(nix::unistd::Pid::from_raw(0))?;
-    Ok((0..CpuSet::count()).filter(|&c| set.is_set(c).unwrap_or(false)).collect())
+/// `--cpu LIST`: restricts the calling thread, and so every job thread it
+/// starts, to those CPUs.
+fn pin_cpus(cpus: &[usize]) -> Result<(), Failure> {
+    jobs::pin(cpus).map_err(pin_failure)
 }
 
-fn cpu_list(cpus: &[usize]) -> String {
-    cpus.iter().map(|c| c.to_string()).collect::<Vec<_>>().join(" ")
-}
-
-/// `--cpu N`: pins the calling thread (the only one that polls) to CPU N,
-/// which must be one this process may run on.
-fn pin_cpu(cpu: Option<usize>) -> Result<(), Failure> {
-    use nix::sched::{CpuSet, sched_setaffinity};
-    let Some(cpu) = cpu else { return Ok(()) };
-    let allowed = allowed_cpus().map_err(|e| Failure::Io(format!("--cpu {cpu}: sched_getaffinity: {e}")))?;
-    if !allowed.contains(&cpu) {
-        return Err(Failure::Usage(format!(
-            "--cpu {cpu}: not a CPU this process may run on (allowed: {})",
-            cpu_list(&allowed)
-        )));
-    }
-    let mut only = CpuSet::new();
-    only.set(cpu).map_err(|e| Failure::Usage(format!("--cpu {cpu}: {e}")))?;
-    sched_setaffinity(nix::unistd::Pid::from_raw(0), &only)
-        .map_err(|e| Failure::Io(format!("--cpu {cpu}: sched_setaffinity: {e}")))
-}
-
-/// With `--cpu`: ", pinned to CPU N", N read back from the kernel's
-/// affinity mask of the thread (so it says what took effect); else nothing.
-fn pinned(cpu: Option<usize>) -> String {
-    match (cpu, allowed_cpus()) {
-        (Some(_), Ok(now)) if now.len() == 1 => format!(", pinned to CPU {}", now[0]),
-        (Some(_), Ok(now)) => format!(", not pinned: may run on CPUs {}", cpu_list(&now)),
-        _ => String::new(),
+fn pin_failure(e: jobs::PinError) -> Failure {
+    match e {
+        jobs::PinError::Usage(m) => Failure::Usage(m),
+        jobs::PinError::Os(m) => Failure::Io(m),
     }
 }
 
@@ -292,30 +283,156 @@ fn run_sim(a: &NvmeArgs) -> Result<String, Failure> {
                 .into(),
         ));
     }
-    let sim = Sim::new(a.common.seed.unwrap_or(1));
-    let host = sim.add_node(NodeConfig::new("host", Ipv4Addr::new(10, 0, 0, 1))).expect("fresh fabric");
-    let tn = sim.add_node(NodeConfig::new("target", SIM_TARGET_IP)).expect("fresh fabric");
-    let target = NvmeTarget::new(TargetConfig::new(SIM_NQN), SIM_TARGET_IP).expect("default config is valid");
-    let target = Rc::new(RefCell::new(target));
-    let actor = target.clone();
-    sim.add_actor(tn, Box::new(move |t: &mut SimTransport| actor.borrow_mut().run(t)));
-    let out = run(sim.transport(host), a, SIM_TARGET_IP, SIM_NQN)?;
-    Ok(out)
+    // Each job has a fabric and target of its own (job i seeded seed + i):
+    // a simulated world lives on one thread.
+    run_jobs(a, |job| {
+        let sim = Sim::new(a.common.seed.unwrap_or(1).wrapping_add(job.index as u64));
+        let host = sim.add_node(NodeConfig::new("host", Ipv4Addr::new(10, 0, 0, 1))).expect("fresh fabric");
+        let tn = sim.add_node(NodeConfig::new("target", SIM_TARGET_IP)).expect("fresh fabric");
+        let target = NvmeTarget::new(TargetConfig::new(SIM_NQN), SIM_TARGET_IP).expect("default config is valid");
+        let target = Rc::new(RefCell::new(target));
+        let actor = target.clone();
+        sim.add_actor(tn, Box::new(move |t: &mut SimTransport| actor.borrow_mut().run(t)));
+        run(sim.transport(host), a, job, SIM_TARGET_IP, SIM_NQN)
+    })
 }
 
 fn run_verbs(a: &NvmeArgs) -> Result<String, Failure> {
     let verbs = backend::verbs().map_err(|e| Failure::Usage(e.to_string()))?;
     let device =
         a.common.device.as_deref().ok_or_else(|| Failure::Usage("--backend verbs needs --device, e.g. rxe1".into()))?;
-    let t = verbs.open(device).map_err(|e| Failure::Io(e.to_string()))?;
     let addr = a.common.traddr.ok_or_else(|| Failure::Usage("--backend verbs needs -a/--traddr".into()))?;
-    run(t, a, addr, "")
+    run_jobs(a, |job| {
+        let t = verbs.open(device).map_err(|e| Failure::Io(e.to_string()))?;
+        run(t, a, job, addr, "")
+    })
 }
 
 fn run_udp(a: &NvmeArgs) -> Result<String, Failure> {
+    if let NvmeOp::Bench { jobs: jobs @ 2.., .. } = a.op {
+        return Err(Failure::Usage(format!(
+            "--jobs {jobs} with --backend udp: a UDP endpoint is one address and port, one initiator; run a process per address"
+        )));
+    }
     let (t, _) = udp_endpoint(&a.common, "host", "--backend udp")?;
     let addr = a.common.traddr.ok_or_else(|| Failure::Usage("--backend udp needs -a/--traddr".into()))?;
-    run(t, a, addr, "")
+    render(a, vec![run(t, a, &mut Job::single(), addr, "")])
+}
+
+/// What one initiator did: text to print, or a bench run to sum up.
+enum Outcome {
+    Text(String),
+    Bench(BenchRun),
+}
+
+/// One job's `bench` reads.
+struct BenchRun {
+    ios: u64,
+    qd: usize,
+    elapsed: Duration,
+    queues: usize,
+    poll: PollMode,
+    /// ", pinned to CPU N" when `--cpu` was given, as the job's thread has it.
+    pinned: String,
+}
+
+/// Runs `f` as `bench --jobs N` says (one job otherwise), each job pinned
+/// as `--cpu` says, and renders what they did.
+fn run_jobs(a: &NvmeArgs, f: impl Fn(&mut Job<'_>) -> Result<Outcome, Failure> + Sync) -> Result<String, Failure> {
+    let count = match a.op {
+        NvmeOp::Bench { jobs, qd, ios, .. } => {
+            if jobs == 0 {
+                return Err(Failure::Usage("--jobs 0: at least one job".into()));
+            }
+            if qd < jobs || ios < jobs as u64 {
+                return Err(Failure::Usage(format!(
+                    "--jobs {jobs}: more jobs than --qd {qd} or --ios {ios} (each job needs reads to do and one in flight)"
+                )));
+            }
+            jobs
+        }
+        _ => 1,
+    };
+    // One job keeps the calling thread, pinned by main to all of --cpu;
+    // several take one CPU of it each.
+    let cpus = if count > 1 { &a.common.cpu[..] } else { &[] };
+    render(a, jobs::run(count, cpus, pin_failure, f))
+}
+
+/// The text of a run: one job's as it is, or `bench`'s summed over its
+/// jobs; the first failure when a job failed (a usage error before any
+/// other, then the one that stopped the rest, named by its job).
+fn render(a: &NvmeArgs, results: Vec<Result<Outcome, Failure>>) -> Result<String, Failure> {
+    let many = results.len() > 1;
+    let mut runs = Vec::with_capacity(results.len());
+    let mut failed: Option<Failure> = None;
+    for (i, r) in results.into_iter().enumerate() {
+        match r {
+            Ok(Outcome::Text(t)) => return Ok(t),
+            Ok(Outcome::Bench(b)) => runs.push(b),
+            Err(e @ Failure::Usage(_)) => return Err(e),
+            Err(Failure::Stopped) if failed.is_some() => {}
+            Err(e) if failed.is_none() || matches!(failed, Some(Failure::Stopped)) => {
+                failed = Some(match e {
+                    Failure::Nvme(e) if many => Failure::Io(format!("job {i}: {e}")),
+                    Failure::Io(m) if many => Failure::Io(format!("job {i}: {m}")),
+                    e => e,
+                });
+            }
+            Err(_) => {}
+        }
+    }
+    if let Some(e) = failed {
+        return Err(e);
+    }
+    let NvmeOp::Bench { nsid, bs, pattern, qd, ios, .. } = a.op else {
+        unreachable!("only bench runs several jobs or returns a bench run")
+    };
+    let elapsed = runs.iter().map(|r| r.elapsed).max().unwrap_or(Duration::ZERO);
+    let iops = |n: u64, d: Duration| n as f64 / d.as_secs_f64().max(1e-9);
+    let size = if bs % (1 << 20) == 0 {
+        format!("{}MiB", bs >> 20)
+    } else if bs % 1024 == 0 {
+        format!("{}KiB", bs / 1024)
+    } else {
+        format!("{bs}B")
+    };
+    let (kind, words) = match pattern {
+        Pattern::Rand => ("randread", "random"),
+        Pattern::Seq => ("seqread", "sequential"),
+    };
+    let mut out = String::new();
+    let _ = writeln!(out, "BENCH nvme-{kind}-{size}-qd{qd} rctb {:.0} IOPS", iops(ios, elapsed));
+    let first = &runs[0];
+    if let [one] = &runs[..] {
+        let _ = writeln!(
+            out,
+            "{ios} {words} {bs}-byte reads of nsid {nsid} at depth {qd} over {} I/O queues ({} polling{}) in {elapsed:?}",
+            one.queues,
+            poll_name(one.poll),
+            one.pinned,
+        );
+    } else {
+        let _ = writeln!(
+            out,
+            "{ios} {words} {bs}-byte reads of nsid {nsid} at depth {qd} in {} jobs, each its own controller over {} I/O queues ({} polling), in {elapsed:?} (the slowest job's)",
+            runs.len(),
+            first.queues,
+            poll_name(first.poll),
+        );
+        for (i, r) in runs.iter().enumerate() {
+            let _ = writeln!(
+                out,
+                "job {i}: {} reads at depth {} in {:?}: {:.0} IOPS{}",
+                r.ios,
+                r.qd,
+                r.elapsed,
+                iops(r.ios, r.elapsed),
+                r.pinned
+            );
+        }
+    }
+    Ok(out)
 }
 
 /// The UDP endpoint `--device ADDR[:PORT]` and `--mtu` name, bound as
@@ -344,14 +461,20 @@ fn host_id(c: &Common) -> Result<[u8; 16], Failure> {
     Ok(id)
 }
 
-fn run<T: Transport>(mut t: T, a: &NvmeArgs, default_addr: Ipv4Addr, default_nqn: &str) -> Result<String, Failure> {
+fn run<T: Transport>(
+    mut t: T,
+    a: &NvmeArgs,
+    job: &mut Job<'_>,
+    default_addr: Ipv4Addr,
+    default_nqn: &str,
+) -> Result<Outcome, Failure> {
     let c = &a.common;
     let addr = SocketAddrV4::new(c.traddr.unwrap_or(default_addr), c.trsvcid.unwrap_or(NVME_RDMA_PORT));
     let hid = host_id(c)?;
     let timeout = Duration::from_secs(c.timeout.max(1));
     if let NvmeOp::Discover = a.op {
         let log = discover(&mut t, addr, hid, timeout)?;
-        return Ok(discovery_text(&log));
+        return Ok(Outcome::Text(discovery_text(&log)));
     }
     let nqn =
         c.nqn.clone().filter(|s| !s.is_empty()).or_else(|| (!default_nqn.is_empty()).then(|| default_nqn.to_string()));
@@ -371,7 +494,7 @@ fn run<T: Transport>(mut t: T, a: &NvmeArgs, default_addr: Ipv4Addr, default_nqn
     cfg.timeout = timeout;
     let mut ctrl = Controller::connect(t, cfg).map_err(|(_, e)| Failure::Nvme(e))?;
     ctrl.set_poll_mode(mode);
-    let r = op(&mut ctrl, &a.op, c.cpu);
+    let r = op(&mut ctrl, &a.op, job, !c.cpu.is_empty());
     ctrl.close();
     r
 }
@@ -381,7 +504,7 @@ pub(super) fn poll_mode(c: &Common) -> Result<PollMode, Failure> {
     PollMode::from_name(c.poll.unwrap_or_default(), c.spin).map_err(|e| Failure::Usage(format!("--{}: {e}", e.field)))
 }
 
-fn op<T: Transport>(ctrl: &mut Controller<T>, op: &NvmeOp, cpu: Option<usize>) -> Result<String, Failure> {
+fn op<T: Transport>(ctrl: &mut Controller<T>, op: &NvmeOp, job: &mut Job<'_>, pin: bool) -> Result<Outcome, Failure> {
     let mut out = String::new();
     match op {
         NvmeOp::Discover => unreachable!("handled before connecting"),
@@ -474,7 +597,7 @@ fn op<T: Transport>(ctrl: &mut Controller<T>, op: &NvmeOp, cpu: Option<usize>) -
                 if *flush { "; flushed" } else { "" }
             );
         }
-        NvmeOp::Bench { nsid, bs, pattern, qd, ios } => {
+        NvmeOp::Bench { nsid, bs, pattern, qd, ios, .. } => {
             let ns = ctrl.namespace(*nsid)?;
             let lba = ns.lba_size();
             if *qd == 0 {
@@ -491,49 +614,48 @@ fn op<T: Transport>(ctrl: &mut Controller<T>, op: &NvmeOp, cpu: Option<usize>) -
                     ns.blocks()
                 )));
             }
+            // This job's part of the run (all of it for one job).
+            let (n, i) = (job.count, job.index);
+            let my_ios = jobs::share(*ios, n, i);
+            let my_qd = jobs::share(*qd as u64, n, i) as usize;
             // Each read has its own slice of one buffer, so nothing is reused in flight.
             let total = bs
-                .checked_mul(*ios)
+                .checked_mul(my_ios)
                 .ok_or_else(|| Failure::Usage(format!("--bs {bs} x --ios {ios}: too many bytes")))?;
             let mr = ctrl.alloc(total)?;
-            let mut x = 0x9E37_79B9_7F4A_7C15u64 ^ *nsid as u64;
-            let reqs: Vec<(u64, Buffer)> = (0..*ios)
-                .map(|i| {
+            // Jobs draw from their own generators, and read sequentially from
+            // their own stretch of the namespace.
+            let mut x = 0x9E37_79B9_7F4A_7C15u64 ^ *nsid as u64 ^ (i as u64).wrapping_mul(0xD1B5_4A32_D192_ED03);
+            let first = slots * i as u64 / n as u64;
+            let reqs: Vec<(u64, Buffer)> = (0..my_ios)
+                .map(|k| {
                     let slba = match pattern {
                         Pattern::Rand => {
                             x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
                             (x >> 33) % slots * per
                         }
-                        Pattern::Seq => i % slots * per,
+                        Pattern::Seq => (first + k) % slots * per,
                     };
-                    (slba, Buffer::slice(mr, i * bs, *bs))
+                    (slba, Buffer::slice(mr, k * bs, *bs))
                 })
                 .collect();
+            if !job.start() {
+                let _ = ctrl.free(mr);
+                return Err(Failure::Stopped);
+            }
             let start = ctrl.transport().now();
-            let r = ctrl.read_many(&ns, &reqs, *qd);
+            let r = ctrl.read_many(&ns, &reqs, my_qd);
             let elapsed = ctrl.transport().now() - start;
             let _ = ctrl.free(mr);
             r?;
-            let iops = *ios as f64 / elapsed.as_secs_f64().max(1e-9);
-            let size = if bs % (1 << 20) == 0 {
-                format!("{}MiB", bs >> 20)
-            } else if bs % 1024 == 0 {
-                format!("{}KiB", bs / 1024)
-            } else {
-                format!("{bs}B")
-            };
-            let (kind, words) = match pattern {
-                Pattern::Rand => ("randread", "random"),
-                Pattern::Seq => ("seqread", "sequential"),
-            };
-            let _ = writeln!(out, "BENCH nvme-{kind}-{size}-qd{qd} rctb {iops:.0} IOPS");
-            let _ = writeln!(
-                out,
-                "{ios} {words} {bs}-byte reads of nsid {nsid} at depth {qd} over {} I/O queues ({} polling{}) in {elapsed:?}",
-                ctrl.io_queues().len(),
-                poll_name(ctrl.poll_mode()),
-                pinned(cpu),
-            );
+            return Ok(Outcome::Bench(BenchRun {
+                ios: my_ios,
+                qd: my_qd,
+                elapsed,
+                queues: ctrl.io_queues().len(),
+                poll: ctrl.poll_mode(),
+                pinned: jobs::pinned(pin),
+            }));
         }
         NvmeOp::Flush { nsid } => {
             let ns = ctrl.namespace(*nsid)?;
@@ -542,7 +664,7 @@ fn op<T: Transport>(ctrl: &mut Controller<T>, op: &NvmeOp, cpu: Option<usize>) -
         }
         NvmeOp::Target(_) => unreachable!("served before connecting (main)"),
     }
-    Ok(out)
+    Ok(Outcome::Text(out))
 }
 
 fn rate(len: u64, elapsed: Duration) -> String {
