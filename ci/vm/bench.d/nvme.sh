@@ -9,13 +9,16 @@
 #   block 0, wrapping at the namespace's end), as fio and the Python tools
 #   read that row;
 # - variants of rctb's knobs (HWV_RCTB_VARIANTS, default "poll=adaptive
-#   poll=busy poll=event qps=4 cpu=0 poll=adaptive,cpu=0": --poll MODE, -i N
-#   I/O queues, --cpu N pinned; knobs joined by commas combine), as tools
-#   `rctb[poll=busy]` etc., at the depths of HWV_VARIANT_QDS ("1 32 64")
-#   that HWV_QDS has (qps=N only from depth N on: rctb spreads the depth
-#   over the queues), each run right after the default's run at that depth,
-#   so every variant is measured beside its yardstick. Skipped (a note on
-#   stderr) when this rctb has no --poll.
+#   poll=busy qps=4 cpu=0 jobs=2 jobs=2,cpu=0+1 poll=adaptive,jobs=2,cpu=0+1":
+#   --poll MODE, -i N I/O queues, --cpu LIST pinned (CPUs joined by +),
+#   --jobs N initiators on their own threads; knobs joined by commas
+#   combine), as tools `rctb[poll=busy]` etc., at the depths of
+#   HWV_VARIANT_QDS ("1 32 64") that HWV_QDS has (qps=N and jobs=N only
+#   from depth N on: rctb spreads the depth over the queues or jobs), each
+#   run right after the default's run at that depth, so every variant is
+#   measured beside its yardstick. Skipped (a note on stderr) when this
+#   rctb has no --poll; cpu and jobs variants when it has no --cpu or
+#   --jobs.
 # Rep by rep, each rep sweeping the depths. Each run does about
 # HWV_NVME_SECONDS (2.5) s of reads: the count comes from the last rep's rate
 # at that depth (a first guess in rep 1). The runs at HWV_COST_QDS ("1 32")
@@ -32,17 +35,19 @@ if [ -z "${NVMET_NQN:-}" ] || [ -z "${RCTB:-}" ]; then
 fi
 : "${HWV_BENCH_REPS:=3}" "${HWV_QDS:=1 2 4 8 16 32 64}" "${HWV_SEQ_QD:=4}" "${HWV_NVME_NSID:=2}"
 : "${HWV_NVME_SECONDS:=2.5}" "${HWV_COST_QDS:=1 32}" "${HWV_VARIANT_QDS:=1 32 64}"
-: "${HWV_RCTB_VARIANTS:=poll=adaptive poll=busy poll=event qps=4 cpu=0 poll=adaptive,cpu=0}"
+: "${HWV_RCTB_VARIANTS:=poll=adaptive poll=busy qps=4 cpu=0 jobs=2 jobs=2,cpu=0+1 poll=adaptive,jobs=2,cpu=0+1}"
 W=$HWV_OUT/bench-nvme
 mkdir -p "$W"
 rc=0
 
 if "$RCTB" nvme bench --help 2>/dev/null | grep -q -- --poll; then
     variants=$HWV_RCTB_VARIANTS
-    if ! "$RCTB" nvme bench --help 2>/dev/null | grep -q -- --cpu; then
-        variants=$(for v in $variants; do case $v in *cpu=*) ;; *) echo "$v" ;; esac; done)
-        echo "this rctb nvme bench has no --cpu: its variants skipped" >&2
-    fi
+    for knob in cpu jobs; do
+        if ! "$RCTB" nvme bench --help 2>/dev/null | grep -q -- "--$knob"; then
+            variants=$(for v in $variants; do case $v in *$knob=*) ;; *) echo "$v" ;; esac; done)
+            echo "this rctb nvme bench has no --$knob: its variants skipped" >&2
+        fi
+    done
 else
     echo "this rctb nvme bench has no --poll: variants ($HWV_RCTB_VARIANTS) skipped" >&2
     variants=""
@@ -56,7 +61,8 @@ vargs() {
         case $_k in
             poll=*) _va="$_va --poll ${_k#poll=}" ;;
             qps=*) _va="$_va -i ${_k#qps=}" ;;
-            cpu=*) _va="$_va --cpu ${_k#cpu=}" ;;
+            cpu=*) _va="$_va --cpu $(echo "${_k#cpu=}" | tr + ,)" ;;
+            jobs=*) _va="$_va --jobs ${_k#jobs=}" ;;
             *) echo "unknown variant knob $_k in $1" >&2; return 1 ;;
         esac
     done
@@ -79,6 +85,15 @@ ios_for() {
 }
 
 in_list() { case " $2 " in *" $1 "*) return 0 ;; esac; return 1; }
+
+# fits VARIANT QD: whether VARIANT runs at depth QD; -i N and --jobs N
+# spread the depth over N queues or jobs: below N there is nothing to spread
+fits() {
+    for _k in $(echo "$1" | tr ',' ' '); do
+        case $_k in qps=* | jobs=*) [ "$2" -ge "${_k#*=}" ] || return 1 ;; esac
+    done
+    return 0
+}
 
 # one TOOL KEY QD BS REP [RCTB-ARGS...]: one run of `rctb nvme bench`,
 # its BENCH line printed under TOOL's name (REP "strace": a strace -c run,
@@ -136,8 +151,7 @@ sweep() {
         vi=0
         for v in $variants; do
             vi=$((vi + 1))
-            # -i N spreads the depth over N queues: below N there is nothing to spread
-            case $v in *qps=*) _q=${v#*qps=} && [ "$qd" -ge "${_q%%,*}" ] || continue ;; esac
+            fits "$v" "$qd" || continue
             # shellcheck disable=SC2046 # vargs is a word list
             one "rctb[$v]" "v${vi}_$qd" "$qd" 4096 "$1" $(vargs "$v")
         done
@@ -154,7 +168,7 @@ if strace_wanted; then
         one rctb "d$qd" "$qd" 4096 strace
         in_list "$qd" "$HWV_VARIANT_QDS" || continue
         for v in $variants; do
-            case $v in *qps=*) _q=${v#*qps=} && [ "$qd" -ge "${_q%%,*}" ] || continue ;; esac
+            fits "$v" "$qd" || continue
             # shellcheck disable=SC2046
             one "rctb[$v]" "s$qd" "$qd" 4096 strace $(vargs "$v")
         done
