@@ -1,7 +1,7 @@
 //! Completion queues, each with its own completion channel.
 //!
 //! The channel's fd is non-blocking, so `wait` can `ppoll` it together with
-//! the other CQs' channels and the RDMA CM event channel, and drain events
+//! the other CQs' channels and the RDMA CM event channel, and read events
 //! without blocking. Every event read is acknowledged at once, so
 //! `ibv_destroy_cq` (which waits for acknowledgements) never blocks.
 
@@ -73,27 +73,30 @@ impl Cq {
         check_rc(rc, Verb::Wait, "ibv_req_notify_cq")
     }
 
-    /// Reads and acknowledges every pending channel event; returns how many.
-    pub(crate) fn drain_events(&self) -> Result<u32> {
-        let Some(channel) = self.channel else { return Ok(0) };
-        let mut n = 0;
-        loop {
-            let mut cq: *mut ibv_cq = std::ptr::null_mut();
-            let mut cq_ctx: *mut libc::c_void = std::ptr::null_mut();
-            // SAFETY: the channel is live; the out-pointers are valid. The fd
-            // is non-blocking, so an empty channel fails with EAGAIN.
-            let rc = unsafe { ibv_get_cq_event(channel.as_ptr(), &mut cq, &mut cq_ctx) };
-            if rc != 0 {
-                return match errno() {
-                    libc::EAGAIN | libc::EINTR => Ok(n),
-                    e => Err(os_error(Verb::Wait, "ibv_get_cq_event", e)),
-                };
-            }
-            // SAFETY: `cq` is the CQ the event is for (ours: this channel
-            // serves one CQ); acknowledging exactly the one event read.
-            unsafe { ibv_ack_cq_events(cq, 1) };
-            n += 1;
+    /// Reads and acknowledges one channel event, if one is pending; returns
+    /// whether there was one. `wait` arms a CQ again only after its event
+    /// was read, so at most one is pending, and reading stops there
+    /// instead of paying a read that fails with EAGAIN.
+    pub(crate) fn take_event(&self) -> Result<bool> {
+        let Some(channel) = self.channel else { return Ok(false) };
+        let mut cq: *mut ibv_cq = std::ptr::null_mut();
+        let mut cq_ctx: *mut libc::c_void = std::ptr::null_mut();
+        // SAFETY: the channel is live; the out-pointers are valid. The fd
+        // is non-blocking, so an empty channel fails with EAGAIN.
+        let rc = unsafe { ibv_get_cq_event(channel.as_ptr(), &mut cq, &mut cq_ctx) };
+        if rc != 0 {
+            return match errno() {
+                libc::EAGAIN | libc::EINTR => Ok(false),
+                e => Err(os_error(Verb::Wait, "ibv_get_cq_event", e)),
+            };
         }
+        // Acknowledging is bookkeeping in libibverbs (a counter under a
+        // mutex, no system call), so it is done per event: nothing to win
+        // by batching, and `ibv_destroy_cq` never waits on an unacked one.
+        // SAFETY: `cq` is the CQ the event is for (ours: this channel
+        // serves one CQ); acknowledging exactly the one event read.
+        unsafe { ibv_ack_cq_events(cq, 1) };
+        Ok(true)
     }
 
     /// Destroys the CQ and its channel now, reporting failure (what was

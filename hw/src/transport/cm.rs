@@ -401,6 +401,8 @@ impl VerbsTransport {
                 }
             }
         }
+        // Read to the end (or failed): nothing known to be waiting.
+        self.cm_channel = super::CmChannelState::Unknown;
     }
 
     fn record_error(&mut self, e: TransportError) {

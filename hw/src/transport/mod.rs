@@ -41,6 +41,24 @@ const POLL_BATCH: usize = 32;
 struct CqEntry {
     cq: Arc<Cq>,
     polled: VecDeque<Completion>,
+    /// `wait` armed the CQ and has not read the event since: the CQ is
+    /// still armed or its event waits on the channel, so arming it again
+    /// (a system call on some providers) would add nothing.
+    armed: bool,
+}
+
+/// What `wait` and `cm_poll` know of the RDMA CM event channel without
+/// reading it (a read is a system call: `rdma_get_cm_event` is a `write`
+/// to the `rdma_cm` file).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum CmChannelState {
+    /// Nothing known: `cm_poll` reads it.
+    Unknown,
+    /// A `ppoll` saw its fd readable: `wait` and `cm_poll` read it.
+    Readable,
+    /// The `ppoll` of the last `wait` saw it empty, and `cm_poll` has not
+    /// looked since: the next `cm_poll` trusts that instead of reading.
+    SeenEmpty,
 }
 
 /// Buffers the data path reuses, so posting, polling and waiting allocate
@@ -99,13 +117,13 @@ struct PendingQp {
 /// | `modify_srq` / `destroy_srq` | `ibv_modify_srq` with `IBV_SRQ_LIMIT` / `ibv_destroy_srq` |
 /// | `post_srq_recv` | `ibv_post_srq_recv` (provider ops table) |
 /// | `poll_async_event` | `ibv_get_async_event` (async fd made O_NONBLOCK at `open`) + `ibv_ack_async_event` |
-/// | `wait` | `ibv_poll_cq`, `ibv_req_notify_cq`, `ppoll`, `ibv_get_cq_event` + `ibv_ack_cq_events`, `rdma_get_cm_event` |
+/// | `wait` | `ibv_poll_cq`, `ibv_req_notify_cq` (once per event), `ppoll` on the CQ and CM channels, `ibv_get_cq_event` + `ibv_ack_cq_events`, `rdma_get_cm_event` when its fd was readable |
 /// | `cm_listen` | `rdma_create_id` (TCP), `rdma_bind_addr` (device IPv4), `rdma_listen` |
 /// | `cm_connect` | `rdma_create_id`, `rdma_resolve_addr`, then `rdma_resolve_route`, `rdma_create_qp`, `rdma_connect` |
 /// | `cm_accept` / `cm_reject` | `rdma_create_qp` + `rdma_accept` / `rdma_reject` |
 /// | `cm_disconnect` | `rdma_disconnect` |
 /// | `cm_destroy` / `cm_close_listener` | `rdma_destroy_id` |
-/// | `cm_poll` | `rdma_get_cm_event` (non-blocking) + `rdma_ack_cm_event` |
+/// | `cm_poll` | `rdma_get_cm_event` (non-blocking) + `rdma_ack_cm_event`, skipped when the last `wait`'s `ppoll` saw the channel empty |
 /// | `now` | `clock_gettime(CLOCK_MONOTONIC)` |
 ///
 /// Asynchronous events come from the device context, which librdmacm
@@ -145,6 +163,8 @@ pub struct VerbsTransport {
     cm_owner: BTreeMap<usize, CmOwner>,
     cm_events: VecDeque<CmEvent>,
     cm_errors: VecDeque<TransportError>,
+    /// See [`CmChannelState`].
+    cm_channel: CmChannelState,
     next_id: u32,
     /// Reused buffers of the data path.
     scratch: Scratch,
@@ -186,6 +206,7 @@ impl VerbsTransport {
             cm_owner: BTreeMap::new(),
             cm_events: VecDeque::new(),
             cm_errors: VecDeque::new(),
+            cm_channel: CmChannelState::Unknown,
             next_id: 1,
             scratch: Scratch::default(),
             _not_sync: PhantomData,
@@ -359,9 +380,14 @@ impl VerbsTransport {
     }
 
     /// Whether a watched CQ has a completion or a CM event is pending,
-    /// polling the hardware (without blocking) to find out.
+    /// polling the CQs (without blocking, and without a system call on
+    /// providers that poll in user space) to find out. The CM channel is
+    /// read only when the last `ppoll` saw it readable: `wait` sleeps on its
+    /// fd too, so an event there still wakes it, without a read per wait.
     fn ready_now(&mut self, cqs: &[CqId]) -> Result<bool> {
-        self.pump_cm();
+        if self.cm_channel == CmChannelState::Readable {
+            self.pump_cm();
+        }
         if !self.cm_events.is_empty() {
             return Ok(true);
         }
@@ -510,7 +536,7 @@ impl Transport for VerbsTransport {
         }
         let cq = Cq::create(&self.ctx, depth)?;
         let id = CqId(self.alloc_id());
-        self.cqs.insert(id, CqEntry { cq: Arc::new(cq), polled: VecDeque::new() });
+        self.cqs.insert(id, CqEntry { cq: Arc::new(cq), polled: VecDeque::new(), armed: false });
         Ok(id)
     }
 
@@ -741,8 +767,17 @@ impl Transport for VerbsTransport {
         self.close_listener(listener)
     }
 
+    /// Pops a queued event; with none queued, reads the channel, unless
+    /// the `wait` just before saw it empty in its `ppoll` (an observation
+    /// used once: the next call reads).
     fn cm_poll(&mut self) -> Option<CmEvent> {
-        self.pump_cm();
+        if self.cm_events.is_empty() {
+            if self.cm_channel == CmChannelState::SeenEmpty {
+                self.cm_channel = CmChannelState::Unknown;
+                return None;
+            }
+            self.pump_cm();
+        }
         self.cm_events.pop_front()
     }
 

@@ -1,67 +1,110 @@
 //! `wait`: block on the completion channels of the watched CQs and the
 //! RDMA CM event channel until something is ready or the deadline passes.
 //!
-//! Order per round: poll (CM events, then each CQ); arm each CQ
+//! Order per round: poll each CQ (the CM channel only when the last `ppoll`
+//! saw it readable); read the clock once; arm each CQ not armed already
 //! (`ibv_req_notify_cq`); poll again, which closes the race of a completion
-//! landing between the first poll and the arming; then `ppoll` the fds with
-//! the time left, and drain and acknowledge the channel events that woke
-//! us. Completions polled along the way are kept for `poll_cq`.
+//! landing between the first poll and the arming; then `ppoll` the CQ
+//! channels and the CM channel together, with the time left by that one
+//! clock reading, and read the channel events that woke us. Completions
+//! polled along the way are kept for `poll_cq`.
+//!
+//! System calls, which is what a wait costs on a guest whose clock and
+//! doorbells trap: none when a CQ already has a completion; otherwise one
+//! clock read, one `ibv_req_notify_cq` per CQ whose last event was read
+//! (a `write` to the uverbs file on rxe, a doorbell in user space on
+//! mlx5), the `ppoll`, and one `read` per channel that fired. A CQ stays
+//! armed until its event is read, so it is never armed twice for one
+//! event, and each channel holds at most one event. The CM channel costs
+//! nothing until its fd is readable: a disconnect wakes the `ppoll` like a
+//! completion does.
 
 use rctb_core::time::Instant;
 use rctb_core::transport::{CqId, Readiness, Result, Transport, Verb};
 
-use super::VerbsTransport;
+use super::{CmChannelState, VerbsTransport};
 use crate::sys::{errno, os_error};
+
+/// What one `ppoll` ended with.
+enum Woke {
+    /// A channel fired (or a signal interrupted): look again.
+    Again,
+    /// The time left ran out: the deadline has passed.
+    TimedOut,
+    /// Nothing watched could ever wake us.
+    Nothing,
+}
 
 impl VerbsTransport {
     pub(super) fn wait_until(&mut self, cqs: &[CqId], deadline: Instant) -> Result<Readiness> {
         for &cq in cqs {
             self.cq_arc(cq, Verb::Wait)?;
         }
+        // What an earlier `ppoll` saw of the CM channel is stale now.
+        if self.cm_channel == CmChannelState::SeenEmpty {
+            self.cm_channel = CmChannelState::Unknown;
+        }
         loop {
             if self.ready_now(cqs)? {
                 return Ok(Readiness::Ready);
             }
-            // (No clock read for a wait without a deadline.)
-            if deadline != Instant::FAR_FUTURE && self.now() >= deadline {
+            // One clock read per round, none for a wait without a deadline.
+            let now = (deadline != Instant::FAR_FUTURE).then(|| self.now());
+            if now.is_some_and(|now| now >= deadline) {
                 return Ok(Readiness::TimedOut);
             }
             for &cq in cqs {
-                self.cqs[&cq].cq.arm()?;
+                let entry = self.cqs.get_mut(&cq).expect("checked above");
+                if !entry.armed {
+                    entry.cq.arm()?;
+                    entry.armed = true;
+                }
             }
             if self.ready_now(cqs)? {
                 return Ok(Readiness::Ready);
             }
-            if self.block(cqs, deadline)? {
-                return Ok(Readiness::TimedOut);
+            match self.block(cqs, deadline, now)? {
+                Woke::Again => {}
+                Woke::TimedOut | Woke::Nothing => return Ok(Readiness::TimedOut),
             }
         }
     }
 
     /// Sleeps in `ppoll` until a watched channel fd is readable or the
-    /// deadline passes, then drains the channels that fired. Returns true
-    /// when there is nothing to wait for at all.
-    fn block(&mut self, cqs: &[CqId], deadline: Instant) -> Result<bool> {
+    /// deadline passes (`now`: the clock as read this round), then reads
+    /// the CQ events that woke us and notes what it saw of the CM channel.
+    fn block(&mut self, cqs: &[CqId], deadline: Instant, now: Option<Instant>) -> Result<Woke> {
         let mut fds = std::mem::take(&mut self.scratch.pollfds);
-        let r = self.block_on(cqs, deadline, &mut fds);
+        let r = self.block_on(cqs, deadline, now, &mut fds);
         self.scratch.pollfds = fds;
         r
     }
 
     /// `block` with the reused poll set `fds`.
-    fn block_on(&mut self, cqs: &[CqId], deadline: Instant, fds: &mut Vec<libc::pollfd>) -> Result<bool> {
+    fn block_on(
+        &mut self,
+        cqs: &[CqId],
+        deadline: Instant,
+        now: Option<Instant>,
+        fds: &mut Vec<libc::pollfd>,
+    ) -> Result<Woke> {
         fds.clear();
         fds.extend(cqs.iter().map(|cq| libc::pollfd { fd: self.cqs[cq].cq.fd(), events: libc::POLLIN, revents: 0 }));
-        if let Some(ch) = &self.channel {
-            fds.push(libc::pollfd { fd: ch.fd(), events: libc::POLLIN, revents: 0 });
+        let cm = self.channel.as_ref().map(|ch| ch.fd());
+        if let Some(fd) = cm {
+            fds.push(libc::pollfd { fd, events: libc::POLLIN, revents: 0 });
         }
         if fds.is_empty() && deadline == Instant::FAR_FUTURE {
             // Nothing watched could ever wake us: give up now rather than
             // sleep forever (what the simulator does too).
-            return Ok(true);
+            return Ok(Woke::Nothing);
         }
-        let timeout = (deadline != Instant::FAR_FUTURE).then(|| {
-            let left = deadline.saturating_duration_since(self.now());
+        // The time left counts from the round's clock reading, taken before
+        // the arming: the sleep ends a little after the deadline, never
+        // before it (ppoll sleeps at least its timeout, on CLOCK_MONOTONIC,
+        // the clock `now` reads).
+        let timeout = now.map(|now| {
+            let left = deadline.saturating_duration_since(now);
             libc::timespec {
                 tv_sec: left.as_secs().min(i64::MAX as u64) as libc::time_t,
                 tv_nsec: left.subsec_nanos().into(),
@@ -73,16 +116,27 @@ impl VerbsTransport {
         let rc = unsafe { libc::ppoll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, ts, std::ptr::null()) };
         if rc < 0 {
             return match errno() {
-                libc::EINTR => Ok(false),
+                libc::EINTR => Ok(Woke::Again),
                 e => Err(os_error(Verb::Wait, "ppoll", e)),
             };
         }
+        if cm.is_some() {
+            let seen = fds.last().expect("the CM channel was pushed last").revents;
+            // Read by the next round's `ready_now` (readable), or trusted
+            // by the `cm_poll` that follows this wait (empty).
+            self.cm_channel = if seen != 0 { CmChannelState::Readable } else { CmChannelState::SeenEmpty };
+        }
+        if rc == 0 {
+            return Ok(Woke::TimedOut);
+        }
         for (cq, fd) in cqs.iter().zip(fds.iter()) {
             if fd.revents != 0 {
-                self.cqs[cq].cq.drain_events()?;
+                let entry = self.cqs.get_mut(cq).expect("checked by wait_until");
+                if entry.cq.take_event()? {
+                    entry.armed = false;
+                }
             }
         }
-        // CM events are read by the next round's `ready_now`.
-        Ok(false)
+        Ok(Woke::Again)
     }
 }
