@@ -67,6 +67,17 @@ struct Slot {
 
 const FREE: Slot = Slot { busy: false, command: "", send_done: false, response: None, deadline: Instant::ZERO };
 
+/// Where [`Queue::poll_with`] gets the time for its deadline check.
+#[derive(Clone, Copy)]
+enum Clock {
+    /// No check this time.
+    Skip,
+    /// Read the transport's clock (only when commands are outstanding).
+    Read,
+    /// A reading the caller made.
+    At(Instant),
+}
+
 const WR_SEND: u64 = 1 << 32;
 const WR_RECV: u64 = 2 << 32;
 
@@ -430,6 +441,20 @@ impl Queue {
     /// deadlines are not checked (nor lazy ones stamped) this time.
     /// Returns how many completions it took off the CQ.
     pub fn poll_clocked<T: Transport>(&mut self, t: &mut T, clocked: bool) -> Result<usize, NvmeError> {
+        self.poll_with(t, if clocked { Clock::Read } else { Clock::Skip })
+    }
+
+    /// [`Queue::poll`] against a clock reading the caller already made
+    /// (one read for several queues, or for a whole wait): deadlines are
+    /// checked, and lazy ones stamped, with `now`. The reading must be
+    /// later than every submission still waiting for its lazy deadline
+    /// (else that deadline would come early); older than the true time it
+    /// otherwise only delays a timeout, never reports one early.
+    pub fn poll_at<T: Transport>(&mut self, t: &mut T, now: Instant) -> Result<usize, NvmeError> {
+        self.poll_with(t, Clock::At(now))
+    }
+
+    fn poll_with<T: Transport>(&mut self, t: &mut T, clock: Clock) -> Result<usize, NvmeError> {
         if !self.open && self.poll_not_open(t) {
             return Ok(0);
         }
@@ -462,10 +487,11 @@ impl Queue {
             self.unstamped = 0;
             return Ok(n);
         }
-        if !clocked {
-            return Ok(n);
-        }
-        let now = t.now();
+        let now = match clock {
+            Clock::Skip => return Ok(n),
+            Clock::Read => t.now(),
+            Clock::At(now) => now,
+        };
         self.stamp_deadlines(now);
         if let Some(late) = self.slots.iter().find(|s| s.busy && s.deadline <= now) {
             let e = NvmeError::Timeout { command: late.command, qid: self.qid, after: self.timeout };

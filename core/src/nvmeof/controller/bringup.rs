@@ -437,7 +437,8 @@ impl<T: Transport> Controller<T> {
         let qcfg =
             QueueConfig { addr: self.cfg.addr, qid, depth, cntlid: self.cntlid, in_capsule, timeout: self.cfg.timeout };
         let mut q = Queue::start(&mut self.t, self.pd, &qcfg)?;
-        q.set_lazy_deadlines(self.poller.mode() != PollMode::Event);
+        // I/O commands are stamped lazily in every mode (see `set_poll_mode`).
+        q.set_lazy_deadlines(true);
         self.io.push(q);
         Ok(Phase::Io { qid, n, depth, in_capsule, cid: None })
     }

@@ -294,6 +294,12 @@ impl<T: Transport> Controller<T> {
     }
 
     fn track(&mut self, qi: usize, cid: u16, name: &'static str, gpu: Option<MrId>) -> Ticket {
+        if self.poller.mode() == PollMode::Event {
+            // A ticket's driver may wait on `wait_set` itself: its deadline
+            // counts from now, as before lazy deadlines.
+            let now = self.t.now();
+            self.io[qi].stamp_deadlines(now);
+        }
         let ticket = Ticket(self.next_ticket);
         self.next_ticket += 1;
         self.pending.insert((qi, cid), Pending { ticket, name, gpu });

@@ -230,13 +230,13 @@ pub struct Controller<T: Transport> {
     poller: Poller,
     /// The CQs to wait on, reused (no allocation per wait).
     wait_cqs: Vec<CqId>,
-    /// Turns of a busy or adaptive wait loop since the clock was last read.
+    /// Turns of the ready wait loop since the clock was last read.
     unclocked_turns: u32,
 }
 
-/// A busy or adaptive initiator reads the clock (command deadlines, CM
-/// events, keep-alive) once in this many turns of its loop, and after every
-/// sleep.
+/// Once ready, the initiator's wait loop reads the clock (command
+/// deadlines, CM events, keep-alive) once in this many turns, before every
+/// sleep, and after a sleep that timed out.
 const CLOCK_EVERY: u32 = 256;
 
 /// `GpuFlush` that can be shown in Debug output.
@@ -341,36 +341,38 @@ impl<T: Transport> Controller<T> {
 
     /// Waits for anything (completions, CM events, a keep-alive due, a
     /// deadline) once, then processes it.
+    ///
+    /// Once ready, every mode first polls the CQs without reading the clock
+    /// or the CM channel; only an empty poll idles per the mode (event
+    /// mode sleeps at once). The clock is read once before a sleep (it
+    /// stamps the lazy deadlines and bounds the sleep), and every
+    /// `CLOCK_EVERY` turns that found work (deadlines, CM events, Keep
+    /// Alive), not per command.
     fn pump(&mut self, deadline: Instant) -> Result<(), NvmeError> {
-        if self.poller.mode() == PollMode::Event || !matches!(self.phase, Phase::Ready) {
-            let mut cqs = std::mem::take(&mut self.wait_cqs);
-            let until = self.fill_wait_set(&mut cqs, true);
-            let r = self.t.wait(&cqs, until.min(deadline));
-            self.wait_cqs = cqs;
-            r?;
-            return self.service();
+        if !matches!(self.phase, Phase::Ready) {
+            return self.pump_not_ready(deadline);
         }
-        // Busy or adaptive: poll; an empty turn idles per the mode. The clock
-        // is read only now and then and after a sleep (`CLOCK_EVERY`).
         self.unclocked_turns += 1;
         let clocked = self.unclocked_turns >= CLOCK_EVERY;
-        if self.service_ready(clocked)? > 0 {
+        if self.service_ready(clocked.then(|| self.t.now()))? > 0 {
             self.poller.progress();
             return Ok(());
         }
         // No clock read per empty turn: busy never sleeps, so needs no wait
-        // set; adaptive stamps the new commands' deadlines in the closure,
-        // only when it is about to sleep.
+        // set; adaptive and event stamp the new commands' deadlines in the
+        // closure, only when about to sleep.
         let mut cqs = std::mem::take(&mut self.wait_cqs);
         let until = match self.poller.mode() {
             PollMode::Busy => Instant::FAR_FUTURE,
             _ => self.fill_wait_set(&mut cqs, false),
         };
         let (admin, io) = (&mut self.admin, &mut self.io);
+        let mut before_sleep = None;
         let idle = self.poller.idle(&mut self.t, &cqs, |t| {
             // About to sleep: commands submitted since the last clock read
             // get their deadlines now, and the sleep ends by the earliest.
             let now = t.now();
+            before_sleep = Some(now);
             let mut until = until.min(deadline);
             for q in std::iter::once(&mut *admin).chain(io.iter_mut()) {
                 q.stamp_deadlines(now);
@@ -383,25 +385,58 @@ impl<T: Transport> Controller<T> {
         self.wait_cqs = cqs;
         match idle? {
             Idle::Spun => Ok(()),
-            Idle::Slept(_) => self.service_ready(true).map(|_| ()),
+            // Woken before the deadline: the reading made before the sleep
+            // serves the deadline check (every deadline was at or after the
+            // sleep's end, so none can be missed for good: the next sleep
+            // reads the clock again), and no clock read is spent per wake.
+            Idle::Slept(Readiness::Ready) => {
+                let now = before_sleep.unwrap_or_else(|| self.t.now());
+                self.service_ready(Some(now)).map(|_| ())
+            }
+            Idle::Slept(Readiness::TimedOut) => {
+                let now = self.t.now();
+                self.service_ready(Some(now)).map(|_| ())
+            }
         }
+    }
+
+    /// [`Controller::pump`] during bring-up and shutdown: the wait set
+    /// (lazy deadlines stamped first, so a timeout counts from now, not
+    /// from the end of this wait), one wait, then `service`.
+    #[cold]
+    fn pump_not_ready(&mut self, deadline: Instant) -> Result<(), NvmeError> {
+        if std::iter::once(&self.admin).chain(self.io.iter()).any(|q| q.has_unstamped()) {
+            let now = self.t.now();
+            for q in std::iter::once(&mut self.admin).chain(self.io.iter_mut()) {
+                q.stamp_deadlines(now);
+            }
+        }
+        let mut cqs = std::mem::take(&mut self.wait_cqs);
+        let until = self.fill_wait_set(&mut cqs, false);
+        let r = self.t.wait(&cqs, until.min(deadline));
+        self.wait_cqs = cqs;
+        r?;
+        self.service()
     }
 
     /// Sets how the blocking calls (`read_many`, `read`, `write`, admin
     /// commands) wait for completions: [`PollMode::Event`] (the default:
     /// arm the CQs and sleep on their channels whenever nothing is ready),
     /// [`PollMode::Busy`] (poll without sleeping) or
-    /// [`PollMode::Adaptive`] (poll, sleep after `spin` empty polls). Busy
-    /// and adaptive read the clock only every few hundred empty turns and
-    /// after a sleep: command deadlines then count from the first clock
-    /// read after the submission (lazy deadlines), CM events are taken at
-    /// those reads, and a Keep Alive goes out at them.
+    /// [`PollMode::Adaptive`] (poll, sleep after `spin` empty polls). In
+    /// every mode the blocking calls read the clock only every few hundred
+    /// turns and before a sleep, never per command: I/O command deadlines
+    /// count from the first clock read after the submission (lazy
+    /// deadlines; in event mode that is at the latest the read before the
+    /// next sleep), CM events are taken at those reads, and a Keep Alive
+    /// goes out at them. Busy and adaptive stamp admin commands lazily
+    /// too; event mode stamps them, and submitted tickets, at submission,
+    /// for loops that drive [`Controller::wait_set`] themselves.
     pub fn set_poll_mode(&mut self, mode: PollMode) {
         self.poller = Poller::new(mode);
-        let lazy = mode != PollMode::Event;
-        self.admin.set_lazy_deadlines(lazy);
+        self.admin.set_lazy_deadlines(mode != PollMode::Event);
         for q in &mut self.io {
-            q.set_lazy_deadlines(lazy);
+            q.set_lazy_deadlines(true);
         }
     }
 
@@ -410,11 +445,12 @@ impl<T: Transport> Controller<T> {
         self.poller.mode()
     }
 
-    /// `service` once ready, for the busy and adaptive loops: with
-    /// `clocked` false no clock is read and no CM event taken. Returns
-    /// the completions taken.
-    fn service_ready(&mut self, clocked: bool) -> Result<usize, NvmeError> {
-        if !clocked {
+    /// `service` once ready, for [`Controller::pump`]: with `now` `None`
+    /// no clock is read and no CM event taken; with a reading, deadlines,
+    /// CM events and Keep Alive are handled against it (one reading for
+    /// every queue). Returns the completions taken.
+    fn service_ready(&mut self, now: Option<Instant>) -> Result<usize, NvmeError> {
+        let Some(now) = now else {
             let mut n = self.admin.poll_clocked(&mut self.t, false)?;
             for q in &mut self.io {
                 n += q.poll_clocked(&mut self.t, false)?;
@@ -424,7 +460,7 @@ impl<T: Transport> Controller<T> {
                 Some(e) => Err(e.clone()),
                 None => Ok(n),
             };
-        }
+        };
         self.unclocked_turns = 0;
         while let Some(ev) = self.t.cm_poll() {
             self.admin.handle_cm(&mut self.t, &ev);
@@ -432,12 +468,12 @@ impl<T: Transport> Controller<T> {
                 q.handle_cm(&mut self.t, &ev);
             }
         }
-        let mut n = self.admin.poll_clocked(&mut self.t, true)?;
+        let mut n = self.admin.poll_at(&mut self.t, now)?;
         for q in &mut self.io {
-            n += q.poll_clocked(&mut self.t, true)?;
+            n += q.poll_at(&mut self.t, now)?;
         }
         self.collect_tickets();
-        self.keep_alive_tick()?;
+        self.keep_alive_at(Some(now))?;
         match self.admin.failure() {
             Some(e) => Err(e.clone()),
             None if self.admin.is_closed() => Err(NvmeError::Disconnected { qid: 0 }),
@@ -514,6 +550,12 @@ impl<T: Transport> Controller<T> {
 
     /// Sends a Keep Alive when one is due (and checks the last one's answer).
     pub fn keep_alive_tick(&mut self) -> Result<(), NvmeError> {
+        self.keep_alive_at(None)
+    }
+
+    /// [`Controller::keep_alive_tick`] with a clock reading already made
+    /// (`None`: read the clock if a Keep Alive is scheduled).
+    fn keep_alive_at(&mut self, now: Option<Instant>) -> Result<(), NvmeError> {
         if let Some(cid) = self.keep_alive_cid {
             match self.admin.take(cid) {
                 None => return Ok(()),
@@ -524,7 +566,7 @@ impl<T: Transport> Controller<T> {
             }
         }
         let Some(due) = self.next_keep_alive else { return Ok(()) };
-        let now = self.t.now();
+        let now = now.unwrap_or_else(|| self.t.now());
         if now >= due {
             self.keep_alive_cid = Some(self.admin.submit(&mut self.t, &NvmeCommand::KeepAlive, None)?);
             self.next_keep_alive = Some(now + self.cfg.keep_alive / 2);
