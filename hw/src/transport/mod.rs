@@ -56,8 +56,9 @@ enum CmChannelState {
     Unknown,
     /// A `ppoll` saw its fd readable: `wait` and `cm_poll` read it.
     Readable,
-    /// The `ppoll` of the last `wait` saw it empty, and `cm_poll` has not
-    /// looked since: the next `cm_poll` trusts that instead of reading.
+    /// The last `wait` was woken by a CQ and its `ppoll` saw the channel
+    /// empty, and `cm_poll` has not looked since: the next `cm_poll`
+    /// trusts that instead of reading.
     SeenEmpty,
 }
 
@@ -768,8 +769,8 @@ impl Transport for VerbsTransport {
     }
 
     /// Pops a queued event; with none queued, reads the channel, unless
-    /// the `wait` just before saw it empty in its `ppoll` (an observation
-    /// used once: the next call reads).
+    /// the `wait` just before was woken by a CQ and its `ppoll` saw the
+    /// channel empty (an observation used once: the next call reads).
     fn cm_poll(&mut self) -> Option<CmEvent> {
         if self.cm_events.is_empty() {
             if self.cm_channel == CmChannelState::SeenEmpty {

@@ -120,14 +120,17 @@ impl VerbsTransport {
                 e => Err(os_error(Verb::Wait, "ppoll", e)),
             };
         }
+        if rc == 0 {
+            // A wait that times out leaves the CM channel to `cm_poll`: a
+            // caller's last look, at its deadline, reads it.
+            self.cm_channel = CmChannelState::Unknown;
+            return Ok(Woke::TimedOut);
+        }
         if cm.is_some() {
             let seen = fds.last().expect("the CM channel was pushed last").revents;
             // Read by the next round's `ready_now` (readable), or trusted
-            // by the `cm_poll` that follows this wait (empty).
+            // by the `cm_poll` that follows this wait (empty: a CQ woke it).
             self.cm_channel = if seen != 0 { CmChannelState::Readable } else { CmChannelState::SeenEmpty };
-        }
-        if rc == 0 {
-            return Ok(Woke::TimedOut);
         }
         for (cq, fd) in cqs.iter().zip(fds.iter()) {
             if fd.revents != 0 {
