@@ -123,11 +123,9 @@ pub(crate) enum WaitStep {
     RunActors,
 }
 
-/// The whole simulated fabric.
-#[derive(Debug)]
-pub(crate) struct World {
-    pub seed: u64,
-    pub now: Instant,
+/// The pending events.
+#[derive(Debug, Default)]
+struct Queue {
     seq: u64,
     events: BinaryHeap<Reverse<Event>>,
     /// Events scheduled for the current instant while the clock is on it,
@@ -136,6 +134,29 @@ pub(crate) struct World {
     /// first and these after, which is the (time, sequence) order; they
     /// skip the heap's push and pop (an ACK's egress pass is one).
     now_queue: VecDeque<EventKind>,
+}
+
+impl Queue {
+    /// Schedules `kind` at `at`, the clock being at `now`.
+    #[inline(always)]
+    fn schedule(&mut self, now: Instant, at: Instant, kind: EventKind) {
+        self.seq += 1;
+        if at <= now {
+            self.now_queue.push_back(kind);
+        } else {
+            self.events.push(Reverse(Event { at, seq: self.seq, kind }));
+        }
+    }
+}
+
+/// The whole simulated fabric.
+#[derive(Debug)]
+pub(crate) struct World {
+    pub seed: u64,
+    pub now: Instant,
+    /// The pending events, apart from the nodes so that a node in hand can
+    /// schedule.
+    queue: Queue,
     pub nodes: Vec<Node>,
     pub by_ip: BTreeMap<Ipv4Addr, NodeIdx>,
     /// `links[from][to]`, created on first use.
@@ -172,9 +193,7 @@ impl World {
         World {
             seed,
             now: Instant::ZERO,
-            seq: 0,
-            events: BinaryHeap::new(),
-            now_queue: VecDeque::new(),
+            queue: Queue::default(),
             nodes: Vec::new(),
             by_ip: BTreeMap::new(),
             links: Vec::new(),
@@ -196,16 +215,12 @@ impl World {
     }
 
     pub fn schedule(&mut self, at: Instant, kind: EventKind) {
-        self.seq += 1;
-        if at <= self.now {
-            self.now_queue.push_back(kind);
-        } else {
-            self.events.push(Reverse(Event { at, seq: self.seq, kind }));
-        }
+        self.queue.schedule(self.now, at, kind);
     }
 
     pub fn next_event_at(&self) -> Option<Instant> {
-        if self.now_queue.is_empty() { self.events.peek().map(|Reverse(e)| e.at) } else { Some(self.now) }
+        let q = &self.queue;
+        if q.now_queue.is_empty() { q.events.peek().map(|Reverse(e)| e.at) } else { Some(self.now) }
     }
 
     pub fn node_by_name(&self, name: &str) -> Option<NodeIdx> {
@@ -323,18 +338,18 @@ impl World {
         loop {
             // The heap's events at this instant first (scheduled before the
             // clock got here), then those scheduled on it, in order.
-            if self.events.peek().is_some_and(|Reverse(e)| e.at == at) {
+            if self.queue.events.peek().is_some_and(|Reverse(e)| e.at == at) {
                 self.run_heap_top(at);
                 continue;
             }
-            let Some(kind) = self.now_queue.pop_front() else { break };
+            let Some(kind) = self.queue.now_queue.pop_front() else { break };
             self.dispatch(at, kind);
         }
     }
 
     /// Runs the event at the top of the heap (due at `at`, the clock's time).
     fn run_heap_top(&mut self, at: Instant) {
-        let Some(mut top) = self.events.peek_mut() else { return };
+        let Some(mut top) = self.queue.events.peek_mut() else { return };
         if let EventKind::LinkDeliver { from, to } = top.0.kind {
             // The link's next head takes this event's place in the heap (one
             // sift instead of a pop and a push), with the sequence number
@@ -342,9 +357,9 @@ impl World {
             let link = self.links[from][to].as_mut().expect("add_node creates every link, loopback included");
             match link.fifo.get(1) {
                 Some(&(next, _)) if next > at => {
-                    self.seq += 1;
+                    self.queue.seq += 1;
                     top.0.at = next;
-                    top.0.seq = self.seq;
+                    top.0.seq = self.queue.seq;
                     drop(top);
                     self.link_deliver_head(from, to);
                 }
@@ -449,16 +464,17 @@ impl World {
     #[inline(always)]
     pub fn sync(&mut self, node: NodeIdx) {
         let now = self.now;
-        if self.nodes[node].ep.wants_cm_transmit() {
+        let mut n = &mut self.nodes[node];
+        if n.ep.wants_cm_transmit() {
             self.sync_cm(node);
+            n = &mut self.nodes[node];
         }
-        let n = &mut self.nodes[node];
         if n.ep.wants_transmit() && !n.egress_scheduled {
             n.egress_scheduled = true;
             let t = n.egress_free_at.max(now);
-            self.schedule(t, EventKind::Egress { node });
+            self.queue.schedule(now, t, EventKind::Egress { node });
         }
-        self.sync_timer(node);
+        sync_timer(&mut self.queue, now, n, node);
     }
 
     /// The endpoint's CM messages onto the fabric (rare: kept out of `sync`).
@@ -467,21 +483,6 @@ impl World {
     fn sync_cm(&mut self, node: NodeIdx) {
         while let Some(cm) = self.nodes[node].ep.poll_cm_transmit() {
             self.send_cm(node, cm);
-        }
-    }
-
-    /// Schedules the endpoint's timer event when it needs one earlier than
-    /// the one pending (a deadline that moved later is picked up when the
-    /// pending event fires).
-    #[inline(always)]
-    fn sync_timer(&mut self, node: NodeIdx) {
-        let now = self.now;
-        let n = &mut self.nodes[node];
-        let Some(t) = n.ep.poll_timeout() else { return };
-        let at = t.max(now);
-        if n.timer_pending.is_none_or(|p| at < p) {
-            n.timer_pending = Some(at);
-            self.schedule(at, EventKind::Timer { node });
         }
     }
 
@@ -527,27 +528,27 @@ impl World {
             // Powered off: nothing leaves; `bounce` discards what waits.
             return;
         }
-        if self.nodes[node].egress_free_at > now {
-            self.nodes[node].egress_scheduled = true;
-            let t = self.nodes[node].egress_free_at;
-            self.schedule(t, EventKind::Egress { node });
+        if n.egress_free_at > now {
+            n.egress_scheduled = true;
+            let t = n.egress_free_at;
+            self.queue.schedule(now, t, EventKind::Egress { node });
             return;
         }
-        let bandwidth = self.nodes[node].cfg.bandwidth_bps;
+        let bandwidth = n.cfg.bandwidth_bps;
+        // Whether the endpoint has a packet, asked with the node in hand.
+        let mut ready = n.ep.wants_transmit();
         // Like a NIC's transmit pipeline, one pass commits a short burst:
         // each packet still leaves at its own serialization slot, but the
         // fabric handles one event per burst instead of one per packet.
         let mut budget = TX_BURST;
-        while budget > 0 {
-            if !self.nodes[node].ep.wants_transmit() {
-                break;
-            }
+        while budget > 0 && ready {
             // The packet is built in the slot it stays in until delivered.
             let slot = self.free_slot();
             // The node and the slot looked up once for the packet.
             let n = &mut self.nodes[node];
             let pkt = &mut self.in_flight[slot as usize];
             let Some(more) = n.ep.poll_transmit_into(now, pkt) else {
+                ready = n.ep.wants_transmit();
                 self.free_slots.push(slot);
                 break;
             };
@@ -558,19 +559,21 @@ impl World {
             let done = Instant::from_nanos(n.egress_free_at.max(now).as_nanos().saturating_add(ser));
             n.egress_free_at = done;
             self.transmit(node, slot, wire_len, done);
+            // Once more after the transmit, for the node's outputs.
             let n = &mut self.nodes[node];
             if more && !n.egress_scheduled {
                 n.egress_scheduled = true;
                 let t = n.egress_free_at.max(now);
-                self.schedule(t, EventKind::Egress { node });
+                self.queue.schedule(now, t, EventKind::Egress { node });
             }
-            self.sync_timer(node);
+            sync_timer(&mut self.queue, now, n, node);
+            ready = n.ep.wants_transmit();
         }
         let n = &mut self.nodes[node];
-        if n.ep.wants_transmit() && !n.egress_scheduled {
+        if ready && !n.egress_scheduled {
             n.egress_scheduled = true;
             let t = n.egress_free_at.max(now);
-            self.schedule(t, EventKind::Egress { node });
+            self.queue.schedule(now, t, EventKind::Egress { node });
         }
     }
 
@@ -749,6 +752,20 @@ impl World {
         if taken {
             self.sync(to);
         }
+    }
+}
+
+/// Schedules the endpoint's timer event when it needs one earlier than
+/// the one pending (a deadline that moved later is picked up when the
+/// pending event fires). On the node's fields, so that a caller holding the
+/// node need not look it up again.
+#[inline(always)]
+fn sync_timer(queue: &mut Queue, now: Instant, n: &mut Node, node: NodeIdx) {
+    let Some(t) = n.ep.poll_timeout() else { return };
+    let at = t.max(now);
+    if n.timer_pending.is_none_or(|p| at < p) {
+        n.timer_pending = Some(at);
+        queue.schedule(now, at, EventKind::Timer { node });
     }
 }
 
