@@ -133,6 +133,7 @@ impl Requester {
         self.sq.drain(..)
     }
 
+    #[inline]
     fn outstanding(&self) -> u32 {
         self.sent_end.diff(self.una).max(0) as u32
     }
@@ -150,6 +151,7 @@ impl Requester {
     /// go-back (timeout, NAK, RNR) rewound it, ACKs of the first flight
     /// still arrive, and what they cover must not be sent again. READs keep
     /// their own rewind (`ack_before` stops at them).
+    #[inline]
     fn skip_acked(&mut self) {
         match self.sq.get(self.tx_idx) {
             // Everything queued was sent: no WR holding `una` lies at or
