@@ -24,7 +24,7 @@ mod responder;
 
 use std::net::Ipv4Addr;
 
-use rctb_core::time::{Duration, Instant};
+use rctb_core::time::Instant;
 use rctb_core::transport::{
     Access, Completion, CqId, InitAttr, PdId, QpId, QpInit, QpState, QpTransition, RecvWr, RnrTimer, RtrAttr, RtsAttr,
     SendWr, WcOpcode, WcStatus, local_ack_timeout,
@@ -132,7 +132,9 @@ pub struct RcQp {
     pub(crate) access: Access,
     pub(crate) path: Option<Path>,
     pub(crate) min_rnr_timer: RnrTimer,
-    pub(crate) ack_timeout: Option<Duration>,
+    /// The local ACK timeout in nanoseconds (saturated), kept so that a
+    /// deadline is one add ([`RcQp::ack_deadline`]).
+    pub(crate) ack_timeout_ns: Option<u64>,
     pub(crate) retry_cnt: u8,
     pub(crate) rnr_retry: u8,
     pub(crate) max_rd_atomic: u8,
@@ -175,7 +177,7 @@ impl RcQp {
             access: Access::NONE,
             path: None,
             min_rnr_timer: RnrTimer::default(),
-            ack_timeout: None,
+            ack_timeout_ns: None,
             retry_cnt: 7,
             rnr_retry: 7,
             max_rd_atomic: 1,
@@ -235,7 +237,8 @@ impl RcQp {
             QpTransition::Rts(attr) => {
                 let RtsAttr { sq_psn, timeout, retry_cnt, rnr_retry, max_rd_atomic } = attr;
                 attr.validate().map_err(|e| e.rule)?;
-                self.ack_timeout = local_ack_timeout(timeout);
+                self.ack_timeout_ns =
+                    local_ack_timeout(timeout).map(|t| u64::try_from(t.as_nanos()).unwrap_or(u64::MAX));
                 self.retry_cnt = retry_cnt;
                 self.rnr_retry = rnr_retry;
                 self.max_rd_atomic = max_rd_atomic.max(1);
@@ -378,6 +381,13 @@ impl RcQp {
             return false;
         }
         requester::poll_transmit(self, now, &path, mem, pkt, out)
+    }
+
+    /// The ACK deadline from `now`: `now + ack_timeout`, saturating as `+`
+    /// does, or `None` without a timeout.
+    #[inline]
+    pub(crate) fn ack_deadline(&self, now: Instant) -> Option<Instant> {
+        self.ack_timeout_ns.map(|t| Instant::from_nanos(now.as_nanos().saturating_add(t)))
     }
 
     /// Whether `poll_transmit` would produce a packet at `now`.

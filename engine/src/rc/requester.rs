@@ -337,7 +337,7 @@ fn on_progress(qp: &mut RcQp, now: Instant) {
 /// The ACK timer from `now`, while anything is outstanding.
 #[inline]
 fn rearm(qp: &mut RcQp, now: Instant) {
-    qp.req.ack_deadline = if qp.req.outstanding() > 0 { qp.ack_timeout.map(|t| now + t) } else { None };
+    qp.req.ack_deadline = if qp.req.outstanding() > 0 { qp.ack_deadline(now) } else { None };
 }
 
 /// Handles an ACK, NAK or READ response.
@@ -425,7 +425,7 @@ pub(super) fn handle_response(
                     }
                     qp.req.started_retry = true;
                     qp.req.go_back(psn);
-                    qp.req.ack_deadline = qp.ack_timeout.map(|t| now + t);
+                    qp.req.ack_deadline = qp.ack_deadline(now);
                     return;
                 }
                 NakCode::InvalidRequest => WcStatus::RemInvReqErr,
@@ -542,7 +542,7 @@ fn handle_atomic_ack(qp: &mut RcQp, now: Instant, pkt: &Packet, mem: &mut Memory
 pub(super) fn handle_timeout(qp: &mut RcQp, now: Instant, out: &mut Vec<RoutedCompletion>) {
     if qp.req.rnr_until.is_some_and(|t| t <= now) {
         qp.req.rnr_until = None;
-        qp.req.ack_deadline = qp.ack_timeout.map(|t| now + t);
+        qp.req.ack_deadline = qp.ack_deadline(now);
     }
     let Some(deadline) = qp.req.ack_deadline else { return };
     if deadline > now {
@@ -562,7 +562,7 @@ pub(super) fn handle_timeout(qp: &mut RcQp, now: Instant, out: &mut Vec<RoutedCo
     qp.req.read_gap = None;
     let una = qp.req.una;
     qp.req.go_back(una);
-    qp.req.ack_deadline = qp.ack_timeout.map(|t| now + t);
+    qp.req.ack_deadline = qp.ack_deadline(now);
 }
 
 /// Builds the next request packet into `pkt`; whether there was one.
@@ -690,7 +690,7 @@ pub(super) fn poll_transmit(
         req.pkts_since_ack_req = 0;
     }
     if req.ack_deadline.is_none() {
-        req.ack_deadline = qp.ack_timeout.map(|t| now + t);
+        req.ack_deadline = qp.ack_timeout_ns.map(|t| Instant::from_nanos(now.as_nanos().saturating_add(t)));
     }
     let mut bth = Bth::new(opcode, path.dest_qpn, psn);
     bth.ack_req = ack_req;
