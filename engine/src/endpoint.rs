@@ -172,7 +172,7 @@ impl Outputs {
     /// already queued is not asked again: `poll_transmit` asks when it
     /// comes up, and it calls this with the QP unqueued, so its answer is
     /// exact).
-    #[inline]
+    #[inline(always)]
     pub(crate) fn after_change(&mut self, q: &mut RcQp, now: Instant, qp: QpId) -> bool {
         let want_tx = q.tx_queued || q.wants_transmit(now);
         if want_tx && !q.tx_queued {
