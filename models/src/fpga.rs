@@ -151,6 +151,20 @@ pub struct StreamStats {
 
 struct Stream {
     cfg: StreamConfig,
+    /// The connected QP and the staging MR, looked up once when the stream
+    /// starts (destroying the QP or a soft reset ends the stream).
+    q: EngineQp,
+    mr: MrInfo,
+    /// Staging bytes per window slot: the largest frame.
+    slot_len: u64,
+    /// The next frame's (number `stats.posted`) index in `cfg.channels`,
+    /// in `cfg.sizes` and its window slot: the frame number modulo each,
+    /// kept as cursors so that a frame costs no division.
+    next_channel: usize,
+    next_size: usize,
+    next_slot: u64,
+    /// Unsignalled sends still to go before the next signalled one.
+    until_signal: u32,
     start: Instant,
     stats: StreamStats,
     outstanding: u32,
@@ -158,6 +172,12 @@ struct Stream {
     retired: u64,
     /// One send in this many is signalled (the stream's last always is).
     signal_every: u32,
+}
+
+/// `i` stepped past the end of a list of `len` goes back to 0 (a cursor's
+/// increment modulo `len`, without a division).
+fn wrap<N: PartialEq + Default>(i: N, len: N) -> N {
+    if i == len { N::default() } else { i }
 }
 
 /// The engine: a register file over a node's transport.
@@ -450,7 +470,7 @@ impl<T: Transport> FpgaEngine<T> {
 
     /// Starts streaming on the connected QP; frames go out as [`pump`](Self::pump) runs.
     pub fn start_stream(&mut self, cfg: StreamConfig) -> Result<(), EngineError> {
-        let (_, mr) = self.session()?;
+        let (q, mr) = self.session()?;
         cfg.validate(32, mr.len)?;
         if self.signal_every > cfg.window {
             return Err(InvalidValue::new(
@@ -460,8 +480,16 @@ impl<T: Transport> FpgaEngine<T> {
             )
             .into());
         }
+        let slot_len = *cfg.sizes.iter().max().expect("validated") as u64;
         self.stream = Some(Stream {
             cfg,
+            q,
+            mr,
+            slot_len,
+            next_channel: 0,
+            next_size: 0,
+            next_slot: 0,
+            until_signal: self.signal_every - 1,
             start: self.t.now(),
             stats: StreamStats::default(),
             outstanding: 0,
@@ -474,18 +502,27 @@ impl<T: Transport> FpgaEngine<T> {
     /// Reaps send completions and posts every frame that is due and fits the
     /// window. Returns when the next frame is due (`None`: nothing left to
     /// post, or waiting for completions only).
+    ///
+    /// Per frame this does what the FPGA's streaming engine does: take the
+    /// next slot of the staging region, post it, count it. The QP, MR and
+    /// slot size are looked up when the stream starts, not per call.
     pub fn pump(&mut self) -> Result<Option<Instant>, EngineError> {
-        let (q, mr) = self.session()?;
-        let Some(mut s) = self.stream.take() else { return Ok(None) };
-        let result = self.pump_stream(&mut s, q, mr);
-        self.stream = Some(s);
-        result
+        if self.qps.is_empty() || self.mrs.is_empty() {
+            return Err(EngineError::NotConnected);
+        }
+        let Some(s) = self.stream.as_mut() else { return Ok(None) };
+        Self::pump_stream(&mut self.t, &mut self.scratch, &mut self.frame, s)
     }
 
-    fn pump_stream(&mut self, s: &mut Stream, q: EngineQp, mr: MrInfo) -> Result<Option<Instant>, EngineError> {
-        self.scratch.clear();
-        self.t.poll_cq(q.cq, usize::MAX, &mut self.scratch)?;
-        for c in &self.scratch {
+    fn pump_stream(
+        t: &mut T,
+        scratch: &mut Vec<Completion>,
+        frame: &mut Vec<u8>,
+        s: &mut Stream,
+    ) -> Result<Option<Instant>, EngineError> {
+        scratch.clear();
+        t.poll_cq(s.q.cq, usize::MAX, scratch)?;
+        for c in scratch.iter() {
             // The completion of send `wr_id` retires it and the unsignalled
             // sends before it (RC completes sends in order); a completion
             // for a send already retired, or not posted, retires nothing.
@@ -497,35 +534,39 @@ impl<T: Transport> FpgaEngine<T> {
                 s.stats.errors.push(c.status);
             }
         }
-        let slot_len = *s.cfg.sizes.iter().max().expect("validated") as u64;
         while s.stats.posted < s.cfg.count && s.outstanding < s.cfg.window && s.stats.errors.is_empty() {
             let i = s.stats.posted;
             // (No clock read without pacing: a clock read can cost a system
             // call, e.g. on a VM whose clocksource is the HPET.)
             if !s.cfg.gap.is_zero() {
                 let due = s.start + s.cfg.gap * (i as u32);
-                if self.t.now() < due {
+                if t.now() < due {
                     return Ok(Some(due));
                 }
             }
-            let channel = s.cfg.channels[(i % s.cfg.channels.len() as u64) as usize];
-            let len = s.cfg.sizes[(i % s.cfg.sizes.len() as u64) as usize];
+            let channel = s.cfg.channels[s.next_channel];
+            let len = s.cfg.sizes[s.next_size];
             let ring = (i as u32) & MAX_24BIT;
-            let offset = (i % s.cfg.window as u64) * slot_len;
+            let offset = s.next_slot * s.slot_len;
             if s.cfg.payload == Payload::Prbs {
-                self.frame.resize(len as usize, 0);
-                rctb_core::roce::prbs_fill(channel, ring, &mut self.frame);
-                self.t.mr_write(mr.id, offset, &self.frame)?;
+                frame.resize(len as usize, 0);
+                rctb_core::roce::prbs_fill(channel, ring, frame);
+                t.mr_write(s.mr.id, offset, frame)?;
             }
-            let sge = [Sge::new(mr.id, offset, len)];
+            let sge = [Sge::new(s.mr.id, offset, len)];
             let imm = (ring << 8) | channel as u32;
             let wr = SendWr::new(i, SendOp::SendWithImm { imm }, &sge);
-            let signaled = (i + 1) % s.signal_every as u64 == 0 || i + 1 == s.cfg.count;
+            // Send i is signalled when (i + 1) is a multiple of signal_every.
+            let signaled = s.until_signal == 0 || i + 1 == s.cfg.count;
             let wr = if signaled { wr } else { wr.unsignaled() };
-            self.t.post_send(q.qp.id, &wr)?;
+            t.post_send(s.q.qp.id, &wr)?;
             s.outstanding += 1;
             s.stats.posted += 1;
             s.stats.bytes += len as u64;
+            s.until_signal = s.until_signal.checked_sub(1).unwrap_or(s.signal_every - 1);
+            s.next_channel = wrap(s.next_channel + 1, s.cfg.channels.len());
+            s.next_size = wrap(s.next_size + 1, s.cfg.sizes.len());
+            s.next_slot = wrap(s.next_slot + 1, s.cfg.window as u64);
         }
         Ok(None)
     }
