@@ -15,7 +15,7 @@ use rctb_models::fpga::{FpgaEngine, setup_connection, teardown_connection};
 
 use super::args::*;
 use crate::roce::check::FrameCheck;
-use crate::roce::handoff::{Channel, FpgaMsg, HandoffError, HandoffIn, HandoffOut, HostMsg, Message};
+use crate::roce::handoff::{Channel, DoneMsg, FpgaMsg, HandoffError, HandoffIn, HandoffOut, HostMsg, Message};
 
 /// Human output: stdout, unless the hand-off uses it.
 struct Console {
@@ -88,12 +88,23 @@ pub fn roce_rx<T: Transport>(
     let cq = server.cq().ok_or(rctb_core::roce::RoceError::Stopped)?;
     let mut poller = Poller::new(mode);
     let mut frames = Vec::with_capacity(a.depth as usize);
-    let mut done: Option<crate::roce::handoff::DoneMsg> = None;
+    let mut done: Option<DoneMsg> = None;
     let mut started: Option<Instant> = None;
     let mut last_frame = server.transport().now();
     let (mut last_print, mut printed) = (last_frame, (0u64, 0u64));
     let tick = Duration::from_millis(50);
     let mut spins = 0u32;
+    // Why the loop stops, given the FPGA's done message (once read) and the
+    // frames taken: tested every turn and again once a done message arrives.
+    let stop_test = |done: Option<DoneMsg>, frames: u64| {
+        if a.frames.is_some_and(|n| frames >= n) {
+            Some("frame count reached")
+        } else if done.is_some_and(|d| frames >= d.frames) {
+            Some("the FPGA is done")
+        } else {
+            None
+        }
+    };
     // Frames taken since the clock was last read.
     let mut unclocked = false;
     let stop_reason = loop {
@@ -114,13 +125,7 @@ pub fn roce_rx<T: Transport>(
             server.release(f)?;
         }
         unclocked |= n > 0;
-        let mut stop = if a.frames.is_some_and(|n| check.frames >= n) {
-            Some("frame count reached")
-        } else if done.is_some_and(|d| check.frames >= d.frames) {
-            Some("the FPGA is done")
-        } else {
-            None
-        };
+        let mut stop = stop_test(done, check.frames);
         // The clock (a system call and an emulated device read on some VMs,
         // as much as a frame costs) is read at the first frame, at the stop,
         // after a sleep and every 4096 turns, not per frame: the
@@ -136,9 +141,7 @@ pub fn roce_rx<T: Transport>(
             && let Some(Message::Done(d)) = from_fpga.poll("done")?
         {
             done = Some(d);
-            if stop.is_none() && check.frames >= d.frames {
-                stop = Some("the FPGA is done");
-            }
+            stop = stop_test(done, check.frames);
         }
         let now = server.transport().now();
         if unclocked {
@@ -230,7 +233,7 @@ pub fn fpga_emu<T: Transport>(
     let errors = st.errors.len() as u64;
     let frames = st.completed - errors;
     let bytes = stream_bytes(&stream.sizes, frames);
-    let sent = to_host.send(&Message::Done(crate::roce::handoff::DoneMsg { frames, bytes, errors }));
+    let sent = to_host.send(&Message::Done(DoneMsg { frames, bytes, errors }));
     let teardown = teardown_connection(&mut engine, &p);
     match sent {
         // A host that stopped at its own frame count may have closed a pipe
