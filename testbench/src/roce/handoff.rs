@@ -547,23 +547,30 @@ impl HandoffIn {
     #[allow(clippy::disallowed_methods)] // a hand-off between processes waits on the real clock
     fn next_within(&mut self, timeout: Duration) -> Option<Event> {
         let deadline = Instant::now() + timeout;
+        // A file is looked at every FOLLOW_POLL; a thread's channel is
+        // waited on. A path that turns out to be a FIFO gets its thread,
+        // and the rest of the wait is on that.
         loop {
-            if let Feed::Thread(rx) = &self.feed {
-                return match rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
-                    Ok(ev) => Some(ev),
-                    Err(mpsc::RecvTimeoutError::Timeout) => None,
-                    Err(mpsc::RecvTimeoutError::Disconnected) => Some(Event::Eof),
-                };
-            }
-            if let Some(ev) = self.next_now() {
-                return Some(ev);
-            }
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return None;
-            }
-            if matches!(self.feed, Feed::File(_)) {
-                std::thread::sleep(left.min(FOLLOW_POLL));
+            let tail = match &mut self.feed {
+                Feed::Thread(rx) => {
+                    return match rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+                        Ok(ev) => Some(ev),
+                        Err(mpsc::RecvTimeoutError::Timeout) => None,
+                        Err(mpsc::RecvTimeoutError::Disconnected) => Some(Event::Eof),
+                    };
+                }
+                Feed::File(tail) => tail,
+            };
+            match tail.next() {
+                TailNext::Event(ev) => return Some(ev),
+                TailNext::Fifo => self.feed = Feed::Thread(fifo_thread(tail.path.clone())),
+                TailNext::Nothing => {
+                    let left = deadline.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        return None;
+                    }
+                    std::thread::sleep(left.min(FOLLOW_POLL));
+                }
             }
         }
     }
