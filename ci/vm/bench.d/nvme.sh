@@ -18,7 +18,7 @@
 #   run right after the default's run at that depth, so every variant is
 #   measured beside its yardstick. Skipped (a note on stderr) when this
 #   rctb has no --poll; cpu and jobs variants when it has no --cpu or
-#   --jobs.
+#   --jobs. HWV_RCTB_VARIANTS= (empty): no variants.
 # Rep by rep, each rep sweeping the depths. Each run does about
 # HWV_NVME_SECONDS (2.5) s of reads: the count comes from the last rep's rate
 # at that depth (a first guess in rep 1). The runs at HWV_COST_QDS ("1 32")
@@ -35,7 +35,7 @@ if [ -z "${NVMET_NQN:-}" ] || [ -z "${RCTB:-}" ]; then
 fi
 : "${HWV_BENCH_REPS:=3}" "${HWV_QDS:=1 2 4 8 16 32 64}" "${HWV_SEQ_QD:=4}" "${HWV_NVME_NSID:=2}"
 : "${HWV_NVME_SECONDS:=2.5}" "${HWV_COST_QDS:=1 32}" "${HWV_VARIANT_QDS:=1 32 64}"
-: "${HWV_RCTB_VARIANTS:=poll=adaptive poll=busy qps=4 cpu=0 jobs=2 jobs=2,cpu=0+1 poll=adaptive,jobs=2,cpu=0+1}"
+: "${HWV_RCTB_VARIANTS=poll=adaptive poll=busy qps=4 cpu=0 jobs=2 jobs=2,cpu=0+1 poll=adaptive,jobs=2,cpu=0+1}"
 W=$HWV_OUT/bench-nvme
 mkdir -p "$W"
 rc=0
