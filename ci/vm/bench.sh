@@ -10,13 +10,19 @@
 #               runs ib_send_bw from 64 B to 1 MiB beside rctb's receiver)
 #   fio:        4 KiB randread at each depth of HWV_QDS and 1 MiB sequential
 #               reads at HWV_SEQ_QD, on the kernel NVMe/RDMA host against the
-#               guest's nvmet target (null_blk namespace HWV_NVME_NSID) (VM only)
+#               guest's nvmet target (null_blk namespace HWV_NVME_NSID) (VM only);
+#               and at the depths of HWV_FIO_JOBS_QDS ("32 64") that HWV_QDS
+#               has, two jobs pinned one per CPU (--numjobs=2
+#               --cpus_allowed_policy=split, half the depth each, summed: tool
+#               fio+kernel[jobs=2]), the yardstick of `rctb nvme bench --jobs
+#               2 --cpu 0,1`
 #   bench.d/*.sh: our own tools (see bench.d/README.md)
 # One check per group: bench-perftest, bench-fio, bench-<hook>.
 #
 # Environment: as checks.sh, plus HWV_BENCH_REPS (3), HWV_N_4K / HWV_N_1M
 # (perftest iterations), HWV_FIO_RUNTIME (s per fio run, 3), HWV_BENCH_DIR,
-# and for every NVMe tool (exported to bench.d/): HWV_QDS ("1 2 4 8 16 32
+# HWV_FIO_JOBS_QDS ("32 64": fio's two-job runs; "": none), and for every
+# NVMe tool (exported to bench.d/): HWV_QDS ("1 2 4 8 16 32
 # 64", the depths of the 4 KiB random-read sweep), HWV_SEQ_QD (4, the depth
 # of the 1 MiB sequential reads; 0: none), HWV_NVME_NSID (2), HWV_NVME_SECONDS
 # (2.5, about how long each run of bench.d's NVMe tools lasts), HWV_COST_QDS
@@ -30,7 +36,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 HWV_LIB=$HERE/lib.sh # hooks: . "$HWV_LIB" (cost_run, rxe_snap, ...)
 : "${HWV_BENCH_REPS:=3}" "${HWV_N_4K:=30000}" "${HWV_N_1M:=120}" "${HWV_FIO_RUNTIME:=3}"
 : "${HWV_QDS:=1 2 4 8 16 32 64}" "${HWV_SEQ_QD:=4}" "${HWV_NVME_NSID:=2}" "${HWV_NVME_SECONDS:=2.5}"
-: "${HWV_COST_QDS:=1 32}"
+: "${HWV_COST_QDS:=1 32}" "${HWV_FIO_JOBS_QDS=32 64}"
 : "${HWV_BENCH_DIR:=$HERE/bench.d}" "${HWV_T_CHECK:=90}"
 : "${RCTB:=$(command -v rctb || true)}"
 BENCH=$HWV_OUT/bench.txt
@@ -123,7 +129,7 @@ if [ "${HWV_MODE:-}" = vm ]; then
             _f=$RAW/$1 _fld=$2 _cw=$3
             shift 3
             set -- $TIMEOUT $((HWV_FIO_RUNTIME + 60)) /usr/bin/fio --name=bench --filename="$blk" --direct=1 \
-                --ioengine=libaio --numjobs=1 --runtime="$HWV_FIO_RUNTIME" --time_based \
+                --ioengine=libaio --numjobs="${FIO_JOBS:-1}" --runtime="$HWV_FIO_RUNTIME" --time_based \
                 --output-format=terse --terse-version=3 "$@"
             case $_cw in
                 "") "$@" >"$_f.terse" 2>"$_f.err" || return 0 ;;
@@ -154,6 +160,15 @@ if [ "${HWV_MODE:-}" = vm ]; then
                     echo "HWV-BENCH $w fio+kernel r$r $iops IOPS"
                 else
                     fiofail="$fiofail; $w r$r: $(last_line "$RAW/$w-r$r.err")"
+                fi
+                case " $HWV_FIO_JOBS_QDS " in *" $qd "*) ;; *) continue ;; esac
+                iops=$(FIO_JOBS=2 fio_run "$w-jobs2-r$r" 8 "" --rw=randread --bs=4k --iodepth=$((qd / 2)) \
+                    --norandommap --randrepeat=0 --group_reporting --cpus_allowed=0-1 --cpus_allowed_policy=split)
+                if [ -n "$iops" ]; then
+                    echo "$w fio+kernel[jobs=2] $iops IOPS" >>"$BENCH"
+                    echo "HWV-BENCH $w fio+kernel[jobs=2] r$r $iops IOPS"
+                else
+                    fiofail="$fiofail; $w jobs=2 r$r: $(last_line "$RAW/$w-jobs2-r$r.err")"
                 fi
             done
             if [ "$HWV_SEQ_QD" -gt 0 ]; then
