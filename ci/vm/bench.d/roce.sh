@@ -159,18 +159,18 @@ one_size() {
     n=$(frames "$1")
     rctb "$w" rctb "$1" "$n" "$2" "" ""
     perftest "$w" "$1" "$n" "$2"
+    # The engine's window is the surf engine's max_send_wr (32); ib_send_bw
+    # keeps 128 in flight, one in 100 signalled. For comparison, ib_send_bw
+    # with the engine's settings (-t 32 -Q 1), with or without the variants.
+    if [ "$1" = 4096 ] && [ "$ROCE_T32" = 1 ]; then
+        perftest send_bw-4KiB-t32 4096 "$n" "$2" -t 32 -Q 1
+    fi
     case " $ROCE_VARIANT_SIZES " in *" $1 "*) ;; *) return 0 ;; esac
     while IFS='|' read -r vt vrx vemu; do
         [ -n "$vt" ] && rctb "$w" "$vt" "$1" "$n" "$2" "$vrx" "$vemu" </dev/null
     done <<EOF
 $VARIANTS
 EOF
-    # The engine's window is the surf engine's max_send_wr (32); ib_send_bw
-    # keeps 128 in flight, one in 100 signalled. For comparison, ib_send_bw
-    # with the engine's settings (-t 32 -Q 1).
-    if [ "$1" = 4096 ] && [ "$ROCE_T32" = 1 ]; then
-        perftest send_bw-4KiB-t32 4096 "$n" "$2" -t 32 -Q 1
-    fi
 }
 
 say "roce: sizes $ROCE_SIZES at scale $ROCE_SCALE%, variants at ${ROCE_VARIANT_SIZES:-none}: $(printf '%s' "$VARIANTS" | cut -d'|' -f1 | tr '\n' ' ')"
