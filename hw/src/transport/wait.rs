@@ -17,7 +17,8 @@
 //! armed until its event is read, so it is never armed twice for one
 //! event, and each channel holds at most one event. The CM channel costs
 //! nothing until its fd is readable: a disconnect wakes the `ppoll` like a
-//! completion does.
+//! completion does. A wait that reaches its deadline without a `ppoll`
+//! reads the CM channel once, so a zero-length wait still sees CM events.
 
 use rctb_core::time::Instant;
 use rctb_core::transport::{CqId, Readiness, Result, Transport, Verb};
@@ -51,7 +52,13 @@ impl VerbsTransport {
             // One clock read per round, none for a wait without a deadline.
             let now = (deadline != Instant::FAR_FUTURE).then(|| self.now());
             if now.is_some_and(|now| now >= deadline) {
-                return Ok(Readiness::TimedOut);
+                // No `ppoll` of this round watched the CM channel: look at
+                // it here, so that a wait whose deadline has passed (a
+                // "look now", as `Driven` makes one every turn of its UDP
+                // reactor) still reports a CM event, as it did before the
+                // channel was read only when seen readable.
+                self.pump_cm();
+                return Ok(if self.cm_events.is_empty() { Readiness::TimedOut } else { Readiness::Ready });
             }
             for &cq in cqs {
                 let entry = self.cqs.get_mut(&cq).expect("checked above");
