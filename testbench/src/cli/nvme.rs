@@ -344,7 +344,8 @@ fn run_jobs(a: &NvmeArgs, f: impl Fn(&mut Job<'_>) -> Result<Outcome, Failure> +
             if jobs == 0 {
                 return Err(Failure::Usage("--jobs 0: at least one job".into()));
             }
-            if qd < jobs || ios < jobs as u64 {
+            // (One job: --qd 0 and --ios 0 are the bench's own errors.)
+            if jobs > 1 && (qd < jobs || ios < jobs as u64) {
                 return Err(Failure::Usage(format!(
                     "--jobs {jobs}: more jobs than --qd {qd} or --ios {ios} (each job needs reads to do and one in flight)"
                 )));
