@@ -25,47 +25,71 @@ use crate::stats::FabricStats;
 
 pub(crate) type NodeIdx = usize;
 
+/// Nodes as events name them: 32 bits, so that an event is 16 bytes and
+/// the heap moves and compares little ([`World::add_node`] keeps the count
+/// within it).
+pub(crate) type EvNode = u32;
+
 #[derive(Debug)]
 pub(crate) enum EventKind {
     /// `pkt` indexes `World::in_flight` (keeps events small for the heap).
     Deliver {
-        from: NodeIdx,
-        to: NodeIdx,
+        from: EvNode,
+        to: EvNode,
         pkt: u32,
     },
     /// The head of a link's in-order queue arrives.
     LinkDeliver {
-        from: NodeIdx,
-        to: NodeIdx,
+        from: EvNode,
+        to: EvNode,
     },
     Egress {
-        node: NodeIdx,
+        node: EvNode,
     },
     /// The node's endpoint asked to run its timers now.
     Timer {
-        node: NodeIdx,
+        node: EvNode,
     },
     // Rare and large: boxed so the common events stay small in the heap.
-    Cm {
-        from: NodeIdx,
-        to: NodeIdx,
-        msg: Box<CmMessage>,
-    },
+    Cm(Box<CmDelivery>),
     Fault(Box<FaultAction>),
     /// Nothing happens: an actor asked to run at this time.
     Wake,
 }
 
+/// A CM message on its way.
+#[derive(Debug)]
+pub(crate) struct CmDelivery {
+    from: NodeIdx,
+    to: NodeIdx,
+    msg: CmMessage,
+}
+
+/// An event in the heap: due at `key >> 64` nanoseconds, scheduled
+/// `key as u64`-th. The (time, sequence) order is one 128-bit comparison.
 #[derive(Debug)]
 struct Event {
-    at: Instant,
-    seq: u64,
+    key: u128,
     kind: EventKind,
+}
+
+impl Event {
+    fn new(at: Instant, seq: u64, kind: EventKind) -> Self {
+        Event { key: Self::key(at, seq), kind }
+    }
+
+    fn key(at: Instant, seq: u64) -> u128 {
+        (u128::from(at.as_nanos()) << 64) | u128::from(seq)
+    }
+
+    fn at(&self) -> Instant {
+        Instant::from_nanos((self.key >> 64) as u64)
+    }
 }
 
 impl PartialEq for Event {
     fn eq(&self, other: &Self) -> bool {
-        (self.at, self.seq) == (other.at, other.seq)
+        self.key == other.key
     }
 }
 impl Eq for Event {}
@@ -76,7 +100,7 @@ impl PartialOrd for Event {
 }
 impl Ord for Event {
     fn cmp(&self, other: &Self) -> Ordering {
-        (self.at, self.seq).cmp(&(other.at, other.seq))
+        self.key.cmp(&other.key)
     }
 }
 
@@ -144,7 +168,7 @@ impl Queue {
         if at <= now {
             self.now_queue.push_back(kind);
         } else {
-            self.events.push(Reverse(Event { at, seq: self.seq, kind }));
+            self.events.push(Reverse(Event::new(at, self.seq, kind)));
         }
     }
 }
@@ -220,7 +244,7 @@ impl World {
 
     pub fn next_event_at(&self) -> Option<Instant> {
         let q = &self.queue;
-        if q.now_queue.is_empty() { q.events.peek().map(|Reverse(e)| e.at) } else { Some(self.now) }
+        if q.now_queue.is_empty() { q.events.peek().map(|Reverse(e)| e.at()) } else { Some(self.now) }
     }
 
     pub fn node_by_name(&self, name: &str) -> Option<NodeIdx> {
@@ -230,6 +254,9 @@ impl World {
     /// Adds a node and the links between it and every other node.
     pub fn add_node(&mut self, node: crate::node::Node) -> NodeIdx {
         let idx = self.nodes.len();
+        // Events name nodes in 32 bits; the links grow as the square of
+        // the node count, so memory runs out long before this could.
+        assert!(u32::try_from(idx).is_ok(), "at most 2^32 nodes");
         self.by_ip.insert(node.cfg.ip, idx);
         self.nodes.push(node);
         self.links.push(Vec::new());
@@ -338,7 +365,7 @@ impl World {
         loop {
             // The heap's events at this instant first (scheduled before the
             // clock got here), then those scheduled on it, in order.
-            if self.queue.events.peek().is_some_and(|Reverse(e)| e.at == at) {
+            if self.queue.events.peek().is_some_and(|Reverse(e)| e.at() == at) {
                 self.run_heap_top(at);
                 continue;
             }
@@ -351,6 +378,7 @@ impl World {
     fn run_heap_top(&mut self, at: Instant) {
         let Some(mut top) = self.queue.events.peek_mut() else { return };
         if let EventKind::LinkDeliver { from, to } = top.0.kind {
+            let (from, to) = (from as NodeIdx, to as NodeIdx);
             // The link's next head takes this event's place in the heap (one
             // sift instead of a pop and a push), with the sequence number
             // `schedule` would have given it.
@@ -358,8 +386,7 @@ impl World {
             match link.fifo.get(1) {
                 Some(&(next, _)) if next > at => {
                     self.queue.seq += 1;
-                    top.0.at = next;
-                    top.0.seq = self.queue.seq;
+                    top.0.key = Event::key(next, self.queue.seq);
                     drop(top);
                     self.link_deliver_head(from, to);
                 }
@@ -371,7 +398,7 @@ impl World {
             return;
         }
         let Reverse(ev) = PeekMut::pop(top);
-        self.dispatch(ev.at, ev.kind);
+        self.dispatch(ev.at(), ev.kind);
     }
 
     /// Advances to `deadline`, running every event before or at it.
@@ -389,11 +416,11 @@ impl World {
     #[inline(always)]
     fn dispatch(&mut self, at: Instant, kind: EventKind) {
         match kind {
-            EventKind::Deliver { from, to, pkt: slot } => self.arrive(from, to, slot),
-            EventKind::LinkDeliver { from, to } => self.link_deliver(from, to),
-            EventKind::Egress { node } => self.egress(node),
-            EventKind::Timer { node } => self.node_timer(node, at),
-            EventKind::Cm { from, to, msg } => self.cm_arrive(from, to, msg),
+            EventKind::Deliver { from, to, pkt: slot } => self.arrive(from as NodeIdx, to as NodeIdx, slot),
+            EventKind::LinkDeliver { from, to } => self.link_deliver(from as NodeIdx, to as NodeIdx),
+            EventKind::Egress { node } => self.egress(node as NodeIdx),
+            EventKind::Timer { node } => self.node_timer(node as NodeIdx, at),
+            EventKind::Cm(cm) => self.cm_arrive(cm.from, cm.to, cm.msg),
             EventKind::Fault(action) => self.apply_fault(*action),
             EventKind::Wake => {}
         }
@@ -472,7 +499,7 @@ impl World {
         if n.ep.wants_transmit() && !n.egress_scheduled {
             n.egress_scheduled = true;
             let t = n.egress_free_at.max(now);
-            self.queue.schedule(now, t, EventKind::Egress { node });
+            self.queue.schedule(now, t, EventKind::Egress { node: ev(node) });
         }
         sync_timer(&mut self.queue, now, n, node);
     }
@@ -502,11 +529,14 @@ impl World {
             }
             if self.cm_rng.chance(f.duplicate) {
                 self.cm_stats.duplicated += 1;
-                let copy = Box::new(cm.msg.clone());
-                self.schedule(at + Duration::from_nanos(1), EventKind::Cm { from, to, msg: copy });
+                let copy = cm.msg.clone();
+                self.schedule(
+                    at + Duration::from_nanos(1),
+                    EventKind::Cm(Box::new(CmDelivery { from, to, msg: copy })),
+                );
             }
         }
-        self.schedule(at, EventKind::Cm { from, to, msg: Box::new(cm.msg) });
+        self.schedule(at, EventKind::Cm(Box::new(CmDelivery { from, to, msg: cm.msg })));
     }
 
     fn node_timer(&mut self, node: NodeIdx, at: Instant) {
@@ -531,7 +561,7 @@ impl World {
         if n.egress_free_at > now {
             n.egress_scheduled = true;
             let t = n.egress_free_at;
-            self.queue.schedule(now, t, EventKind::Egress { node });
+            self.queue.schedule(now, t, EventKind::Egress { node: ev(node) });
             return;
         }
         let bandwidth = n.cfg.bandwidth_bps;
@@ -564,7 +594,7 @@ impl World {
             if more && !n.egress_scheduled {
                 n.egress_scheduled = true;
                 let t = n.egress_free_at.max(now);
-                self.queue.schedule(now, t, EventKind::Egress { node });
+                self.queue.schedule(now, t, EventKind::Egress { node: ev(node) });
             }
             sync_timer(&mut self.queue, now, n, node);
             ready = n.ep.wants_transmit();
@@ -573,7 +603,7 @@ impl World {
         if ready && !n.egress_scheduled {
             n.egress_scheduled = true;
             let t = n.egress_free_at.max(now);
-            self.queue.schedule(now, t, EventKind::Egress { node });
+            self.queue.schedule(now, t, EventKind::Egress { node: ev(node) });
         }
     }
 
@@ -660,7 +690,10 @@ impl World {
             self.stats.duplicated += 1;
             let copy = self.in_flight[slot as usize].clone();
             let copy = self.park(copy);
-            self.schedule(arrive + Duration::from_nanos(1), EventKind::Deliver { from, to, pkt: copy });
+            self.schedule(
+                arrive + Duration::from_nanos(1),
+                EventKind::Deliver { from: ev(from), to: ev(to), pkt: copy },
+            );
             self.link(from, to)
         } else {
             link
@@ -669,10 +702,10 @@ impl World {
         if in_order {
             link.fifo.push_back((arrive, slot));
             if link.fifo.len() == 1 {
-                self.schedule(arrive, EventKind::LinkDeliver { from, to });
+                self.schedule(arrive, EventKind::LinkDeliver { from: ev(from), to: ev(to) });
             }
         } else {
-            self.schedule(arrive, EventKind::Deliver { from, to, pkt: slot });
+            self.schedule(arrive, EventKind::Deliver { from: ev(from), to: ev(to), pkt: slot });
         }
     }
 
@@ -680,7 +713,7 @@ impl World {
         let link = self.link(from, to);
         let next = link.fifo.get(1).map(|&(at, _)| at);
         if let Some(at) = next {
-            self.schedule(at, EventKind::LinkDeliver { from, to });
+            self.schedule(at, EventKind::LinkDeliver { from: ev(from), to: ev(to) });
         }
         self.link_deliver_head(from, to);
     }
@@ -765,8 +798,14 @@ fn sync_timer(queue: &mut Queue, now: Instant, n: &mut Node, node: NodeIdx) {
     let at = t.max(now);
     if n.timer_pending.is_none_or(|p| at < p) {
         n.timer_pending = Some(at);
-        queue.schedule(now, at, EventKind::Timer { node });
+        queue.schedule(now, at, EventKind::Timer { node: ev(node) });
     }
+}
+
+/// A node as events name it (`add_node` keeps every index within 32 bits).
+#[inline(always)]
+fn ev(node: NodeIdx) -> EvNode {
+    node as EvNode
 }
 
 /// Nanoseconds a frame of `bytes` occupies an egress port.
@@ -790,6 +829,7 @@ mod tests {
     #[test]
     fn events_stay_small() {
         // Every packet costs a heap push and pop of an `Event`.
-        assert!(std::mem::size_of::<Event>() <= 48, "{}", std::mem::size_of::<Event>());
+        assert!(std::mem::size_of::<Event>() <= 32, "{}", std::mem::size_of::<Event>());
+        assert_eq!(std::mem::size_of::<EventKind>(), 16);
     }
 }

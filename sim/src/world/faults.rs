@@ -59,7 +59,7 @@ impl World {
             for item in kept {
                 match item {
                     Held::Packet(slot) => self.arrive(from, to, slot),
-                    Held::Cm(msg) => self.cm_arrive(from, to, msg),
+                    Held::Cm(msg) => self.cm_arrive(from, to, *msg),
                 }
             }
         }
@@ -119,16 +119,16 @@ impl World {
 
     /// A CM message reaches `to` (lost if `to` is down).
     #[inline(never)]
-    pub(super) fn cm_arrive(&mut self, from: NodeIdx, to: NodeIdx, msg: Box<CmMessage>) {
+    pub(super) fn cm_arrive(&mut self, from: NodeIdx, to: NodeIdx, msg: CmMessage) {
         if self.link(from, to).held.is_some() {
-            self.keep(from, to, Held::Cm(msg));
+            self.keep(from, to, Held::Cm(Box::new(msg)));
             return;
         }
         if self.nodes[to].down {
             return;
         }
         let (now, src) = (self.now, self.nodes[from].cfg.ip);
-        self.nodes[to].ep.handle_cm(now, src, *msg);
+        self.nodes[to].ep.handle_cm(now, src, msg);
         self.sync(to);
     }
 
