@@ -192,8 +192,13 @@ impl<'a> SendWr<'a> {
     }
 
     /// Total bytes described by the scatter/gather list.
+    #[inline]
     pub fn len(&self) -> u64 {
-        self.sges.iter().map(|s| s.len as u64).sum()
+        match self.sges {
+            // One SGE, the usual case: its length, without the loop.
+            [s] => s.len as u64,
+            sges => sges.iter().map(|s| s.len as u64).sum(),
+        }
     }
 
     /// Whether the scatter/gather list describes no bytes.
