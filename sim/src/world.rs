@@ -120,11 +120,23 @@ struct Link {
     /// kept by `Link::set_cfg` for the per-packet path.
     clean: bool,
     latency_ns: u64,
+    /// When the last packet of `fifo` arrives (its back's time, kept
+    /// apart: the in-order test reads it for every packet).
+    tail_at: Instant,
 }
 
 impl Link {
     fn new(cfg: LinkConfig, rng: SimRng, custom: bool) -> Self {
-        let mut link = Link { cfg, rng, fifo: VecDeque::new(), custom, held: None, clean: true, latency_ns: 0 };
+        let mut link = Link {
+            cfg,
+            rng,
+            fifo: VecDeque::new(),
+            custom,
+            held: None,
+            clean: true,
+            latency_ns: 0,
+            tail_at: Instant::ZERO,
+        };
         link.set_cfg(cfg);
         link
     }
@@ -183,8 +195,9 @@ pub(crate) struct World {
     queue: Queue,
     pub nodes: Vec<Node>,
     pub by_ip: BTreeMap<Ipv4Addr, NodeIdx>,
-    /// `links[from][to]`, created on first use.
-    links: Vec<Vec<Option<Link>>>,
+    /// Every ordered pair's link, loopback included: `from`'s row, `to`'s
+    /// column ([`World::link_index`]).
+    links: Vec<Link>,
     default_link: LinkConfig,
     partitions: BTreeSet<(NodeIdx, NodeIdx)>,
     /// Per-packet rules a test installed (`faults.rs`).
@@ -259,41 +272,57 @@ impl World {
         assert!(u32::try_from(idx).is_ok(), "at most 2^32 nodes");
         self.by_ip.insert(node.cfg.ip, idx);
         self.nodes.push(node);
-        self.links.push(Vec::new());
-        for from in 0..=idx {
-            for to in 0..=idx {
-                if self.links[from].len() <= to {
-                    self.links[from].push(None);
+        // The links are one row-major square (`link_index`): the old rows
+        // move over in order, the new node's row and column are created.
+        let n = idx + 1;
+        let mut old = std::mem::take(&mut self.links).into_iter();
+        let mut links = Vec::with_capacity(n * n);
+        for from in 0..n {
+            for to in 0..n {
+                if from < idx && to < idx {
+                    links.extend(old.next());
+                    continue;
                 }
-                if self.links[from][to].is_none() {
-                    let label = format!("link/{}/{}", self.nodes[from].cfg.name, self.nodes[to].cfg.name);
-                    let rng = SimRng::child(self.seed, &label);
-                    // A node's path to itself (a QP connected to a QP of the
-                    // same node, as verbs and rxe allow) is loopback: no
-                    // faults, and the fabric's defaults never apply to it.
-                    let (cfg, custom) =
-                        if from == to { (LinkConfig::default(), true) } else { (self.default_link, false) };
-                    let link = Link::new(cfg, rng, custom);
-                    self.links[from][to] = Some(link);
-                }
+                let label = format!("link/{}/{}", self.nodes[from].cfg.name, self.nodes[to].cfg.name);
+                let rng = SimRng::child(self.seed, &label);
+                // A node's path to itself (a QP connected to a QP of the
+                // same node, as verbs and rxe allow) is loopback: no
+                // faults, and the fabric's defaults never apply to it.
+                let (cfg, custom) = if from == to { (LinkConfig::default(), true) } else { (self.default_link, false) };
+                links.push(Link::new(cfg, rng, custom));
             }
         }
+        self.links = links;
         idx
     }
 
+    /// Where the link from `from` to `to` is in `links`.
+    #[inline(always)]
+    fn link_index(&self, from: NodeIdx, to: NodeIdx) -> usize {
+        from * self.nodes.len() + to
+    }
+
+    #[inline(always)]
     fn link(&mut self, from: NodeIdx, to: NodeIdx) -> &mut Link {
-        self.links[from][to].as_mut().expect("add_node creates every link, loopback included")
+        let i = self.link_index(from, to);
+        &mut self.links[i]
+    }
+
+    /// The link from `from` to `to`, if both are nodes.
+    fn link_ref(&self, from: NodeIdx, to: NodeIdx) -> Option<&Link> {
+        let n = self.nodes.len();
+        if from < n && to < n { self.links.get(self.link_index(from, to)) } else { None }
     }
 
     /// One-way latency from `from` to `to`.
     pub fn latency(&self, from: NodeIdx, to: NodeIdx) -> Duration {
-        self.links[from].get(to).and_then(Option::as_ref).map_or(self.default_link.latency, |l| l.cfg.latency)
+        self.link_ref(from, to).map_or(self.default_link.latency, |l| l.cfg.latency)
     }
 
     /// Sets the configuration of every link nobody configured on its own.
     pub fn set_default_link(&mut self, cfg: LinkConfig) {
         self.default_link = cfg;
-        for link in self.links.iter_mut().flatten().flatten() {
+        for link in &mut self.links {
             if !link.custom {
                 link.set_cfg(cfg);
             }
@@ -382,7 +411,7 @@ impl World {
             // The link's next head takes this event's place in the heap (one
             // sift instead of a pop and a push), with the sequence number
             // `schedule` would have given it.
-            let link = self.links[from][to].as_mut().expect("add_node creates every link, loopback included");
+            let link = &mut self.links[from * self.nodes.len() + to];
             match link.fifo.get(1) {
                 Some(&(next, _)) if next > at => {
                     self.queue.seq += 1;
@@ -656,7 +685,8 @@ impl World {
             (extra, dup) = fate;
         }
         let (mut dropped, mut reordered) = (false, false);
-        let link = self.links[from][to].as_mut().expect("add_node creates every link, loopback included");
+        let i = self.link_index(from, to);
+        let link = &mut self.links[i];
         let latency_ns = link.latency_ns;
         if !link.clean {
             let f = link.cfg.faults;
@@ -698,9 +728,10 @@ impl World {
         } else {
             link
         };
-        let in_order = extra.is_zero() && link.fifo.back().is_none_or(|&(last, _)| last <= arrive);
+        let in_order = extra.is_zero() && (link.fifo.is_empty() || link.tail_at <= arrive);
         if in_order {
             link.fifo.push_back((arrive, slot));
+            link.tail_at = arrive;
             if link.fifo.len() == 1 {
                 self.schedule(arrive, EventKind::LinkDeliver { from: ev(from), to: ev(to) });
             }

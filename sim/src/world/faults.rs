@@ -37,7 +37,7 @@ impl World {
     }
 
     pub fn held(&self, a: NodeIdx, b: NodeIdx) -> bool {
-        self.links[a].get(b).and_then(Option::as_ref).is_some_and(|l| l.held.is_some())
+        self.link_ref(a, b).is_some_and(|l| l.held.is_some())
     }
 
     pub fn hold(&mut self, a: NodeIdx, b: NodeIdx) {
