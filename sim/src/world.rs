@@ -672,6 +672,21 @@ impl World {
             self.release_slot(slot);
             return;
         }
+        let i = self.link_index(from, to);
+        let link = &mut self.links[i];
+        if !self.by_hand && link.clean {
+            // Nothing can touch the packet: it arrives after the latency.
+            let arrive = Instant::from_nanos(done.as_nanos().saturating_add(link.latency_ns));
+            self.enqueue(from, to, slot, arrive, true);
+            return;
+        }
+        self.transmit_faulty(from, to, slot, done);
+    }
+
+    /// The rest of [`World::transmit`] when a partition, a packet rule or
+    /// a link's faults are on.
+    #[inline(never)]
+    fn transmit_faulty(&mut self, from: NodeIdx, to: NodeIdx, slot: u32, done: Instant) {
         let (mut extra, mut dup) = (Duration::ZERO, false);
         if self.by_hand {
             // A partition or a packet rule is on (`world/faults.rs`).
@@ -716,7 +731,7 @@ impl World {
                 .saturating_add(latency_ns)
                 .saturating_add(u64::try_from(extra.as_nanos()).unwrap_or(u64::MAX)),
         );
-        let link = if dup {
+        if dup {
             self.stats.duplicated += 1;
             let copy = self.in_flight[slot as usize].clone();
             let copy = self.park(copy);
@@ -724,12 +739,18 @@ impl World {
                 arrive + Duration::from_nanos(1),
                 EventKind::Deliver { from: ev(from), to: ev(to), pkt: copy },
             );
-            self.link(from, to)
-        } else {
-            link
-        };
-        let in_order = extra.is_zero() && (link.fifo.is_empty() || link.tail_at <= arrive);
-        if in_order {
+        }
+        self.enqueue(from, to, slot, arrive, extra.is_zero());
+    }
+
+    /// The packet in `slot` arrives at `arrive`: through the link's
+    /// in-order queue when it may (`in_order`: no fault delayed it, and it
+    /// arrives no earlier than the queue's last), else on its own event.
+    #[inline(always)]
+    fn enqueue(&mut self, from: NodeIdx, to: NodeIdx, slot: u32, arrive: Instant, in_order: bool) {
+        let i = self.link_index(from, to);
+        let link = &mut self.links[i];
+        if in_order && (link.fifo.is_empty() || link.tail_at <= arrive) {
             link.fifo.push_back((arrive, slot));
             link.tail_at = arrive;
             if link.fifo.len() == 1 {
