@@ -24,6 +24,9 @@ pub(crate) struct Node {
     pub last_route: Option<(std::net::Ipv4Addr, usize)>,
     /// Endpoints it had after the first ([`Node::reboot`]): labels their RNGs.
     pub boots: u32,
+    /// The last frame length `serialization_ns` was asked for, and its
+    /// answer: a stream's frames are mostly of one size.
+    ser_memo: (usize, u64),
     index: usize,
 }
 
@@ -41,8 +44,18 @@ impl Node {
             down: false,
             last_route: None,
             boots: 0,
+            ser_memo: (usize::MAX, 0),
             index,
         }
+    }
+
+    /// Nanoseconds a frame of `bytes` occupies the node's egress port.
+    #[inline(always)]
+    pub fn serialization_ns(&mut self, bytes: usize) -> u64 {
+        if self.ser_memo.0 != bytes {
+            self.ser_memo = (bytes, serialization_ns(bytes, self.cfg.bandwidth_bps));
+        }
+        self.ser_memo.1
     }
 
     /// Replaces the endpoint with a fresh one (no resources, no timers, QPNs
@@ -67,4 +80,19 @@ fn endpoint(index: usize, cfg: &NodeConfig, mac: [u8; 6], rng: SimRng) -> Endpoi
         va_base: 0x7f00_0000_0000 + ((index as u64) << 36),
     };
     Endpoint::new(ep_cfg, Box::new(rng))
+}
+
+/// Nanoseconds a frame of `bytes` occupies an egress port of
+/// `bandwidth_bps` (0: unlimited).
+fn serialization_ns(bytes: usize, bandwidth_bps: u64) -> u64 {
+    if bandwidth_bps == 0 {
+        return 0;
+    }
+    // Preamble, SFD and inter-frame gap (20) plus FCS (4) occupy the wire too.
+    let bits = (bytes as u64 + 24) * 8;
+    // In 64 bits while it cannot overflow (any frame): the same quotient.
+    match bits.checked_mul(1_000_000_000) {
+        Some(n) => n / bandwidth_bps,
+        None => (bits as u128 * 1_000_000_000 / bandwidth_bps as u128) as u64,
+    }
 }

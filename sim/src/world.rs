@@ -593,7 +593,6 @@ impl World {
             self.queue.schedule(now, t, EventKind::Egress { node: ev(node) });
             return;
         }
-        let bandwidth = n.cfg.bandwidth_bps;
         // Whether the endpoint has a packet, asked with the node in hand.
         let mut ready = n.ep.wants_transmit();
         // Like a NIC's transmit pipeline, one pass commits a short burst:
@@ -613,7 +612,7 @@ impl World {
             };
             budget -= 1;
             let wire_len = pkt.wire_len();
-            let ser = serialization_ns(wire_len, bandwidth);
+            let ser = n.serialization_ns(wire_len);
             // `+ Duration::from_nanos(ser)`, saturating as it does.
             let done = Instant::from_nanos(n.egress_free_at.max(now).as_nanos().saturating_add(ser));
             n.egress_free_at = done;
@@ -858,20 +857,6 @@ fn sync_timer(queue: &mut Queue, now: Instant, n: &mut Node, node: NodeIdx) {
 #[inline(always)]
 fn ev(node: NodeIdx) -> EvNode {
     node as EvNode
-}
-
-/// Nanoseconds a frame of `bytes` occupies an egress port.
-fn serialization_ns(bytes: usize, bandwidth_bps: u64) -> u64 {
-    if bandwidth_bps == 0 {
-        return 0;
-    }
-    // Preamble, SFD and inter-frame gap (20) plus FCS (4) occupy the wire too.
-    let bits = (bytes as u64 + 24) * 8;
-    // In 64 bits while it cannot overflow (any frame): the same quotient.
-    match bits.checked_mul(1_000_000_000) {
-        Some(n) => n / bandwidth_bps,
-        None => (bits as u128 * 1_000_000_000 / bandwidth_bps as u128) as u64,
-    }
 }
 
 #[cfg(test)]
