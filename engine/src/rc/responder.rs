@@ -118,9 +118,11 @@ pub(crate) struct Responder {
     cur: Option<InMsg>,
     /// A PSN sequence error NAK was sent for the current gap.
     nak_sent: bool,
+    /// Replies to send, oldest first; `tail_ack` comes after them.
     replies: VecDeque<Reply>,
-    /// The last reply queued is an ACK not yet sent (coalescing point).
-    coalescible: bool,
+    /// The newest reply when it is an ACK not yet sent (the coalescing
+    /// point): kept out of `replies` so the usual lone ACK skips the queue.
+    tail_ack: Option<(Psn, Aeth)>,
     /// READs and atomics executed, oldest first, at most `max_dest_rd_atomic`.
     resources: VecDeque<Resource>,
 }
@@ -132,7 +134,7 @@ impl Responder {
         self.cur = None;
         self.nak_sent = false;
         self.replies.clear();
-        self.coalescible = false;
+        self.tail_ack = None;
         self.resources.clear();
     }
 
@@ -146,19 +148,19 @@ impl Responder {
     }
 
     pub(crate) fn has_output(&self) -> bool {
-        !self.replies.is_empty()
+        self.tail_ack.is_some() || !self.replies.is_empty()
     }
 
     /// Empties the receive queue for a flush: (wr_id, status) per WR.
     pub(crate) fn drain(&mut self) -> impl Iterator<Item = (u64, WcStatus)> + '_ {
         self.cur = None;
         self.replies.clear();
+        self.tail_ack = None;
         self.rq.drain(..).map(|w| (w.wr_id, WcStatus::WrFlushErr))
     }
 
     fn queue_ack(&mut self, psn: Psn, aeth: Aeth) {
-        if self.coalescible
-            && let Some(Reply::Ack { psn: p, aeth: a }) = self.replies.back_mut()
+        if let Some((p, a)) = &mut self.tail_ack
             && aeth.kind() == a.kind()
         {
             // A newer ACK covers the older one that has not left yet.
@@ -166,13 +168,31 @@ impl Responder {
             *a = aeth;
             return;
         }
-        self.replies.push_back(Reply::Ack { psn, aeth });
-        self.coalescible = true;
+        if let Some((p, a)) = self.tail_ack.replace((psn, aeth)) {
+            self.replies.push_back(Reply::Ack { psn: p, aeth: a });
+        }
     }
 
     fn queue_nak(&mut self, psn: Psn, aeth: Aeth) {
-        self.replies.push_back(Reply::Ack { psn, aeth });
-        self.coalescible = false;
+        self.push_reply(Reply::Ack { psn, aeth });
+    }
+
+    /// Queues a reply no later ACK may replace.
+    fn push_reply(&mut self, reply: Reply) {
+        if let Some((psn, aeth)) = self.tail_ack.take() {
+            self.replies.push_back(Reply::Ack { psn, aeth });
+        }
+        self.replies.push_back(reply);
+    }
+
+    /// Takes every queued reply out, for [`Self::restore_replies`].
+    fn take_replies(&mut self) -> (VecDeque<Reply>, Option<(Psn, Aeth)>) {
+        (std::mem::take(&mut self.replies), self.tail_ack.take())
+    }
+
+    fn restore_replies(&mut self, (replies, tail_ack): (VecDeque<Reply>, Option<(Psn, Aeth)>)) {
+        self.replies = replies;
+        self.tail_ack = tail_ack;
     }
 
     /// Takes a responder resource, recycling the oldest when all `max` are in use.
@@ -219,14 +239,14 @@ fn malformed_wqe(qp: &mut RcQp, psn: Psn, out: &mut Vec<RoutedCompletion>) {
 
 /// Moves the QP to ERR but keeps the NAK queued so it still goes out.
 fn fatal(qp: &mut RcQp, failed_recv: Option<WcStatus>, out: &mut Vec<RoutedCompletion>) {
-    let replies = std::mem::take(&mut qp.resp.replies);
+    let replies = qp.resp.take_replies();
     if let Some(status) = failed_recv
         && let Some(w) = qp.resp.rq.pop_front()
     {
         out.push(qp.recv_completion(w.wr_id, WcOpcode::Recv, status, 0, None));
     }
     qp.enter_error(None, out);
-    qp.resp.replies = replies;
+    qp.resp.restore_replies(replies);
 }
 
 #[inline]
@@ -292,14 +312,7 @@ fn handle_duplicate(qp: &mut RcQp, pkt: &Packet, mem: &Memory) {
                 mem.resolve_remote(qp.pd(), reth.rkey, reth.va, reth.dma_len as u64, Access::REMOTE_READ)
         {
             let msn = qp.resp.msn;
-            qp.resp.replies.push_back(Reply::Read {
-                psn: pkt.bth.psn,
-                target,
-                sent: 0,
-                total: reth.dma_len as u64,
-                msn,
-            });
-            qp.resp.coalescible = false;
+            qp.resp.push_reply(Reply::Read { psn: pkt.bth.psn, target, sent: 0, total: reth.dma_len as u64, msn });
         }
         return;
     }
@@ -309,8 +322,7 @@ fn handle_duplicate(qp: &mut RcQp, pkt: &Packet, mem: &Memory) {
         // or atomic recycled its resource, it is dropped (rxe: class D).
         if let Some(orig) = qp.resp.saved_atomic(pkt.bth.psn) {
             let msn = qp.resp.msn;
-            qp.resp.replies.push_back(Reply::Atomic { psn: pkt.bth.psn, orig, msn });
-            qp.resp.coalescible = false;
+            qp.resp.push_reply(Reply::Atomic { psn: pkt.bth.psn, orig, msn });
             qp.counters.atomics_replayed += 1;
         } else {
             qp.dropped += 1;
@@ -358,9 +370,9 @@ fn take_from_srq(qp: &mut RcQp, ctx: &mut RecvCtx<'_>) -> bool {
 /// What was queued for earlier packets still goes out.
 #[cold]
 fn cq_overflow(qp: &mut RcQp, out: &mut Vec<RoutedCompletion>) {
-    let replies = std::mem::take(&mut qp.resp.replies);
+    let replies = qp.resp.take_replies();
     qp.enter_error(None, out);
-    qp.resp.replies = replies;
+    qp.resp.restore_replies(replies);
 }
 
 #[inline]
@@ -500,8 +512,7 @@ fn handle_read_request(qp: &mut RcQp, pkt: &Packet, mem: &mut Memory, out: &mut 
     qp.resp.take_resource(qp.max_dest_rd_atomic, Resource::Read);
     qp.resp.msn = (qp.resp.msn + 1) & 0x00FF_FFFF;
     let msn = qp.resp.msn;
-    qp.resp.replies.push_back(Reply::Read { psn, target, sent: 0, total: dma_len as u64, msn });
-    qp.resp.coalescible = false;
+    qp.resp.push_reply(Reply::Read { psn, target, sent: 0, total: dma_len as u64, msn });
     qp.resp.epsn = qp.resp.epsn.add(npkts);
 }
 
@@ -545,8 +556,7 @@ fn handle_atomic(qp: &mut RcQp, pkt: &Packet, mem: &mut Memory, out: &mut Vec<Ro
     qp.resp.take_resource(qp.max_dest_rd_atomic, Resource::Atomic { psn, orig });
     qp.resp.msn = (qp.resp.msn + 1) & 0x00FF_FFFF;
     let msn = qp.resp.msn;
-    qp.resp.replies.push_back(Reply::Atomic { psn, orig, msn });
-    qp.resp.coalescible = false;
+    qp.resp.push_reply(Reply::Atomic { psn, orig, msn });
     qp.resp.epsn = qp.resp.epsn.add(1);
 }
 
@@ -554,7 +564,13 @@ fn handle_atomic(qp: &mut RcQp, pkt: &Packet, mem: &mut Memory, out: &mut Vec<Ro
 /// into `pkt`; whether there was one.
 #[inline]
 pub(super) fn poll_transmit(qp: &mut RcQp, path: &Path, mem: &Memory, pkt: &mut Packet) -> bool {
-    let Some(reply) = qp.resp.replies.front_mut() else { return false };
+    let Some(reply) = qp.resp.replies.front_mut() else {
+        // Nothing older waits: the newest ACK, if any, goes now.
+        let Some((psn, aeth)) = qp.resp.tail_ack.take() else { return false };
+        pkt.payload.clear();
+        path.fill(pkt, Bth::new(Opcode::ACKNOWLEDGE, path.dest_qpn, psn), None, Some(aeth), None);
+        return true;
+    };
     pkt.payload.clear();
     let (bth, aeth) = match reply {
         Reply::Atomic { psn, orig, msn } => {
@@ -569,9 +585,6 @@ pub(super) fn poll_transmit(qp: &mut RcQp, path: &Path, mem: &Memory, pkt: &mut 
             let bth = Bth::new(Opcode::ACKNOWLEDGE, path.dest_qpn, *psn);
             let aeth = *aeth;
             qp.resp.replies.pop_front();
-            if qp.resp.replies.is_empty() {
-                qp.resp.coalescible = false;
-            }
             (bth, Some(aeth))
         }
         Reply::Read { psn, target, sent, total, msn } => {
