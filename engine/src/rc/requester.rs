@@ -161,8 +161,14 @@ impl Requester {
             // rising PSNs, and the point is inside its WR), so it is not
             // behind: the usual case, answered without the search below.
             Some(w) if !w.awaits_response() && w.first_psn.add(self.tx_pkt).diff(self.una) >= 0 => return,
-            Some(_) => {}
+            Some(_) => self.skip_acked_search(),
         }
+    }
+
+    /// [`Self::skip_acked`] past its usual case (kept out of line so that
+    /// the usual case inlines into every ACK).
+    #[inline(never)]
+    fn skip_acked_search(&mut self) {
         let Some(idx) = self.sq.iter().position(|w| w.contains(self.una)) else { return };
         let w = &self.sq[idx];
         if w.awaits_response() {
