@@ -215,9 +215,10 @@ impl Requester {
 
     #[inline]
     pub(crate) fn next_timer(&self) -> Option<Instant> {
-        match (self.rnr_until, self.ack_deadline) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
+        // Without an RNR wait (the usual case) only the ACK deadline is left to look at.
+        match self.rnr_until {
+            None => self.ack_deadline,
+            Some(a) => Some(self.ack_deadline.map_or(a, |b| a.min(b))),
         }
     }
 
