@@ -289,17 +289,15 @@ fn ack_before(qp: &mut RcQp, psn: Psn) -> bool {
         return false;
     }
     let mut new_una = psn;
-    // The usual case, answered without walking the queue: the ACK reaches
-    // the front WR only (the next one, like every later one as WRs hold
-    // rising PSNs, starts at or after `psn`), and covers all of it. The
-    // walk below would mark it done and stop at the next WR.
-    let only_front = req.sq.get(1).is_none_or(|n| n.first_psn.diff(psn) >= 0);
-    if only_front
-        && let Some(w) = req.sq.front_mut()
+    // The usual case, answered without walking the queue: the ACK ends
+    // exactly at the front WR's last packet, so it covers all of it and
+    // the next WR (WRs hold consecutive PSNs) starts at `psn`. The walk
+    // below would mark it done and stop at the next WR.
+    if let Some(w) = req.sq.front_mut()
         && !w.done
         && !w.awaits_response()
+        && w.last_psn().add(1) == psn
         && w.first_psn.diff(psn) < 0
-        && w.last_psn().diff(psn) < 0
     {
         w.done = true;
         req.una = psn;
