@@ -605,7 +605,7 @@ impl World {
             // The node and the slot looked up once for the packet.
             let n = &mut self.nodes[node];
             let pkt = &mut self.in_flight[slot as usize];
-            let Some(more) = n.ep.poll_transmit_into(now, pkt) else {
+            let Some(_more) = n.ep.poll_transmit_into(now, pkt) else {
                 ready = n.ep.wants_transmit();
                 self.free_slots.push(slot);
                 break;
@@ -618,12 +618,10 @@ impl World {
             n.egress_free_at = done;
             self.transmit(node, slot, wire_len, done);
             // Once more after the transmit, for the node's outputs.
+            // (A packet that says more follows needs no event of its own:
+            // the loop goes on, and after it a node still ready gets one
+            // pass at the end of what it sent.)
             let n = &mut self.nodes[node];
-            if more && !n.egress_scheduled {
-                n.egress_scheduled = true;
-                let t = n.egress_free_at.max(now);
-                self.queue.schedule(now, t, EventKind::Egress { node: ev(node) });
-            }
             sync_timer(&mut self.queue, now, n, node);
             ready = n.ep.wants_transmit();
         }
