@@ -156,11 +156,11 @@ impl Requester {
         match self.sq.get(self.tx_idx) {
             // Everything queued was sent: no WR holding `una` lies at or
             // after the transmit point, so it cannot be behind.
-            None => return,
+            None => {}
             // The transmit point's packet is at or past `una` (WRs hold
             // rising PSNs, and the point is inside its WR), so it is not
-            // behind: the usual case, answered without the search below.
-            Some(w) if !w.awaits_response() && w.first_psn.add(self.tx_pkt).diff(self.una) >= 0 => return,
+            // behind: the usual case, answered without the search.
+            Some(w) if !w.awaits_response() && w.first_psn.add(self.tx_pkt).diff(self.una) >= 0 => {}
             Some(_) => self.skip_acked_search(),
         }
     }
