@@ -159,6 +159,17 @@ impl Memory {
     /// describes. Fails with `Length` when it does not fit.
     #[inline]
     pub(crate) fn scatter(&mut self, sges: &[Sge], mut msg_offset: u64, mut data: &[u8]) -> Result<(), LocalFault> {
+        if let [sge] = sges
+            && msg_offset < sge.len as u64
+            && data.len() as u64 <= sge.len as u64 - msg_offset
+            && let Some(region) = self.regions.get_mut(sge.mr.0)
+        {
+            // One SGE that takes all of `data`, the usual case: copied
+            // straight, without the walk.
+            let start = (sge.offset + msg_offset) as usize;
+            region.data[start..start + data.len()].copy_from_slice(data);
+            return Ok(());
+        }
         for sge in sges {
             if data.is_empty() {
                 return Ok(());
