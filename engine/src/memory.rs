@@ -110,15 +110,22 @@ impl Memory {
     /// Checks that every SGE names a region of `pd` and fits inside it.
     #[inline]
     pub(crate) fn check_sges(&self, pd: PdId, sges: &[Sge]) -> Result<(), LocalFault> {
-        for sge in sges {
-            let region = self.regions.get(sge.mr.0).ok_or(LocalFault::Protection)?;
-            if region.pd != pd {
-                return Err(LocalFault::Protection);
-            }
-            let end = sge.offset.checked_add(sge.len as u64).ok_or(LocalFault::Length)?;
-            if end > region.info.len {
-                return Err(LocalFault::Length);
-            }
+        if let [sge] = sges {
+            // One SGE, the usual case: checked without the loop.
+            return self.check_sge(pd, sge);
+        }
+        sges.iter().try_for_each(|sge| self.check_sge(pd, sge))
+    }
+
+    #[inline]
+    fn check_sge(&self, pd: PdId, sge: &Sge) -> Result<(), LocalFault> {
+        let region = self.regions.get(sge.mr.0).ok_or(LocalFault::Protection)?;
+        if region.pd != pd {
+            return Err(LocalFault::Protection);
+        }
+        let end = sge.offset.checked_add(sge.len as u64).ok_or(LocalFault::Length)?;
+        if end > region.info.len {
+            return Err(LocalFault::Length);
         }
         Ok(())
     }
