@@ -102,7 +102,8 @@ impl Requester {
 
     #[inline]
     pub(crate) fn post(&mut self, wr: &SendWr<'_>, len: u64, signaled: bool, pmtu: u32) {
-        let npkts = len.div_ceil(pmtu as u64).max(1) as u32;
+        // One packet, the usual case, needs no division.
+        let npkts = if len <= pmtu as u64 { 1 } else { len.div_ceil(pmtu as u64) as u32 };
         self.sq.push_back(SendWqe {
             wr_id: wr.wr_id,
             op: wr.op,
