@@ -397,13 +397,11 @@ impl RcQp {
         if self.path.is_none() {
             return false;
         }
-        if self.state == QpState::Err {
-            return self.resp.has_output();
+        match self.state {
+            QpState::Rts => self.resp.has_output() || self.req.can_transmit(now, self.max_rd_atomic),
+            QpState::Rtr | QpState::Err => self.resp.has_output(),
+            _ => false,
         }
-        if !matches!(self.state, QpState::Rtr | QpState::Rts) {
-            return false;
-        }
-        self.resp.has_output() || (self.state == QpState::Rts && self.req.can_transmit(now, self.max_rd_atomic))
     }
 
     /// The next time `handle_timeout` must run.
