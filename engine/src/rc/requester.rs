@@ -302,7 +302,11 @@ fn ack_before(qp: &mut RcQp, psn: Psn) -> bool {
     {
         w.done = true;
         req.una = psn;
-        req.skip_acked();
+        // A transmit point past the front WR lies at or after the next WR,
+        // which starts at `una`: it is not behind, no need to ask.
+        if req.tx_idx == 0 {
+            req.skip_acked();
+        }
         return true;
     }
     for (i, w) in req.sq.iter_mut().enumerate() {
