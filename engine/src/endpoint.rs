@@ -18,7 +18,7 @@ use crate::cm::{CmTransmit, Conn};
 use crate::idmap::IdMap;
 use crate::memory::Memory;
 use crate::packet::Packet;
-use crate::rc::{RcQp, RecvCtx, RoutedCompletion, Srq};
+use crate::rc::{QpCounters, RcQp, RecvCtx, RoutedCompletion, Srq};
 
 /// What an endpoint is: its name, address and port.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -117,6 +117,14 @@ pub struct Resources {
 pub(crate) struct Cq {
     pub depth: u32,
     pub entries: VecDeque<Completion>,
+}
+
+/// Adds a QP's protocol counts to an endpoint's.
+fn add_qp_counters(c: &mut EndpointCounters, q: &QpCounters) {
+    c.retransmitted += q.retransmitted;
+    c.timeouts += q.timeouts;
+    c.atomics_replayed += q.atomics_replayed;
+    c.seq_naks_ignored += q.seq_naks_ignored;
 }
 
 /// A completion found its CQ full (kept out of `route`, which stays small
@@ -319,10 +327,21 @@ impl Endpoint {
         self.cfg.ip
     }
 
-    /// What it counted so far.
-    #[inline]
+    /// What it counted so far. The QPs keep their own protocol counts
+    /// (nothing is added up per packet); they are summed here, with those of
+    /// the QPs destroyed (`retire_qp_counters`).
     pub fn counters(&self) -> EndpointCounters {
-        self.counters
+        let mut c = self.counters;
+        for q in self.qps.values() {
+            add_qp_counters(&mut c, &q.counters);
+        }
+        c
+    }
+
+    /// A QP about to be destroyed leaves its protocol counts to the
+    /// endpoint's.
+    pub(crate) fn retire_qp_counters(&mut self, q: &RcQp) {
+        add_qp_counters(&mut self.counters, &q.counters);
     }
 
     /// Whether the port is up (what `port` reports as its state).
@@ -428,7 +447,6 @@ impl Endpoint {
             return Ok(());
         };
         {
-            let before = q.counters;
             let srq = match q.init.srq {
                 Some(s) => self.srqs.get_mut(s.0),
                 None => None,
@@ -440,8 +458,6 @@ impl Endpoint {
             {
                 self.async_events.push_back(AsyncEvent::SrqLimitReached { srq: srq.id });
             }
-            self.counters.atomics_replayed += q.counters.atomics_replayed - before.atomics_replayed;
-            self.counters.seq_naks_ignored += q.counters.seq_naks_ignored - before.seq_naks_ignored;
         }
         // The QP stays in hand for its outputs (no second lookup).
         route(&mut self.comps, &mut self.cqs, &mut self.counters, &mut self.async_events);
@@ -488,9 +504,7 @@ impl Endpoint {
         }
         q.timer_event = None;
         if q.poll_timeout().is_some_and(|t| t <= now) {
-            let before = q.counters.timeouts;
             q.handle_timeout(now, &mut self.comps);
-            self.counters.timeouts += q.counters.timeouts - before;
             self.route();
         }
         // Re-arms at the QP's current deadline, if it has one.
@@ -545,9 +559,7 @@ impl Endpoint {
             let qp = self.out.tx_ready.pop_front()?;
             let Some(q) = self.qps.get_mut(qp.0) else { continue };
             q.tx_queued = false;
-            let before = q.counters.retransmitted;
             let built = q.poll_transmit(now, &self.mem, pkt, &mut self.comps);
-            self.counters.retransmitted += q.counters.retransmitted - before;
             route(&mut self.comps, &mut self.cqs, &mut self.counters, &mut self.async_events);
             let more = self.out.after_change(q, now, qp);
             if built {

@@ -310,6 +310,7 @@ impl Endpoint {
     pub fn destroy_qp(&mut self, qp: QpId) -> Result<()> {
         let n = &mut *self;
         let q = n.qps.remove(qp.0).ok_or_else(|| TransportError::handle(Verb::DestroyQp, qp))?;
+        n.retire_qp_counters(&q);
         n.qpn_to_qp.remove(&q.qpn);
         n.last_qpn = None;
         for c in n.conns.values_mut() {
