@@ -525,12 +525,7 @@ impl World {
             self.sync_cm(node);
             n = &mut self.nodes[node];
         }
-        if n.ep.wants_transmit() && !n.egress_scheduled {
-            n.egress_scheduled = true;
-            let t = n.egress_free_at.max(now);
-            self.queue.schedule(now, t, EventKind::Egress { node: ev(node) });
-        }
-        sync_timer(&mut self.queue, now, n, node);
+        sync_packets(&mut self.queue, now, n, node);
     }
 
     /// The endpoint's CM messages onto the fabric (rare: kept out of `sync`).
@@ -813,7 +808,7 @@ impl World {
     /// free).
     #[inline(always)]
     fn deliver(&mut self, to: NodeIdx, slot: u32) {
-        let Some(pkt) = self.in_flight.get(slot as usize) else { return };
+        let Some(pkt) = self.in_flight.get_mut(slot as usize) else { return };
         let now = self.now;
         let n = &mut self.nodes[to];
         let taken = if pkt.corrupt {
@@ -830,11 +825,30 @@ impl World {
             self.stats.delivered += 1;
             true
         };
-        self.release_slot(slot);
+        // The slot is freed with the packet in hand (`release_slot`).
+        pkt.payload.clear();
+        self.free_slots.push(slot);
         if taken {
-            self.sync(to);
+            if n.ep.wants_cm_transmit() {
+                self.sync(to);
+            } else {
+                sync_packets(&mut self.queue, now, n, to);
+            }
         }
     }
+}
+
+/// [`World::sync`] but for CM messages: the transmit pipeline started if
+/// the endpoint has packets, its timer armed. On the node's fields, so that
+/// a caller holding the node need not look it up again.
+#[inline(always)]
+fn sync_packets(queue: &mut Queue, now: Instant, n: &mut Node, node: NodeIdx) {
+    if n.ep.wants_transmit() && !n.egress_scheduled {
+        n.egress_scheduled = true;
+        let t = n.egress_free_at.max(now);
+        queue.schedule(now, t, EventKind::Egress { node: ev(node) });
+    }
+    sync_timer(queue, now, n, node);
 }
 
 /// Schedules the endpoint's timer event when it needs one earlier than
