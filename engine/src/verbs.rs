@@ -373,7 +373,9 @@ impl Endpoint {
         // completions a poll usually takes this is cheaper than a drain.
         if k == 1 {
             // One, the usual case: without the loop.
-            out.extend(c.entries.pop_front());
+            if let Some(wc) = c.entries.pop_front() {
+                out.push(wc);
+            }
             return Ok(1);
         }
         out.reserve(k);
