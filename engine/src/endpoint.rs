@@ -369,7 +369,15 @@ impl Endpoint {
     /// Whether a CM event or a completion on one of `cqs` waits.
     #[inline]
     pub fn has_events(&self, cqs: &[CqId]) -> bool {
-        !self.cm_events.is_empty() || cqs.iter().any(|cq| self.cqs.get(cq.0).is_some_and(|c| !c.entries.is_empty()))
+        if !self.cm_events.is_empty() {
+            return true;
+        }
+        let has = |cq: &CqId| self.cqs.get(cq.0).is_some_and(|c| !c.entries.is_empty());
+        match cqs {
+            // One CQ, the usual wait: without the iterator.
+            [cq] => has(cq),
+            cqs => cqs.iter().any(has),
+        }
     }
 
     pub(crate) fn alloc_id(&mut self) -> u32 {
