@@ -355,10 +355,16 @@ impl Endpoint {
     }
 
     #[inline]
-    /// Posts a receive.
-    pub fn post_recv<'a>(&mut self, now: Instant, qp: QpId, wr: &RecvWr<'a>) -> Result<()> {
-        self.with_qp(now, Verb::PostRecv, qp, |q, mem, _, out| q.post_recv(wr, mem, out))?
-            .map_err(|e| post_error(Verb::PostRecv, e))
+    /// Posts a receive. It starts no protocol work (`now` is taken as by
+    /// the other posts): a receive is consumed only when a message comes,
+    /// so the QP's outputs (packets, timers) are left as they are, as
+    /// [`post_srq_recv`](Self::post_srq_recv) leaves them.
+    pub fn post_recv<'a>(&mut self, _now: Instant, qp: QpId, wr: &RecvWr<'a>) -> Result<()> {
+        let q = self.qps.get_mut(qp.0).ok_or_else(|| TransportError::handle(Verb::PostRecv, qp))?;
+        let r = q.post_recv(wr, &self.mem, &mut self.comps);
+        // A QP in ERR flushes the receive at once.
+        crate::endpoint::route(&mut self.comps, &mut self.cqs, &mut self.counters, &mut self.async_events);
+        r.map_err(|e| post_error(Verb::PostRecv, e))
     }
 
     #[inline]

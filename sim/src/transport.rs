@@ -148,7 +148,11 @@ impl Transport for SimTransport {
     }
 
     fn post_recv<'a>(&mut self, qp: QpId, wr: &RecvWr<'a>) -> Result<()> {
-        self.drive(|ep, now| ep.post_recv(now, qp, wr))
+        // It starts no protocol work (`Endpoint::post_recv`): no outputs to
+        // take after it.
+        let mut w = self.world.borrow_mut();
+        let now = w.now;
+        w.nodes[self.node].ep.post_recv(now, qp, wr)
     }
 
     fn poll_cq(&mut self, cq: CqId, max: usize, out: &mut Vec<Completion>) -> Result<usize> {
