@@ -363,7 +363,7 @@ impl Endpoint {
         let q = self.qps.get_mut(qp.0).ok_or_else(|| TransportError::handle(Verb::PostRecv, qp))?;
         let r = q.post_recv(wr, &self.mem, &mut self.comps);
         // A QP in ERR flushes the receive at once.
-        crate::endpoint::route(&mut self.comps, &mut self.cqs, &mut self.counters, &mut self.async_events);
+        self.route();
         r.map_err(|e| post_error(Verb::PostRecv, e))
     }
 
@@ -375,8 +375,6 @@ impl Endpoint {
         if k == 0 {
             return Ok(0);
         }
-        // Moved one at a time from the front, in order: for the few
-        // completions a poll usually takes this is cheaper than a drain.
         if k == 1 {
             // One, the usual case: without the loop.
             if let Some(wc) = c.entries.pop_front() {
@@ -384,6 +382,8 @@ impl Endpoint {
             }
             return Ok(1);
         }
+        // Moved one at a time from the front, in order: for the few
+        // completions a poll usually takes this is cheaper than a drain.
         out.reserve(k);
         for _ in 0..k {
             out.extend(c.entries.pop_front());

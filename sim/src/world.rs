@@ -299,7 +299,7 @@ impl World {
     /// Where the link from `from` to `to` is in `links`.
     #[inline(always)]
     fn link_index(&self, from: NodeIdx, to: NodeIdx) -> usize {
-        from * self.nodes.len() + to
+        link_index(self.nodes.len(), from, to)
     }
 
     #[inline(always)]
@@ -411,7 +411,8 @@ impl World {
             // The link's next head takes this event's place in the heap (one
             // sift instead of a pop and a push), with the sequence number
             // `schedule` would have given it.
-            let link = &mut self.links[from * self.nodes.len() + to];
+            // (`self.link` would borrow the world `top` holds a part of.)
+            let link = &mut self.links[link_index(self.nodes.len(), from, to)];
             match link.fifo.get(1) {
                 Some(&(next, _)) if next > at => {
                     self.queue.seq += 1;
@@ -600,11 +601,14 @@ impl World {
             // The node and the slot looked up once for the packet.
             let n = &mut self.nodes[node];
             let pkt = &mut self.in_flight[slot as usize];
-            let Some(_more) = n.ep.poll_transmit_into(now, pkt) else {
+            // (Whether this QP has more is not asked: after the packet the
+            // loop asks the node, and a node still ready after the burst
+            // gets one pass at its end.)
+            if n.ep.poll_transmit_into(now, pkt).is_none() {
                 ready = n.ep.wants_transmit();
                 self.free_slots.push(slot);
                 break;
-            };
+            }
             budget -= 1;
             let wire_len = pkt.wire_len();
             let ser = n.serialization_ns(wire_len);
@@ -613,9 +617,6 @@ impl World {
             n.egress_free_at = done;
             self.transmit(node, slot, wire_len, done);
             // Once more after the transmit, for the node's outputs.
-            // (A packet that says more follows needs no event of its own:
-            // the loop goes on, and after it a node still ready gets one
-            // pass at the end of what it sent.)
             let n = &mut self.nodes[node];
             sync_timer(&mut self.queue, now, n, node);
             ready = n.ep.wants_transmit();
@@ -838,7 +839,7 @@ impl World {
     }
 }
 
-/// [`World::sync`] but for CM messages: the transmit pipeline started if
+/// [`World::sync`] without its CM part: the transmit pipeline started if
 /// the endpoint has packets, its timer armed. On the node's fields, so that
 /// a caller holding the node need not look it up again.
 #[inline(always)]
@@ -863,6 +864,13 @@ fn sync_timer(queue: &mut Queue, now: Instant, n: &mut Node, node: NodeIdx) {
         n.timer_pending = Some(at);
         queue.schedule(now, at, EventKind::Timer { node: ev(node) });
     }
+}
+
+/// Where the link from `from` to `to` is in `World::links`, a row-major
+/// square of `nodes` rows.
+#[inline(always)]
+fn link_index(nodes: usize, from: NodeIdx, to: NodeIdx) -> usize {
+    from * nodes + to
 }
 
 /// A node as events name it (`add_node` keeps every index within 32 bits).
