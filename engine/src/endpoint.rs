@@ -177,9 +177,8 @@ impl Outputs {
 
     /// After any change to `q` (QP `qp`): queue it for transmission if it
     /// has output, and arm its timer. Returns whether it has output (a QP
-    /// already queued is not asked again: `poll_transmit` asks when it
-    /// comes up, and it calls this with the QP unqueued, so its answer is
-    /// exact).
+    /// already queued is not asked again: `poll_transmit_into` asks when it
+    /// comes up).
     #[inline(always)]
     pub(crate) fn after_change(&mut self, q: &mut RcQp, now: Instant, qp: QpId) -> bool {
         let want_tx = q.tx_queued || q.wants_transmit(now);
@@ -187,6 +186,13 @@ impl Outputs {
             q.tx_queued = true;
             self.tx_ready.push_back(qp);
         }
+        self.arm_timer(q, qp);
+        want_tx
+    }
+
+    /// The timer half of [`after_change`](Self::after_change).
+    #[inline(always)]
+    fn arm_timer(&mut self, q: &mut RcQp, qp: QpId) {
         // Timers are lazy: an entry is armed only when the QP needs one
         // earlier than the one already pending. A deadline that merely moved
         // later (every ACK moves it) is picked up when the pending one fires.
@@ -202,7 +208,6 @@ impl Outputs {
                 self.arm(t, TimerKey::Qp(qp));
             }
         }
-        want_tx
     }
 }
 
@@ -564,12 +569,25 @@ impl Endpoint {
     #[inline]
     pub fn poll_transmit_into(&mut self, now: Instant, pkt: &mut Packet) -> Option<bool> {
         loop {
-            let qp = self.out.tx_ready.pop_front()?;
-            let Some(q) = self.qps.get_mut(qp.0) else { continue };
-            q.tx_queued = false;
+            let &qp = self.out.tx_ready.front()?;
+            let Some(q) = self.qps.get_mut(qp.0) else {
+                self.out.tx_ready.pop_front();
+                continue;
+            };
             let built = q.poll_transmit(now, &self.mem, pkt, &mut self.comps);
             route(&mut self.comps, &mut self.cqs, &mut self.counters, &mut self.async_events);
-            let more = self.out.after_change(q, now, qp);
+            // Round-robin: a QP with more goes to the back of the queue. A
+            // lone one stays where it is, which is the same place.
+            let more = q.wants_transmit(now);
+            if !more || self.out.tx_ready.len() > 1 {
+                self.out.tx_ready.pop_front();
+                if more {
+                    self.out.tx_ready.push_back(qp);
+                } else {
+                    q.tx_queued = false;
+                }
+            }
+            self.out.arm_timer(q, qp);
             if built {
                 return Some(more);
             }
