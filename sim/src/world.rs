@@ -574,6 +574,12 @@ impl World {
         self.sync(node);
     }
 
+    /// [`egress`](Self::egress), out of line, for `deliver`.
+    #[inline(never)]
+    fn egress_now(&mut self, node: NodeIdx) {
+        self.egress(node);
+    }
+
     #[inline(always)]
     fn egress(&mut self, node: NodeIdx) {
         let now = self.now;
@@ -829,12 +835,30 @@ impl World {
         // The slot is freed with the packet in hand (`release_slot`).
         pkt.payload.clear();
         self.free_slots.push(slot);
-        if taken {
-            if n.ep.wants_cm_transmit() {
-                self.sync(to);
-            } else {
-                sync_packets(&mut self.queue, now, n, to);
-            }
+        if !taken {
+            return;
+        }
+        if n.ep.wants_cm_transmit() {
+            self.sync(to);
+            return;
+        }
+        // The node's transmit pass (an ACK's, usually) runs here when it
+        // would be the very next event: its port is free, and nothing else
+        // is due in this instant before it (nothing waits in `now_queue`,
+        // and the heap's next event is later). That is the order the event
+        // would have run in, without its push and pop.
+        let egress_next = n.ep.wants_transmit()
+            && !n.egress_scheduled
+            && n.egress_free_at <= now
+            && self.queue.now_queue.is_empty()
+            && self.queue.events.peek().is_none_or(|Reverse(e)| e.at() > now);
+        if egress_next {
+            // The sequence number its event would have taken.
+            self.queue.seq += 1;
+            sync_timer(&mut self.queue, now, n, to);
+            self.egress_now(to);
+        } else {
+            sync_packets(&mut self.queue, now, n, to);
         }
     }
 }
