@@ -108,10 +108,14 @@ impl Ord for Event {
 struct Link {
     cfg: LinkConfig,
     rng: SimRng,
-    /// Packets arriving in order: (arrival, in-flight slot). Only the head is
-    /// in the event heap, so the heap stays small however many packets are
-    /// on the wire. Packets a fault holds back go through the heap instead.
-    fifo: VecDeque<(Instant, u32)>,
+    /// Packets arriving in order, as a chain of in-flight slots from
+    /// `head` to `tail` (each slot's successor and arrival are in
+    /// `World::chain`; [`NO_SLOT`] when the chain is empty). Only the head
+    /// is in the event heap, so the heap stays small however many packets
+    /// are on the wire. Packets a fault holds back go through the heap
+    /// instead.
+    head: u32,
+    tail: u32,
     /// Configured for this pair (else it follows the default link).
     custom: bool,
     /// A hold is on: what arrives waits here, in arrival order.
@@ -120,9 +124,21 @@ struct Link {
     /// kept by `Link::set_cfg` for the per-packet path.
     clean: bool,
     latency_ns: u64,
-    /// When the last packet of `fifo` arrives (its back's time, kept
-    /// apart: the in-order test reads it for every packet).
+    /// When the chain's last packet arrives (the in-order test reads it
+    /// for every packet).
     tail_at: Instant,
+}
+
+/// No slot: the end of a link's chain.
+const NO_SLOT: u32 = u32::MAX;
+
+/// Where an in-flight packet stands in its link's in-order chain.
+#[derive(Clone, Copy, Debug)]
+struct ChainLink {
+    /// When it arrives.
+    at: Instant,
+    /// The packet after it on the same link, or [`NO_SLOT`].
+    next: u32,
 }
 
 impl Link {
@@ -130,7 +146,8 @@ impl Link {
         let mut link = Link {
             cfg,
             rng,
-            fifo: VecDeque::new(),
+            head: NO_SLOT,
+            tail: NO_SLOT,
             custom,
             held: None,
             clean: true,
@@ -219,6 +236,9 @@ pub(crate) struct World {
     /// Packets on the wire, by slot; `free_slots` lists the free ones
     /// (whose packets are leftovers, kept for their payload buffers).
     in_flight: Vec<Packet>,
+    /// Each slot's place in its link's chain (`Link::head`), beside
+    /// `in_flight` (a chain is walked without touching the packets).
+    chain: Vec<ChainLink>,
     free_slots: Vec<u32>,
 }
 
@@ -247,6 +267,7 @@ impl World {
             actors: Vec::new(),
             next_actor: 0,
             in_flight: Vec::new(),
+            chain: Vec::new(),
             free_slots: Vec::new(),
         }
     }
@@ -412,9 +433,13 @@ impl World {
             // sift instead of a pop and a push), with the sequence number
             // `schedule` would have given it.
             // (`self.link` would borrow the world `top` holds a part of.)
-            let link = &mut self.links[link_index(self.nodes.len(), from, to)];
-            match link.fifo.get(1) {
-                Some(&(next, _)) if next > at => {
+            let link = &self.links[link_index(self.nodes.len(), from, to)];
+            let next = match self.chain.get(link.head as usize) {
+                Some(head) => self.chain.get(head.next as usize).map(|c| c.at),
+                None => None,
+            };
+            match next {
+                Some(next) if next > at => {
                     self.queue.seq += 1;
                     top.0.key = Event::key(next, self.queue.seq);
                     drop(top);
@@ -749,11 +774,16 @@ impl World {
     fn enqueue(&mut self, from: NodeIdx, to: NodeIdx, slot: u32, arrive: Instant, in_order: bool) {
         let i = self.link_index(from, to);
         let link = &mut self.links[i];
-        if in_order && (link.fifo.is_empty() || link.tail_at <= arrive) {
-            link.fifo.push_back((arrive, slot));
+        if in_order && (link.head == NO_SLOT || link.tail_at <= arrive) {
+            self.chain[slot as usize] = ChainLink { at: arrive, next: NO_SLOT };
             link.tail_at = arrive;
-            if link.fifo.len() == 1 {
+            if link.head == NO_SLOT {
+                link.head = slot;
+                link.tail = slot;
                 self.schedule(arrive, EventKind::LinkDeliver { from: ev(from), to: ev(to) });
+            } else {
+                self.chain[link.tail as usize].next = slot;
+                link.tail = slot;
             }
         } else {
             self.schedule(arrive, EventKind::Deliver { from: ev(from), to: ev(to), pkt: slot });
@@ -761,8 +791,11 @@ impl World {
     }
 
     fn link_deliver(&mut self, from: NodeIdx, to: NodeIdx) {
-        let link = self.link(from, to);
-        let next = link.fifo.get(1).map(|&(at, _)| at);
+        let head = self.link(from, to).head;
+        let next = match self.chain.get(head as usize) {
+            Some(head) => self.chain.get(head.next as usize).map(|c| c.at),
+            None => None,
+        };
         if let Some(at) = next {
             self.schedule(at, EventKind::LinkDeliver { from: ev(from), to: ev(to) });
         }
@@ -773,8 +806,11 @@ impl World {
     /// already scheduled).
     #[inline(always)]
     fn link_deliver_head(&mut self, from: NodeIdx, to: NodeIdx) {
-        let link = self.link(from, to);
-        let Some((_, slot)) = link.fifo.pop_front() else { return };
+        let i = self.link_index(from, to);
+        let link = &mut self.links[i];
+        let slot = link.head;
+        let Some(c) = self.chain.get(slot as usize) else { return };
+        link.head = c.next;
         let held = link.held.is_some();
         if held {
             self.keep(from, to, faults::Held::Packet(slot));
@@ -791,6 +827,7 @@ impl World {
             Some(slot) => slot,
             None => {
                 self.in_flight.push(Packet::empty(Vec::new()));
+                self.chain.push(ChainLink { at: Instant::ZERO, next: NO_SLOT });
                 (self.in_flight.len() - 1) as u32
             }
         }
