@@ -64,18 +64,22 @@ impl FabricStats {
         self.frames_sent += 1;
         self.bytes_sent += wire_len as u64;
         let op = pkt.bth.opcode;
-        if op.is_read_response() {
-            self.read_responses += 1;
-        } else if op == Opcode::ATOMIC_ACKNOWLEDGE {
-            self.atomic_acks += 1;
-        } else if op == Opcode::ACKNOWLEDGE
-            && let Some(aeth) = pkt.aeth
-        {
-            match aeth.kind() {
-                AckKind::Ack { .. } => self.acks += 1,
-                AckKind::RnrNak { .. } => self.rnr_naks += 1,
-                AckKind::Nak(NakCode::PsnSequenceError) => self.seq_naks += 1,
-                _ => self.other_naks += 1,
+        // The two usual packets first: an ACK, then a request (which has
+        // no count of its own).
+        if op == Opcode::ACKNOWLEDGE {
+            if let Some(aeth) = pkt.aeth {
+                match aeth.kind() {
+                    AckKind::Ack { .. } => self.acks += 1,
+                    AckKind::RnrNak { .. } => self.rnr_naks += 1,
+                    AckKind::Nak(NakCode::PsnSequenceError) => self.seq_naks += 1,
+                    _ => self.other_naks += 1,
+                }
+            }
+        } else if op.is_response() {
+            if op.is_read_response() {
+                self.read_responses += 1;
+            } else if op == Opcode::ATOMIC_ACKNOWLEDGE {
+                self.atomic_acks += 1;
             }
         }
     }
