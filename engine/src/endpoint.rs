@@ -464,7 +464,7 @@ impl Endpoint {
                 Some(s) => self.srqs.get_mut(s.0),
                 None => None,
             };
-            let mut ctx = RecvCtx { srq, cqs: &self.cqs };
+            let mut ctx = RecvCtx { srq, cqs: &mut self.cqs };
             q.handle_packet(now, pkt, &mut self.mem, &mut ctx, &mut self.comps);
             if let Some(srq) = ctx.srq
                 && std::mem::take(&mut srq.limit_reached)

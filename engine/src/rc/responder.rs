@@ -69,8 +69,9 @@ impl Srq {
 pub(crate) struct RecvCtx<'a> {
     /// The QP's shared receive queue, if it has one.
     pub srq: Option<&'a mut Srq>,
-    /// The endpoint's CQs, to see whether a receive completion fits.
-    pub cqs: &'a IdMap<Cq>,
+    /// The endpoint's CQs, to see whether a receive completion fits, and
+    /// to take it.
+    pub cqs: &'a mut IdMap<Cq>,
 }
 
 impl RecvCtx<'_> {
@@ -78,6 +79,23 @@ impl RecvCtx<'_> {
     #[inline]
     fn cq_room(&self, qp: &RcQp) -> bool {
         self.cqs.get(qp.init.recv_cq.0).is_some_and(|c| c.entries.len() < c.depth as usize)
+    }
+
+    /// A receive completion, straight into its CQ when it has room and
+    /// nothing waits in `out` to be routed before it; else into `out`,
+    /// behind the others, for the endpoint to route. Either way the CQ gets
+    /// it in the same order (a packet's one completion, usually, skips the
+    /// routing).
+    #[inline]
+    fn complete(&mut self, rc: RoutedCompletion, out: &mut Vec<RoutedCompletion>) {
+        if out.is_empty()
+            && let Some(cq) = self.cqs.get_mut(rc.cq.0)
+            && cq.entries.len() < cq.depth as usize
+        {
+            cq.entries.push_back(rc.wc);
+            return;
+        }
+        out.push(rc);
     }
 }
 
@@ -415,7 +433,7 @@ fn handle_send(qp: &mut RcQp, pkt: &Packet, mem: &mut Memory, ctx: &mut RecvCtx<
         qp.resp.cur = None;
         qp.resp.msn = (qp.resp.msn + 1) & 0x00FF_FFFF;
         if let Some(w) = qp.resp.rq.pop_front() {
-            out.push(qp.recv_completion(w.wr_id, WcOpcode::Recv, WcStatus::Success, received as u32, pkt.imm));
+            ctx.complete(qp.recv_completion(w.wr_id, WcOpcode::Recv, WcStatus::Success, received as u32, pkt.imm), out);
         }
     } else {
         qp.resp.cur = Some(InMsg::Send { received });
@@ -476,7 +494,10 @@ fn handle_write(qp: &mut RcQp, pkt: &Packet, mem: &mut Memory, ctx: &mut RecvCtx
         qp.resp.cur = None;
         qp.resp.msn = (qp.resp.msn + 1) & 0x00FF_FFFF;
         if needs_recv && let Some(w) = qp.resp.rq.pop_front() {
-            out.push(qp.recv_completion(w.wr_id, WcOpcode::RecvRdmaWithImm, WcStatus::Success, total, pkt.imm));
+            ctx.complete(
+                qp.recv_completion(w.wr_id, WcOpcode::RecvRdmaWithImm, WcStatus::Success, total, pkt.imm),
+                out,
+            );
         }
     } else {
         qp.resp.cur = Some(InMsg::Write { target, done: end, total });
