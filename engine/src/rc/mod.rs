@@ -21,6 +21,7 @@
 
 mod requester;
 mod responder;
+mod ring;
 
 use std::net::Ipv4Addr;
 

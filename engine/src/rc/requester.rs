@@ -4,12 +4,11 @@
 //! response data; an ACK past one of them means the response was lost, and
 //! the request is sent again.
 
-use std::collections::VecDeque;
-
 use rctb_core::time::Instant;
 use rctb_core::transport::{Psn, SendOp, SendWr, WcStatus};
 use rctb_core::wire::roce::{AckKind, AtomicEth, Bth, NakCode, Opcode, Reth};
 
+use super::ring::Ring;
 use super::{ACK_REQ_EVERY, MAX_WINDOW_PACKETS, Path, RcQp, RoutedCompletion, SgeList};
 use crate::memory::Memory;
 use crate::packet::Packet;
@@ -55,7 +54,7 @@ impl SendWqe {
 
 #[derive(Debug, Default)]
 pub(crate) struct Requester {
-    sq: VecDeque<SendWqe>,
+    sq: Ring<SendWqe>,
     /// PSN the next posted WR starts at.
     next_psn: Psn,
     /// Oldest PSN not yet acknowledged.
@@ -131,7 +130,7 @@ impl Requester {
         self.rnr_until = None;
         self.tx_idx = 0;
         self.tx_pkt = 0;
-        self.sq.drain(..)
+        self.sq.take_all().into_iter()
     }
 
     #[inline]
@@ -183,7 +182,8 @@ impl Requester {
         }
     }
 
-    #[inline]
+    // Always inlined: asked after every packet and every post.
+    #[inline(always)]
     pub(crate) fn can_transmit(&self, now: Instant, max_rd_atomic: u8) -> bool {
         if self.rnr_until.is_some_and(|t| now < t) || self.tx_idx >= self.sq.len() {
             // Waiting out an RNR NAK, or nothing left to send.
@@ -193,7 +193,7 @@ impl Requester {
         // the transmit point's); skip done ones otherwise (from their first).
         let (w, pkt) = match self.sq.get(self.tx_idx) {
             Some(w) if !w.done => (w, self.tx_pkt),
-            _ => match self.sq.range(self.tx_idx..).find(|w| !w.done) {
+            _ => match self.sq.iter().skip(self.tx_idx).find(|w| !w.done) {
                 Some(w) => (w, 0),
                 None => return false,
             },

@@ -8,6 +8,7 @@ use std::collections::VecDeque;
 use rctb_core::transport::{ATOMIC_LEN, Access, MrId, PdId, Psn, RecvWr, SrqId, WcOpcode, WcStatus};
 use rctb_core::wire::roce::{Aeth, AtomicAckEth, AtomicEth, Bth, NakCode, Opcode, Reth};
 
+use super::ring::Ring;
 use super::{Path, RcQp, RoutedCompletion, SgeList};
 use crate::endpoint::Cq;
 use crate::idmap::IdMap;
@@ -132,7 +133,7 @@ enum Resource {
 pub(crate) struct Responder {
     epsn: Psn,
     msn: u32,
-    rq: VecDeque<RecvWqe>,
+    rq: Ring<RecvWqe>,
     cur: Option<InMsg>,
     /// A PSN sequence error NAK was sent for the current gap.
     nak_sent: bool,
@@ -174,7 +175,7 @@ impl Responder {
         self.cur = None;
         self.replies.clear();
         self.tail_ack = None;
-        self.rq.drain(..).map(|w| (w.wr_id, WcStatus::WrFlushErr))
+        self.rq.take_all().into_iter().map(|w| (w.wr_id, WcStatus::WrFlushErr))
     }
 
     fn queue_ack(&mut self, psn: Psn, aeth: Aeth) {
@@ -259,9 +260,9 @@ fn malformed_wqe(qp: &mut RcQp, psn: Psn, out: &mut Vec<RoutedCompletion>) {
 fn fatal(qp: &mut RcQp, failed_recv: Option<WcStatus>, out: &mut Vec<RoutedCompletion>) {
     let replies = qp.resp.take_replies();
     if let Some(status) = failed_recv
-        && let Some(w) = qp.resp.rq.pop_front()
+        && let Some(wr_id) = qp.resp.rq.pop_front().map(|w| w.wr_id)
     {
-        out.push(qp.recv_completion(w.wr_id, WcOpcode::Recv, status, 0, None));
+        out.push(qp.recv_completion(wr_id, WcOpcode::Recv, status, 0, None));
     }
     qp.enter_error(None, out);
     qp.resp.restore_replies(replies);
@@ -432,8 +433,8 @@ fn handle_send(qp: &mut RcQp, pkt: &Packet, mem: &mut Memory, ctx: &mut RecvCtx<
     if op.ends_message() {
         qp.resp.cur = None;
         qp.resp.msn = (qp.resp.msn + 1) & 0x00FF_FFFF;
-        if let Some(w) = qp.resp.rq.pop_front() {
-            ctx.complete(qp.recv_completion(w.wr_id, WcOpcode::Recv, WcStatus::Success, received as u32, pkt.imm), out);
+        if let Some(wr_id) = qp.resp.rq.pop_front().map(|w| w.wr_id) {
+            ctx.complete(qp.recv_completion(wr_id, WcOpcode::Recv, WcStatus::Success, received as u32, pkt.imm), out);
         }
     } else {
         qp.resp.cur = Some(InMsg::Send { received });
@@ -493,9 +494,9 @@ fn handle_write(qp: &mut RcQp, pkt: &Packet, mem: &mut Memory, ctx: &mut RecvCtx
     if op.ends_message() {
         qp.resp.cur = None;
         qp.resp.msn = (qp.resp.msn + 1) & 0x00FF_FFFF;
-        if needs_recv && let Some(w) = qp.resp.rq.pop_front() {
+        if needs_recv && let Some(wr_id) = qp.resp.rq.pop_front().map(|w| w.wr_id) {
             ctx.complete(
-                qp.recv_completion(w.wr_id, WcOpcode::RecvRdmaWithImm, WcStatus::Success, total, pkt.imm),
+                qp.recv_completion(wr_id, WcOpcode::RecvRdmaWithImm, WcStatus::Success, total, pkt.imm),
                 out,
             );
         }
