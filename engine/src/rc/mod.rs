@@ -44,10 +44,16 @@ pub(crate) type SgeList = smallvec::SmallVec<[rctb_core::transport::Sge; 2]>;
 
 /// A WR's SGEs as an [`SgeList`]: one or two are built in place (the
 /// usual cases, without `from_slice`'s out-of-line copy), more spill.
+/// One is pushed into an empty list: built from a whole inline array
+/// (`from_buf_and_len([a, a], 1)`) it was copied around on the stack.
 #[inline]
 pub(crate) fn sge_list(sges: &[rctb_core::transport::Sge]) -> SgeList {
     match *sges {
-        [a] => SgeList::from_buf_and_len([a, a], 1),
+        [a] => {
+            let mut v = SgeList::new();
+            v.push(a);
+            v
+        }
         [a, b] => SgeList::from_buf([a, b]),
         _ => SgeList::from_slice(sges),
     }
