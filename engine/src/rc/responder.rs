@@ -396,8 +396,9 @@ fn cq_overflow(qp: &mut RcQp, out: &mut Vec<RoutedCompletion>) {
 
 #[inline]
 fn handle_send(qp: &mut RcQp, pkt: &Packet, mem: &mut Memory, ctx: &mut RecvCtx<'_>, out: &mut Vec<RoutedCompletion>) {
-    let op = pkt.bth.opcode;
     let psn = pkt.bth.psn;
+    // Asked once: the opcode test is a table lookup the compiler repeated.
+    let ends = pkt.bth.opcode.ends_message();
     if !have_recv(qp, ctx) {
         // No receive posted: RNR NAK with our min RNR timer; the requester
         // retries this PSN after that wait.
@@ -412,7 +413,7 @@ fn handle_send(qp: &mut RcQp, pkt: &Packet, mem: &mut Memory, ctx: &mut RecvCtx<
     }
     // First and Middle packets carry exactly one PMTU; Last and Only at most one.
     let pmtu = qp.path.map_or(4096, |p| p.pmtu) as usize;
-    let len_ok = if op.ends_message() { pkt.payload.len() <= pmtu } else { pkt.payload.len() == pmtu };
+    let len_ok = if ends { pkt.payload.len() <= pmtu } else { pkt.payload.len() == pmtu };
     if !len_ok {
         invalid_request(qp, psn, None, out);
         return;
@@ -426,11 +427,11 @@ fn handle_send(qp: &mut RcQp, pkt: &Packet, mem: &mut Memory, ctx: &mut RecvCtx<
         return;
     }
     let received = offset + pkt.payload.len() as u64;
-    if op.ends_message() && !ctx.cq_room(qp) {
+    if ends && !ctx.cq_room(qp) {
         cq_overflow(qp, out);
         return;
     }
-    if op.ends_message() {
+    if ends {
         qp.resp.cur = None;
         qp.resp.msn = (qp.resp.msn + 1) & 0x00FF_FFFF;
         if let Some(wr_id) = qp.resp.rq.pop_front().map(|w| w.wr_id) {
