@@ -277,7 +277,10 @@ pub(super) fn handle_request(
     out: &mut Vec<RoutedCompletion>,
 ) {
     let op = pkt.bth.opcode;
-    if !op.is_known() || !op.is_rc() {
+    // SEND Only, the usual request, is known, RC, starts a message and is a
+    // SEND: asked first, it skips the opcode tests (table lookups) below.
+    let send_only = op == Opcode::SEND_ONLY;
+    if !send_only && (!op.is_known() || !op.is_rc()) {
         qp.dropped += 1;
         return;
     }
@@ -303,7 +306,7 @@ pub(super) fn handle_request(
     // In sequence: the opcode must continue (or start) a message correctly.
     let continuing = qp.resp.cur;
     let ok = match continuing {
-        None => op.starts_message() || op == Opcode::READ_REQUEST || op.has_atomic_eth(),
+        None => send_only || op.starts_message() || op == Opcode::READ_REQUEST || op.has_atomic_eth(),
         Some(InMsg::Send { .. }) => op.is_send() && !op.starts_message(),
         Some(InMsg::Write { .. }) => op.is_write() && !op.starts_message(),
     };
@@ -311,12 +314,12 @@ pub(super) fn handle_request(
         invalid_request(qp, psn, None, out);
         return;
     }
-    if op == Opcode::READ_REQUEST {
+    if send_only || op.is_send() {
+        handle_send(qp, pkt, send_only || op.ends_message(), mem, ctx, out);
+    } else if op == Opcode::READ_REQUEST {
         handle_read_request(qp, pkt, mem, out);
     } else if op.has_atomic_eth() {
         handle_atomic(qp, pkt, mem, out);
-    } else if op.is_send() {
-        handle_send(qp, pkt, mem, ctx, out);
     } else {
         handle_write(qp, pkt, mem, ctx, out);
     }
@@ -394,11 +397,18 @@ fn cq_overflow(qp: &mut RcQp, out: &mut Vec<RoutedCompletion>) {
     qp.resp.restore_replies(replies);
 }
 
+/// A SEND packet; `ends`: it ends its message (asked once, by the caller:
+/// the opcode test is a table lookup the compiler repeated).
 #[inline]
-fn handle_send(qp: &mut RcQp, pkt: &Packet, mem: &mut Memory, ctx: &mut RecvCtx<'_>, out: &mut Vec<RoutedCompletion>) {
+fn handle_send(
+    qp: &mut RcQp,
+    pkt: &Packet,
+    ends: bool,
+    mem: &mut Memory,
+    ctx: &mut RecvCtx<'_>,
+    out: &mut Vec<RoutedCompletion>,
+) {
     let psn = pkt.bth.psn;
-    // Asked once: the opcode test is a table lookup the compiler repeated.
-    let ends = pkt.bth.opcode.ends_message();
     if !have_recv(qp, ctx) {
         // No receive posted: RNR NAK with our min RNR timer; the requester
         // retries this PSN after that wait.
