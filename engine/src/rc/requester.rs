@@ -185,8 +185,8 @@ impl Requester {
     // Always inlined: asked after every packet and every post.
     #[inline(always)]
     pub(crate) fn can_transmit(&self, now: Instant, max_rd_atomic: u8) -> bool {
-        if self.rnr_until.is_some_and(|t| now < t) || self.tx_idx >= self.sq.len() {
-            // Waiting out an RNR NAK, or nothing left to send.
+        if self.tx_idx >= self.sq.len() || self.rnr_until.is_some_and(|t| now < t) {
+            // Nothing left to send, or waiting out an RNR NAK.
             return false;
         }
         // Usually the WR at the transmit point is unfinished (its packet is
