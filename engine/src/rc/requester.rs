@@ -642,6 +642,8 @@ pub(super) fn poll_transmit(
         let k = req.tx_pkt;
         let offset = k as u64 * pmtu;
         let chunk = (w.len - offset.min(w.len)).min(pmtu);
+        // First: fewer values live across its call.
+        mem.gather(&w.sges, offset, chunk, &mut pkt.payload);
         let first = k == 0;
         let last = k + 1 == w.npkts;
         psn = w.first_psn.add(k);
@@ -675,7 +677,6 @@ pub(super) fn poll_transmit(
         };
         imm = if last { w.op.imm() } else { None };
         ends = last;
-        mem.gather(&w.sges, offset, chunk, &mut pkt.payload);
         if last {
             req.tx_idx += 1;
             req.tx_pkt = 0;
