@@ -32,6 +32,25 @@ pub(crate) struct SendWqe {
     pub local_error: Option<WcStatus>,
 }
 
+/// An unused ring slot's placeholder, never read as a WR.
+impl Default for SendWqe {
+    fn default() -> Self {
+        SendWqe {
+            wr_id: 0,
+            op: SendOp::Send,
+            sges: SgeList::new(),
+            len: 0,
+            signaled: false,
+            solicited: false,
+            first_psn: Psn::default(),
+            npkts: 0,
+            read_done: 0,
+            done: false,
+            local_error: None,
+        }
+    }
+}
+
 impl SendWqe {
     fn last_psn(&self) -> Psn {
         self.first_psn.add(self.npkts - 1)

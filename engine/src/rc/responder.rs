@@ -15,7 +15,8 @@ use crate::idmap::IdMap;
 use crate::memory::Memory;
 use crate::packet::Packet;
 
-#[derive(Debug)]
+/// (`Default`: an unused ring slot's placeholder.)
+#[derive(Debug, Default)]
 struct RecvWqe {
     wr_id: u64,
     sges: SgeList,

@@ -4,29 +4,27 @@
 //! is built, then copied into the call) and its `pop_front` moves the entry
 //! out to drop it. A work queue is pushed at its back and retired at its
 //! front, and its entries are read in place, so this ring keeps them where
-//! they are: a pushed entry is written straight into its slot, and a retired
-//! one stays in its slot (dropped when a later push overwrites it, or with
-//! the ring). The capacity is a power of two, so a slot is an add and a mask.
+//! they are: every slot holds a value (`T::default()` until first used), a
+//! pushed entry is written straight into its slot, and a retired one stays
+//! in its slot (dropped when a later push overwrites it, or with the ring).
+//! The number of slots is a power of two, so a slot is an add and a mask.
 
 use std::ops::{Index, IndexMut};
 
 /// A FIFO of `T` in a ring of slots.
 #[derive(Debug)]
 pub(crate) struct Ring<T> {
-    /// The slots, filled in order the first time round (a slot at or past
-    /// `buf.len()` was never used); at most `mask + 1` of them.
+    /// The slots: a power of two of them, or none.
     buf: Vec<T>,
     /// The slot of the front entry.
     head: usize,
     /// Live entries, from `head` on (wrapping).
     len: usize,
-    /// The capacity, a power of two, less one.
-    mask: usize,
 }
 
 impl<T> Default for Ring<T> {
     fn default() -> Self {
-        Ring { buf: Vec::new(), head: 0, len: 0, mask: 0 }
+        Ring { buf: Vec::new(), head: 0, len: 0 }
     }
 }
 
@@ -45,7 +43,9 @@ impl<T> Ring<T> {
 
     #[inline]
     fn slot(&self, i: usize) -> usize {
-        (self.head + i) & self.mask
+        // Masked by the slot count less one: the compiler then knows the
+        // slot is in bounds.
+        (self.head + i) & self.buf.len().wrapping_sub(1)
     }
 
     /// The entry `i` places from the front.
@@ -85,16 +85,16 @@ impl<T> Ring<T> {
 
     /// Appends `value`, written straight into its slot.
     #[inline]
-    pub(crate) fn push_back(&mut self, value: T) {
-        if self.len > self.mask {
+    pub(crate) fn push_back(&mut self, value: T)
+    where
+        T: Default,
+    {
+        if self.len == self.buf.len() {
             self.grow();
         }
         let s = self.slot(self.len);
         if let Some(slot) = self.buf.get_mut(s) {
             *slot = value;
-        } else {
-            // The first time round: the slots fill in order.
-            self.buf.push(value);
         }
         self.len += 1;
     }
@@ -106,19 +106,22 @@ impl<T> Ring<T> {
             return None;
         }
         let s = self.head;
-        self.head = (s + 1) & self.mask;
+        self.head = self.slot(1);
         self.len -= 1;
         self.buf.get(s)
     }
 
-    /// Doubles the capacity of a full ring.
+    /// Doubles the slots of a full ring (an empty one gets four).
     #[cold]
-    fn grow(&mut self) {
+    fn grow(&mut self)
+    where
+        T: Default,
+    {
         // Full: every slot is live, so putting the front first orders them.
         self.buf.rotate_left(self.head);
         self.head = 0;
-        self.mask = self.mask * 2 + 1;
-        self.buf.reserve_exact(self.mask + 1 - self.buf.len());
+        let slots = (self.buf.len() * 2).max(4);
+        self.buf.resize_with(slots, T::default);
     }
 
     /// The live entries as two runs, front first.
@@ -155,11 +158,11 @@ impl<T> Ring<T> {
         a.iter_mut().chain(b)
     }
 
-    /// Takes every entry out, front first, leaving it empty.
+    /// Takes every entry out, front first, leaving it empty (no slots).
     pub(crate) fn take_all(&mut self) -> Vec<T> {
         let mut buf = std::mem::take(&mut self.buf);
-        // The live entries follow `head` (wrapping only in a full buffer):
-        // turned to the front, they are the first `len`.
+        // The live entries follow `head` (wrapping): turned to the front,
+        // they are the first `len`.
         buf.rotate_left(self.head);
         buf.truncate(self.len);
         self.head = 0;
