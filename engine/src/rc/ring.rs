@@ -68,13 +68,14 @@ impl<T> Ring<T> {
     /// The oldest entry.
     #[inline]
     pub(crate) fn front(&self) -> Option<&T> {
-        self.get(0)
+        // `head` is its slot: no add and mask.
+        if self.len > 0 { self.buf.get(self.head) } else { None }
     }
 
     /// The oldest entry, to change.
     #[inline]
     pub(crate) fn front_mut(&mut self) -> Option<&mut T> {
-        self.get_mut(0)
+        if self.len > 0 { self.buf.get_mut(self.head) } else { None }
     }
 
     /// The newest entry, to change.
@@ -94,7 +95,9 @@ impl<T> Ring<T> {
         }
         let s = self.slot(self.len);
         if let Some(slot) = self.buf.get_mut(s) {
-            *slot = value;
+            // The new entry is stored before the old one is dropped: no
+            // drop call stands between building it and storing it.
+            drop(std::mem::replace(slot, value));
         }
         self.len += 1;
     }
