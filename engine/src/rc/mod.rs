@@ -376,17 +376,21 @@ impl RcQp {
         pkt: &mut Packet,
         out: &mut Vec<RoutedCompletion>,
     ) -> bool {
-        let Some(path) = self.path else { return false };
+        // The path is borrowed where it lies for the responder, and copied
+        // only for the requester (which takes the whole QP): copied up
+        // front, it was loaded and kept in registers across both.
+        let Some(path) = &self.path else { return false };
         // A QP that failed as responder still sends the NAK that says why.
         if !matches!(self.state, QpState::Rtr | QpState::Rts | QpState::Err) {
             return false;
         }
-        if self.resp.has_output() && responder::poll_transmit(self, &path, mem, pkt) {
+        if self.resp.has_output() && responder::poll_transmit(&mut self.resp, path, mem, pkt) {
             return true;
         }
         if self.state != QpState::Rts {
             return false;
         }
+        let path = *path;
         requester::poll_transmit(self, now, &path, mem, pkt, out)
     }
 

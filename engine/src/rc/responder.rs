@@ -598,10 +598,10 @@ fn handle_atomic(qp: &mut RcQp, pkt: &Packet, mem: &mut Memory, out: &mut Vec<Ro
 /// Builds the next ACK, NAK, READ response or atomic acknowledge packet
 /// into `pkt`; whether there was one.
 #[inline]
-pub(super) fn poll_transmit(qp: &mut RcQp, path: &Path, mem: &Memory, pkt: &mut Packet) -> bool {
-    let Some(reply) = qp.resp.replies.front_mut() else {
+pub(super) fn poll_transmit(resp: &mut Responder, path: &Path, mem: &Memory, pkt: &mut Packet) -> bool {
+    let Some(reply) = resp.replies.front_mut() else {
         // Nothing older waits: the newest ACK, if any, goes now.
-        let Some((psn, aeth)) = qp.resp.tail_ack.take() else { return false };
+        let Some((psn, aeth)) = resp.tail_ack.take() else { return false };
         pkt.payload.clear();
         path.fill(pkt, Bth::new(Opcode::ACKNOWLEDGE, path.dest_qpn, psn), None, Some(aeth), None);
         return true;
@@ -611,7 +611,7 @@ pub(super) fn poll_transmit(qp: &mut RcQp, path: &Path, mem: &Memory, pkt: &mut 
         Reply::Atomic { psn, orig, msn } => {
             let bth = Bth::new(Opcode::ATOMIC_ACKNOWLEDGE, path.dest_qpn, *psn);
             let (aeth, orig) = (Aeth::ack(*msn), *orig);
-            qp.resp.replies.pop_front();
+            resp.replies.pop_front();
             path.fill(pkt, bth, None, Some(aeth), None);
             pkt.atomic_ack = Some(AtomicAckEth { orig });
             return true;
@@ -619,7 +619,7 @@ pub(super) fn poll_transmit(qp: &mut RcQp, path: &Path, mem: &Memory, pkt: &mut 
         Reply::Ack { psn, aeth } => {
             let bth = Bth::new(Opcode::ACKNOWLEDGE, path.dest_qpn, *psn);
             let aeth = *aeth;
-            qp.resp.replies.pop_front();
+            resp.replies.pop_front();
             (bth, Some(aeth))
         }
         Reply::Read { psn, target, sent, total, msn } => {
@@ -641,7 +641,7 @@ pub(super) fn poll_transmit(qp: &mut RcQp, path: &Path, mem: &Memory, pkt: &mut 
             *psn = psn.add(1);
             *sent += chunk;
             if last {
-                qp.resp.replies.pop_front();
+                resp.replies.pop_front();
             }
             (bth, aeth)
         }
