@@ -18,6 +18,7 @@ use crate::cm::{CmTransmit, Conn};
 use crate::idmap::IdMap;
 use crate::memory::Memory;
 use crate::packet::Packet;
+use crate::rc::ring::Ring;
 use crate::rc::{QpCounters, RcQp, RecvCtx, RoutedCompletion, Srq};
 
 /// What an endpoint is: its name, address and port.
@@ -161,8 +162,8 @@ pub(crate) fn route(
 /// An endpoint's transmit queue and timers.
 #[derive(Debug, Default)]
 pub(crate) struct Outputs {
-    /// QPs with something to transmit, served round-robin.
-    tx_ready: VecDeque<QpId>,
+    /// QPs with something to transmit (their numbers), served round-robin.
+    tx_ready: Ring<u32>,
     /// Pending timers: (due, order of arming, what). Entries a later
     /// change superseded stay until they come up and are skipped.
     timers: BinaryHeap<Reverse<(Instant, u64, TimerKey)>>,
@@ -184,7 +185,7 @@ impl Outputs {
         let want_tx = q.tx_queued || q.wants_transmit(now);
         if want_tx && !q.tx_queued {
             q.tx_queued = true;
-            self.tx_ready.push_back(qp);
+            self.tx_ready.push_back(qp.0);
         }
         self.arm_timer(q, qp);
         want_tx
@@ -569,7 +570,7 @@ impl Endpoint {
     #[inline]
     pub fn poll_transmit_into(&mut self, now: Instant, pkt: &mut Packet) -> Option<bool> {
         loop {
-            let &qp = self.out.tx_ready.front()?;
+            let qp = QpId(*self.out.tx_ready.front()?);
             let Some(q) = self.qps.get_mut(qp.0) else {
                 self.out.tx_ready.pop_front();
                 continue;
@@ -582,7 +583,7 @@ impl Endpoint {
             if !more || self.out.tx_ready.len() > 1 {
                 self.out.tx_ready.pop_front();
                 if more {
-                    self.out.tx_ready.push_back(qp);
+                    self.out.tx_ready.push_back(qp.0);
                 } else {
                     q.tx_queued = false;
                 }

@@ -21,7 +21,7 @@
 
 mod requester;
 mod responder;
-mod ring;
+pub(crate) mod ring;
 
 use std::net::Ipv4Addr;
 
