@@ -11,7 +11,9 @@ use std::fmt;
 use std::net::Ipv4Addr;
 
 use rctb_core::time::Instant;
-use rctb_core::transport::{AsyncEvent, CmEvent, Completion, ConnId, CqId, ListenId, Mtu, PdId, Psn, QpId};
+use rctb_core::transport::{
+    AsyncEvent, CmEvent, Completion, ConnId, CqId, ListenId, Mtu, PdId, Psn, QpId, WcOpcode, WcStatus,
+};
 
 use crate::cm::mad::{self, MadDrop};
 use crate::cm::{CmTransmit, Conn};
@@ -117,7 +119,26 @@ pub struct Resources {
 #[derive(Debug)]
 pub(crate) struct Cq {
     pub depth: u32,
-    pub entries: VecDeque<Completion>,
+    pub entries: Ring<Wc>,
+}
+
+/// A CQ's slot: a completion (or, in a slot never used, a placeholder;
+/// `Ring` keeps every slot holding a value).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Wc(pub Completion);
+
+impl Default for Wc {
+    fn default() -> Self {
+        Wc(Completion {
+            wr_id: 0,
+            status: WcStatus::Success,
+            opcode: WcOpcode::Send,
+            byte_len: 0,
+            imm: None,
+            qp: QpId(0),
+            vendor_err: 0,
+        })
+    }
 }
 
 /// Adds a QP's protocol counts to an endpoint's.
@@ -153,7 +174,7 @@ pub(crate) fn route(
             if cq.entries.len() >= cq.depth as usize {
                 lose_completion(counters, events, rc.cq);
             } else {
-                cq.entries.push_back(rc.wc);
+                cq.entries.push_back(Wc(rc.wc));
             }
         }
     }

@@ -378,7 +378,7 @@ impl Endpoint {
         if k == 1 {
             // One, the usual case: without the loop.
             if let Some(wc) = c.entries.pop_front() {
-                out.push(wc);
+                out.push(wc.0);
             }
             return Ok(1);
         }
@@ -386,7 +386,7 @@ impl Endpoint {
         // completions a poll usually takes this is cheaper than a drain.
         out.reserve(k);
         for _ in 0..k {
-            out.extend(c.entries.pop_front());
+            out.extend(c.entries.pop_front().map(|wc| wc.0));
         }
         Ok(k)
     }

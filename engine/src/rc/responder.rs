@@ -94,7 +94,7 @@ impl RecvCtx<'_> {
             && let Some(cq) = self.cqs.get_mut(rc.cq.0)
             && cq.entries.len() < cq.depth as usize
         {
-            cq.entries.push_back(rc.wc);
+            cq.entries.push_back(crate::endpoint::Wc(rc.wc));
             return;
         }
         out.push(rc);
@@ -508,10 +508,7 @@ fn handle_write(qp: &mut RcQp, pkt: &Packet, mem: &mut Memory, ctx: &mut RecvCtx
         qp.resp.cur = None;
         qp.resp.msn = (qp.resp.msn + 1) & 0x00FF_FFFF;
         if needs_recv && let Some(wr_id) = qp.resp.rq.pop_front().map(|w| w.wr_id) {
-            ctx.complete(
-                qp.recv_completion(wr_id, WcOpcode::RecvRdmaWithImm, WcStatus::Success, total, pkt.imm),
-                out,
-            );
+            ctx.complete(qp.recv_completion(wr_id, WcOpcode::RecvRdmaWithImm, WcStatus::Success, total, pkt.imm), out);
         }
     } else {
         qp.resp.cur = Some(InMsg::Write { target, done: end, total });
