@@ -1,4 +1,5 @@
-//! The FIFO a QP keeps its work queue entries in.
+//! The FIFO a QP keeps its work queue entries in (and the endpoint its
+//! CQs' completions and its transmit-ready QPs).
 //!
 //! A `VecDeque` would do, but its `push_back` stays out of line (the entry
 //! is built, then copied into the call) and its `pop_front` moves the entry
