@@ -471,7 +471,7 @@ impl World {
     #[inline(always)]
     fn dispatch(&mut self, at: Instant, kind: EventKind) {
         match kind {
-            EventKind::Deliver { from, to, pkt: slot } => self.arrive(from as NodeIdx, to as NodeIdx, slot),
+            EventKind::Deliver { from, to, pkt: slot } => self.arrive(from as NodeIdx, to as NodeIdx, slot, true),
             EventKind::LinkDeliver { from, to } => self.link_deliver(from as NodeIdx, to as NodeIdx),
             EventKind::Egress { node } => self.egress(node as NodeIdx),
             EventKind::Timer { node } => self.node_timer(node as NodeIdx, at),
@@ -815,7 +815,7 @@ impl World {
         if held {
             self.keep(from, to, faults::Held::Packet(slot));
         } else {
-            self.deliver(to, slot);
+            self.deliver(to, slot, true);
         }
     }
 
@@ -849,9 +849,11 @@ impl World {
 
     /// The packet parked in `slot` reaches `to`; its slot is freed. It is
     /// read where it is parked (a packet is not small enough to move for
-    /// free).
+    /// free). `in_instant`: the caller is an event of the instant's loop
+    /// (not `release`, which delivers several packets in a row), so the
+    /// node's transmit pass may run here when it is the next event.
     #[inline(always)]
-    fn deliver(&mut self, to: NodeIdx, slot: u32) {
+    fn deliver(&mut self, to: NodeIdx, slot: u32, in_instant: bool) {
         let Some(pkt) = self.in_flight.get_mut(slot as usize) else { return };
         let now = self.now;
         let n = &mut self.nodes[to];
@@ -884,7 +886,8 @@ impl World {
         // is due in this instant before it (nothing waits in `now_queue`,
         // and the heap's next event is later). That is the order the event
         // would have run in, without its push and pop.
-        let egress_next = n.ep.wants_transmit()
+        let egress_next = in_instant
+            && n.ep.wants_transmit()
             && !n.egress_scheduled
             && n.egress_free_at <= now
             && self.queue.now_queue.is_empty()

@@ -58,7 +58,7 @@ impl World {
             let Some(kept) = self.link(from, to).held.take() else { continue };
             for item in kept {
                 match item {
-                    Held::Packet(slot) => self.arrive(from, to, slot),
+                    Held::Packet(slot) => self.arrive(from, to, slot, false),
                     Held::Cm(msg) => self.cm_arrive(from, to, *msg),
                 }
             }
@@ -108,12 +108,13 @@ impl World {
         }
     }
 
-    /// A packet reaches the far end of the link from `from` to `to`.
-    pub(super) fn arrive(&mut self, from: NodeIdx, to: NodeIdx, slot: u32) {
+    /// A packet reaches the far end of the link from `from` to `to`
+    /// (`in_instant` as in `deliver`).
+    pub(super) fn arrive(&mut self, from: NodeIdx, to: NodeIdx, slot: u32, in_instant: bool) {
         if self.link(from, to).held.is_some() {
             self.keep(from, to, Held::Packet(slot));
         } else {
-            self.deliver(to, slot);
+            self.deliver(to, slot, in_instant);
         }
     }
 
