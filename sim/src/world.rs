@@ -433,12 +433,8 @@ impl World {
             // sift instead of a pop and a push), with the sequence number
             // `schedule` would have given it.
             // (`self.link` would borrow the world `top` holds a part of.)
-            let link = &self.links[link_index(self.nodes.len(), from, to)];
-            let next = match self.chain.get(link.head as usize) {
-                Some(head) => self.chain.get(head.next as usize).map(|c| c.at),
-                None => None,
-            };
-            match next {
+            let head = self.links[link_index(self.nodes.len(), from, to)].head;
+            match second_arrival(&self.chain, head) {
                 Some(next) if next > at => {
                     self.queue.seq += 1;
                     top.0.key = Event::key(next, self.queue.seq);
@@ -792,11 +788,7 @@ impl World {
 
     fn link_deliver(&mut self, from: NodeIdx, to: NodeIdx) {
         let head = self.link(from, to).head;
-        let next = match self.chain.get(head as usize) {
-            Some(head) => self.chain.get(head.next as usize).map(|c| c.at),
-            None => None,
-        };
-        if let Some(at) = next {
+        if let Some(at) = second_arrival(&self.chain, head) {
             self.schedule(at, EventKind::LinkDeliver { from: ev(from), to: ev(to) });
         }
         self.link_deliver_head(from, to);
@@ -935,6 +927,14 @@ fn sync_timer(queue: &mut Queue, now: Instant, n: &mut Node, node: NodeIdx) {
 #[inline(always)]
 fn link_index(nodes: usize, from: NodeIdx, to: NodeIdx) -> usize {
     from * nodes + to
+}
+
+/// When the packet after `head` in its link's chain arrives (`None`: the
+/// chain holds at most one packet).
+#[inline(always)]
+fn second_arrival(chain: &[ChainLink], head: u32) -> Option<Instant> {
+    let next = chain.get(head as usize)?.next;
+    chain.get(next as usize).map(|c| c.at)
 }
 
 /// A node as events name it (`add_node` keeps every index within 32 bits).
