@@ -727,7 +727,14 @@ pub(super) fn poll_transmit(
     let mut bth = Bth::new(opcode, path.dest_qpn, psn);
     bth.ack_req = ack_req;
     bth.se = solicited;
-    path.fill(pkt, bth, reth, None, imm);
-    pkt.atomic = atomic;
+    path.fill(pkt, bth, None, None, imm);
+    // The extended headers a SEND lacks are stored only when present
+    // (`fill` cleared them): storing an `Option` whole writes every field.
+    if let Some(reth) = reth {
+        pkt.reth = Some(reth);
+    }
+    if let Some(atomic) = atomic {
+        pkt.atomic = Some(atomic);
+    }
     true
 }
