@@ -83,6 +83,14 @@ impl RecvCtx<'_> {
         self.cqs.get(qp.init.recv_cq.0).is_some_and(|c| c.entries.len() < c.depth as usize)
     }
 
+    /// `qp`'s receive CQ when it can take one more completion: a message
+    /// that ends looks its CQ up once, for the room and for the completion
+    /// ([`complete_into`]).
+    #[inline]
+    fn recv_cq_with_room(&mut self, qp: &RcQp) -> Option<&mut Cq> {
+        self.cqs.get_mut(qp.init.recv_cq.0).filter(|c| c.entries.len() < c.depth as usize)
+    }
+
     /// A receive completion, straight into its CQ when it has room and
     /// nothing waits in `out` to be routed before it; else into `out`,
     /// behind the others, for the endpoint to route. Either way the CQ gets
@@ -97,6 +105,17 @@ impl RecvCtx<'_> {
             cq.entries.push_back(crate::endpoint::Wc(rc.wc));
             return;
         }
+        out.push(rc);
+    }
+}
+
+/// [`RecvCtx::complete`] into `cq`, the completion's CQ, found with room
+/// by [`RecvCtx::recv_cq_with_room`].
+#[inline]
+fn complete_into(cq: &mut Cq, rc: RoutedCompletion, out: &mut Vec<RoutedCompletion>) {
+    if out.is_empty() {
+        cq.entries.push_back(crate::endpoint::Wc(rc.wc));
+    } else {
         out.push(rc);
     }
 }
@@ -439,15 +458,16 @@ fn handle_send(
         return;
     }
     let received = offset + pkt.payload.len() as u64;
-    if ends && !ctx.cq_room(qp) {
-        cq_overflow(qp, out);
-        return;
-    }
     if ends {
+        let Some(cq) = ctx.recv_cq_with_room(qp) else {
+            cq_overflow(qp, out);
+            return;
+        };
         qp.resp.cur = None;
         qp.resp.msn = (qp.resp.msn + 1) & 0x00FF_FFFF;
         if let Some(wr_id) = qp.resp.rq.pop_front().map(|w| w.wr_id) {
-            ctx.complete(qp.recv_completion(wr_id, WcOpcode::Recv, WcStatus::Success, received as u32, pkt.imm), out);
+            let rc = qp.recv_completion(wr_id, WcOpcode::Recv, WcStatus::Success, received as u32, pkt.imm);
+            complete_into(cq, rc, out);
         }
     } else {
         qp.resp.cur = Some(InMsg::Send { received });
