@@ -597,7 +597,11 @@ impl Endpoint {
                 continue;
             };
             let built = q.poll_transmit(now, &self.mem, pkt, &mut self.comps);
-            route(&mut self.comps, &mut self.cqs, &mut self.counters, &mut self.async_events);
+            if !built {
+                // Only a QP that built nothing completes anything here (a
+                // send WR's local error at the head of its queue).
+                route(&mut self.comps, &mut self.cqs, &mut self.counters, &mut self.async_events);
+            }
             // Round-robin: a QP with more goes to the back of the queue. A
             // lone one stays where it is, which is the same place.
             let more = q.wants_transmit(now);
