@@ -156,6 +156,12 @@ pub struct RcQp {
     pub(crate) tx_queued: bool,
     /// Owner bookkeeping: the earliest timer event scheduled for this QP.
     pub(crate) timer_event: Option<Instant>,
+    /// The instant at which the requester was last found able to send
+    /// ([`wants_transmit_after_packet`](Self::wants_transmit_after_packet)),
+    /// if nothing changed the QP since: the next request packet built at
+    /// that same instant skips asking again (a burst asks once per packet,
+    /// not twice). Every other `&mut` entry into the QP clears it.
+    tx_ok_at: Option<Instant>,
 }
 
 /// Requester events worth reporting.
@@ -195,6 +201,7 @@ impl RcQp {
             counters: QpCounters::default(),
             tx_queued: false,
             timer_event: None,
+            tx_ok_at: None,
         }
     }
 
@@ -212,6 +219,7 @@ impl RcQp {
         src_ip: Ipv4Addr,
         out: &mut Vec<RoutedCompletion>,
     ) -> Result<(), &'static str> {
+        self.tx_ok_at = None;
         if !t.allowed_from(self.state) {
             return Err("transition not allowed from the current state");
         }
@@ -274,6 +282,7 @@ impl RcQp {
         mem: &Memory,
         out: &mut Vec<RoutedCompletion>,
     ) -> Result<(), PostError> {
+        self.tx_ok_at = None;
         if wr.sges.len() as u32 > self.init.caps.max_send_sge.max(1) {
             return Err(PostError::TooManySge(self.init.caps.max_send_sge));
         }
@@ -344,6 +353,7 @@ impl RcQp {
         ctx: &mut RecvCtx<'_>,
         out: &mut Vec<RoutedCompletion>,
     ) {
+        self.tx_ok_at = None;
         let Some(path) = self.path else {
             self.dropped += 1;
             return;
@@ -391,7 +401,10 @@ impl RcQp {
             return false;
         }
         let path = *path;
-        requester::poll_transmit(self, now, &path, mem, pkt, out)
+        // Asked at this instant with nothing changed since: the requester can send.
+        let checked = self.tx_ok_at == Some(now);
+        self.tx_ok_at = None;
+        requester::poll_transmit(self, now, checked, &path, mem, pkt, out)
     }
 
     /// The ACK deadline from `now`: `now + ack_timeout`, saturating as `+`
@@ -415,6 +428,28 @@ impl RcQp {
         }
     }
 
+    /// [`wants_transmit`](Self::wants_transmit), asked after a packet was
+    /// built: when the requester can send, that is noted for `now` (the
+    /// next [`poll_transmit`](Self::poll_transmit) at the same instant then
+    /// does not ask again).
+    #[inline(always)]
+    pub(crate) fn wants_transmit_after_packet(&mut self, now: Instant) -> bool {
+        if self.path.is_none() {
+            return false;
+        }
+        match self.state {
+            QpState::Rts => {
+                if self.req.can_transmit(now, self.max_rd_atomic) {
+                    self.tx_ok_at = Some(now);
+                    return true;
+                }
+                self.resp.has_output()
+            }
+            QpState::Rtr | QpState::Err => self.resp.has_output(),
+            _ => false,
+        }
+    }
+
     /// The next time `handle_timeout` must run.
     #[inline]
     pub(crate) fn poll_timeout(&self) -> Option<Instant> {
@@ -425,6 +460,7 @@ impl RcQp {
     }
 
     pub(crate) fn handle_timeout(&mut self, now: Instant, out: &mut Vec<RoutedCompletion>) {
+        self.tx_ok_at = None;
         if self.state == QpState::Rts {
             requester::handle_timeout(self, now, out);
         }
@@ -433,6 +469,7 @@ impl RcQp {
     /// Moves to ERR: `failed` (if any) completes with its status first, then
     /// every outstanding send and receive WR completes with WR_FLUSH_ERR.
     pub(crate) fn enter_error(&mut self, failed: Option<WcStatus>, out: &mut Vec<RoutedCompletion>) {
+        self.tx_ok_at = None;
         if self.state == QpState::Err {
             return;
         }

@@ -597,16 +597,19 @@ pub(super) fn handle_timeout(qp: &mut RcQp, now: Instant, out: &mut Vec<RoutedCo
 }
 
 /// Builds the next request packet into `pkt`; whether there was one.
+/// `checked`: [`Requester::can_transmit`] is known to hold (asked at `now`,
+/// nothing changed since), so it is not asked again.
 #[inline]
 pub(super) fn poll_transmit(
     qp: &mut RcQp,
     now: Instant,
+    checked: bool,
     path: &Path,
     mem: &Memory,
     pkt: &mut Packet,
     out: &mut Vec<RoutedCompletion>,
 ) -> bool {
-    if !qp.req.can_transmit(now, qp.max_rd_atomic) {
+    if !checked && !qp.req.can_transmit(now, qp.max_rd_atomic) {
         // A local error at the head completes now.
         if qp.req.sq.front().is_some_and(|w| w.local_error.is_some()) {
             retire(qp, out);
