@@ -618,8 +618,15 @@ pub(super) fn poll_transmit(
     }
     let pmtu = path.pmtu as u64;
     let req = &mut qp.req;
-    req.skip_done();
-    let Some(w) = req.sq.get(req.tx_idx) else { return false };
+    // Usually the transmit point's WR is unfinished: it is looked up once.
+    let w = match req.sq.get(req.tx_idx) {
+        Some(w) if !w.done => w,
+        _ => {
+            req.skip_done();
+            let Some(w) = req.sq.get(req.tx_idx) else { return false };
+            w
+        }
+    };
     pkt.payload.clear();
     let (opcode, psn, reth, imm, ends, retx);
     let mut atomic = None;
