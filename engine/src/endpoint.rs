@@ -21,7 +21,7 @@ use crate::idmap::IdMap;
 use crate::memory::Memory;
 use crate::packet::Packet;
 use crate::rc::ring::Ring;
-use crate::rc::{QpCounters, RcQp, RecvCtx, RoutedCompletion, Srq};
+use crate::rc::{Built, QpCounters, RcQp, RecvCtx, RoutedCompletion, Srq};
 
 /// What an endpoint is: its name, address and port.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -597,14 +597,14 @@ impl Endpoint {
                 continue;
             };
             let built = q.poll_transmit(now, &self.mem, pkt, &mut self.comps);
-            if !built {
+            if built == Built::Nothing {
                 // Only a QP that built nothing completes anything here (a
                 // send WR's local error at the head of its queue).
                 route(&mut self.comps, &mut self.cqs, &mut self.counters, &mut self.async_events);
             }
             // Round-robin: a QP with more goes to the back of the queue. A
             // lone one stays where it is, which is the same place.
-            let more = if built { q.wants_transmit_after_packet(now) } else { q.wants_transmit(now) };
+            let more = if built == Built::Nothing { q.wants_transmit(now) } else { q.wants_transmit_after_packet(now) };
             if !more || self.out.tx_ready.len() > 1 {
                 self.out.tx_ready.pop_front();
                 if more {
@@ -613,8 +613,12 @@ impl Endpoint {
                     q.tx_queued = false;
                 }
             }
-            self.out.arm_timer(q, qp);
-            if built {
+            if built != Built::Response {
+                // A response leaves the QP's timers as the last change armed
+                // them (every change ends by arming them).
+                self.out.arm_timer(q, qp);
+            }
+            if built != Built::Nothing {
                 return Some(more);
             }
         }

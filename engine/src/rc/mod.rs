@@ -87,6 +87,18 @@ pub enum PostError {
     HasSrq,
 }
 
+/// What [`RcQp::poll_transmit`] built.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Built {
+    /// No packet.
+    Nothing,
+    /// The responder's: an ACK, NAK, READ response or atomic acknowledge.
+    /// It leaves the requester (and so the QP's timers) as it was.
+    Response,
+    /// The requester's: a request packet.
+    Request,
+}
+
 /// Path facts fixed at RTR/RTS.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Path {
@@ -377,7 +389,7 @@ impl RcQp {
 
     /// The next packet to put on the wire, if any is ready at `now`.
     /// Builds the next packet into `pkt` (its payload is the buffer);
-    /// whether there was one.
+    /// whether there was one, and which half built it.
     #[inline]
     pub(crate) fn poll_transmit(
         &mut self,
@@ -385,26 +397,26 @@ impl RcQp {
         mem: &Memory,
         pkt: &mut Packet,
         out: &mut Vec<RoutedCompletion>,
-    ) -> bool {
+    ) -> Built {
         // The path is borrowed where it lies for the responder, and copied
         // only for the requester (which takes the whole QP): copied up
         // front, it was loaded and kept in registers across both.
-        let Some(path) = &self.path else { return false };
+        let Some(path) = &self.path else { return Built::Nothing };
         // A QP that failed as responder still sends the NAK that says why.
         if !matches!(self.state, QpState::Rtr | QpState::Rts | QpState::Err) {
-            return false;
+            return Built::Nothing;
         }
         if self.resp.has_output() && responder::poll_transmit(&mut self.resp, path, mem, pkt) {
-            return true;
+            return Built::Response;
         }
         if self.state != QpState::Rts {
-            return false;
+            return Built::Nothing;
         }
         let path = *path;
         // Asked at this instant with nothing changed since: the requester can send.
         let checked = self.tx_ok_at == Some(now);
         self.tx_ok_at = None;
-        requester::poll_transmit(self, now, checked, &path, mem, pkt, out)
+        if requester::poll_transmit(self, now, checked, &path, mem, pkt, out) { Built::Request } else { Built::Nothing }
     }
 
     /// The ACK deadline from `now`: `now + ack_timeout`, saturating as `+`
