@@ -604,7 +604,7 @@ impl Endpoint {
             }
             // Round-robin: a QP with more goes to the back of the queue. A
             // lone one stays where it is, which is the same place.
-            let more = if built == Built::Nothing { q.wants_transmit(now) } else { q.wants_transmit_after_packet(now) };
+            let more = q.wants_transmit_after_packet(now, built);
             if !more || self.out.tx_ready.len() > 1 {
                 self.out.tx_ready.pop_front();
                 if more {

@@ -169,6 +169,7 @@ pub struct RcQp {
     /// Owner bookkeeping: the earliest timer event scheduled for this QP.
     pub(crate) timer_event: Option<Instant>,
     /// The instant at which the requester was last found able to send
+    /// after a request packet
     /// ([`wants_transmit_after_packet`](Self::wants_transmit_after_packet)),
     /// if nothing changed the QP since: the next request packet built at
     /// that same instant skips asking again (a burst asks once per packet,
@@ -440,25 +441,28 @@ impl RcQp {
         }
     }
 
-    /// [`wants_transmit`](Self::wants_transmit), asked after a packet was
-    /// built: when the requester can send, that is noted for `now` (the
-    /// next [`poll_transmit`](Self::poll_transmit) at the same instant then
+    /// [`wants_transmit`](Self::wants_transmit), asked after `built` (a
+    /// packet): the path and the state are as they were when it was built
+    /// (building changes neither), so only what a packet changes is asked.
+    /// When the requester can send, that is noted for `now` (the next
+    /// [`poll_transmit`](Self::poll_transmit) at the same instant then
     /// does not ask again).
     #[inline(always)]
-    pub(crate) fn wants_transmit_after_packet(&mut self, now: Instant) -> bool {
-        if self.path.is_none() {
-            return false;
-        }
-        match self.state {
-            QpState::Rts => {
+    pub(crate) fn wants_transmit_after_packet(&mut self, now: Instant, built: Built) -> bool {
+        match built {
+            // Built by the requester: the QP is in RTS.
+            Built::Request => {
                 if self.req.can_transmit(now, self.max_rd_atomic) {
                     self.tx_ok_at = Some(now);
                     return true;
                 }
                 self.resp.has_output()
             }
-            QpState::Rtr | QpState::Err => self.resp.has_output(),
-            _ => false,
+            // Built by the responder: in RTR, RTS or ERR.
+            Built::Response => {
+                self.resp.has_output() || (self.state == QpState::Rts && self.req.can_transmit(now, self.max_rd_atomic))
+            }
+            Built::Nothing => self.wants_transmit(now),
         }
     }
 
