@@ -613,9 +613,10 @@ impl Endpoint {
                     q.tx_queued = false;
                 }
             }
-            if built != Built::Response {
-                // A response leaves the QP's timers as the last change armed
-                // them (every change ends by arming them).
+            if matches!(built, Built::Nothing | Built::TimedRequest) {
+                // A response, or a request packet sent while the ACK timer
+                // runs, leaves the QP's timers as the last change armed them
+                // (every change ends by arming them).
                 self.out.arm_timer(q, qp);
             }
             if built != Built::Nothing {

@@ -95,8 +95,11 @@ pub(crate) enum Built {
     /// The responder's: an ACK, NAK, READ response or atomic acknowledge.
     /// It leaves the requester (and so the QP's timers) as it was.
     Response,
-    /// The requester's: a request packet.
+    /// The requester's: a request packet, the ACK timer already running
+    /// (the QP's timers are as they were).
     Request,
+    /// The requester's: a request packet that started the ACK timer.
+    TimedRequest,
 }
 
 /// Path facts fixed at RTR/RTS.
@@ -417,7 +420,7 @@ impl RcQp {
         // Asked at this instant with nothing changed since: the requester can send.
         let checked = self.tx_ok_at == Some(now);
         self.tx_ok_at = None;
-        if requester::poll_transmit(self, now, checked, &path, mem, pkt, out) { Built::Request } else { Built::Nothing }
+        requester::poll_transmit(self, now, checked, &path, mem, pkt, out)
     }
 
     /// The ACK deadline from `now`: `now + ack_timeout`, saturating as `+`
@@ -451,7 +454,7 @@ impl RcQp {
     pub(crate) fn wants_transmit_after_packet(&mut self, now: Instant, built: Built) -> bool {
         match built {
             // Built by the requester: the QP is in RTS.
-            Built::Request => {
+            Built::Request | Built::TimedRequest => {
                 if self.req.can_transmit(now, self.max_rd_atomic) {
                     self.tx_ok_at = Some(now);
                     return true;

@@ -9,7 +9,7 @@ use rctb_core::transport::{Psn, SendOp, SendWr, WcStatus};
 use rctb_core::wire::roce::{AckKind, AtomicEth, Bth, NakCode, Opcode, Reth};
 
 use super::ring::Ring;
-use super::{ACK_REQ_EVERY, MAX_WINDOW_PACKETS, Path, RcQp, RoutedCompletion, SgeList};
+use super::{ACK_REQ_EVERY, Built, MAX_WINDOW_PACKETS, Path, RcQp, RoutedCompletion, SgeList};
 use crate::memory::Memory;
 use crate::packet::Packet;
 
@@ -596,8 +596,9 @@ pub(super) fn handle_timeout(qp: &mut RcQp, now: Instant, out: &mut Vec<RoutedCo
     qp.req.ack_deadline = qp.ack_deadline(now);
 }
 
-/// Builds the next request packet into `pkt`; whether there was one.
-/// `checked`: [`Requester::can_transmit`] is known to hold (asked at `now`,
+/// Builds the next request packet into `pkt`: [`Built::Nothing`] when
+/// there was none, [`Built::TimedRequest`] when it started the ACK timer,
+/// else [`Built::Request`]. `checked`: [`Requester::can_transmit`] is known to hold (asked at `now`,
 /// nothing changed since), so it is not asked again.
 #[inline]
 pub(super) fn poll_transmit(
@@ -608,13 +609,13 @@ pub(super) fn poll_transmit(
     mem: &Memory,
     pkt: &mut Packet,
     out: &mut Vec<RoutedCompletion>,
-) -> bool {
+) -> Built {
     if !checked && !qp.req.can_transmit(now, qp.max_rd_atomic) {
         // A local error at the head completes now.
         if qp.req.sq.front().is_some_and(|w| w.local_error.is_some()) {
             retire(qp, out);
         }
-        return false;
+        return Built::Nothing;
     }
     let pmtu = path.pmtu as u64;
     let req = &mut qp.req;
@@ -623,7 +624,7 @@ pub(super) fn poll_transmit(
         Some(w) if !w.done => w,
         _ => {
             req.skip_done();
-            let Some(w) = req.sq.get(req.tx_idx) else { return false };
+            let Some(w) = req.sq.get(req.tx_idx) else { return Built::Nothing };
             w
         }
     };
@@ -731,7 +732,8 @@ pub(super) fn poll_transmit(
     if ack_req {
         req.pkts_since_ack_req = 0;
     }
-    if req.ack_deadline.is_none() {
+    let timed = req.ack_deadline.is_none();
+    if timed {
         req.ack_deadline = qp.ack_timeout_ns.map(|t| Instant::from_nanos(now.as_nanos().saturating_add(t)));
     }
     let mut bth = Bth::new(opcode, path.dest_qpn, psn);
@@ -746,5 +748,5 @@ pub(super) fn poll_transmit(
     if let Some(atomic) = atomic {
         pkt.atomic = Some(atomic);
     }
-    true
+    if timed { Built::TimedRequest } else { Built::Request }
 }
