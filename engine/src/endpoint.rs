@@ -203,12 +203,20 @@ impl Outputs {
     /// comes up).
     #[inline(always)]
     pub(crate) fn after_change(&mut self, q: &mut RcQp, now: Instant, qp: QpId) -> bool {
+        let want_tx = self.queue_if_ready(q, now, qp);
+        self.arm_timer(q, qp);
+        want_tx
+    }
+
+    /// The transmit half of [`after_change`](Self::after_change), for a
+    /// change that cannot start or advance the QP's timers (a post).
+    #[inline(always)]
+    pub(crate) fn queue_if_ready(&mut self, q: &mut RcQp, now: Instant, qp: QpId) -> bool {
         let want_tx = q.tx_queued || q.wants_transmit(now);
         if want_tx && !q.tx_queued {
             q.tx_queued = true;
             self.tx_ready.push_back(qp.0);
         }
-        self.arm_timer(q, qp);
         want_tx
     }
 

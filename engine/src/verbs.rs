@@ -350,8 +350,14 @@ impl Endpoint {
                 ));
             }
         }
-        self.with_qp(now, Verb::PostSend, qp, |q, mem, _, out| q.post_send(wr, len, mem, out))?
-            .map_err(|e| post_error(Verb::PostSend, e))
+        let q = self.qps.get_mut(qp.0).ok_or_else(|| TransportError::handle(Verb::PostSend, qp))?;
+        let r = q.post_send(wr, len, &self.mem, &mut self.comps);
+        crate::endpoint::route(&mut self.comps, &mut self.cqs, &mut self.counters, &mut self.async_events);
+        // A post starts no timer and moves none earlier (a local error that
+        // moves the QP to ERR stops them): only its output is asked about,
+        // not its timers (`after_change` would find nothing to arm).
+        self.out.queue_if_ready(q, now, qp);
+        r.map_err(|e| post_error(Verb::PostSend, e))
     }
 
     #[inline]
