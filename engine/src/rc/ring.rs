@@ -85,8 +85,10 @@ impl<T> Ring<T> {
         self.len.checked_sub(1).and_then(|i| self.get_mut(i))
     }
 
-    /// Appends `value`, written straight into its slot.
-    #[inline]
+    /// Appends `value`, written straight into its slot. (Always inlined:
+    /// its caller builds the value in place of the slot, not on the stack
+    /// for a call.)
+    #[inline(always)]
     pub(crate) fn push_back(&mut self, value: T)
     where
         T: Default,
