@@ -48,12 +48,17 @@ fn post_error(verb: Verb, e: PostError) -> TransportError {
 }
 
 impl Endpoint {
+    /// Runs `f` on the QP, then takes its completions and outputs.
+    /// `timers`: `f` may start a timer or move one earlier; a post cannot
+    /// (a local error that moves the QP to ERR stops them), and then the
+    /// timers are not asked about (`after_change` would find nothing to arm).
     #[inline]
     fn with_qp<R>(
         &mut self,
         now: Instant,
         verb: Verb,
         qp: QpId,
+        timers: bool,
         f: impl FnOnce(&mut RcQp, &Memory, Ipv4Addr, &mut Vec<RoutedCompletion>) -> R,
     ) -> Result<R> {
         let ip = self.cfg.ip;
@@ -61,7 +66,11 @@ impl Endpoint {
         let r = f(q, &self.mem, ip, &mut self.comps);
         // The QP stays in hand for its outputs (no second lookup).
         crate::endpoint::route(&mut self.comps, &mut self.cqs, &mut self.counters, &mut self.async_events);
-        self.out.after_change(q, now, qp);
+        if timers {
+            self.out.after_change(q, now, qp);
+        } else {
+            self.out.queue_if_ready(q, now, qp);
+        }
         Ok(r)
     }
 
@@ -290,7 +299,7 @@ impl Endpoint {
                 ));
             }
         }
-        let r = self.with_qp(now, Verb::ModifyQp, qp, |q, _, ip, out| {
+        let r = self.with_qp(now, Verb::ModifyQp, qp, true, |q, _, ip, out| {
             let state = q.state;
             q.modify(transition, ip, out).map_err(|rule| (state, rule))
         })?;
@@ -350,14 +359,8 @@ impl Endpoint {
                 ));
             }
         }
-        let q = self.qps.get_mut(qp.0).ok_or_else(|| TransportError::handle(Verb::PostSend, qp))?;
-        let r = q.post_send(wr, len, &self.mem, &mut self.comps);
-        crate::endpoint::route(&mut self.comps, &mut self.cqs, &mut self.counters, &mut self.async_events);
-        // A post starts no timer and moves none earlier (a local error that
-        // moves the QP to ERR stops them): only its output is asked about,
-        // not its timers (`after_change` would find nothing to arm).
-        self.out.queue_if_ready(q, now, qp);
-        r.map_err(|e| post_error(Verb::PostSend, e))
+        self.with_qp(now, Verb::PostSend, qp, false, |q, mem, _, out| q.post_send(wr, len, mem, out))?
+            .map_err(|e| post_error(Verb::PostSend, e))
     }
 
     #[inline]

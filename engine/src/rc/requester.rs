@@ -157,15 +157,6 @@ impl Requester {
         self.sent_end.diff(self.una).max(0) as u32
     }
 
-    /// Moves the transmit point past WRs that are already finished (a go-back
-    /// never needs to resend them).
-    fn skip_done(&mut self) {
-        while self.sq.get(self.tx_idx).is_some_and(|w| w.done) {
-            self.tx_idx += 1;
-            self.tx_pkt = 0;
-        }
-    }
-
     /// Moves the transmit point up to `una` when it is behind it: after a
     /// go-back (timeout, NAK, RNR) rewound it, ACKs of the first flight
     /// still arrive, and what they cover must not be sent again. READs keep
@@ -596,6 +587,22 @@ pub(super) fn handle_timeout(qp: &mut RcQp, now: Instant, out: &mut Vec<RoutedCo
     qp.req.ack_deadline = qp.ack_deadline(now);
 }
 
+/// The WR to send from: the transmit point's (`tx_idx`, `tx_pkt`), once
+/// moved past WRs that are already finished (a go-back never needs to
+/// resend them). On the requester's fields, so that the WR stays borrowed
+/// while the packet is built and the transmit point moves.
+#[inline]
+fn next_to_send<'a>(sq: &'a Ring<SendWqe>, tx_idx: &mut usize, tx_pkt: &mut u32) -> Option<&'a SendWqe> {
+    loop {
+        let w = sq.get(*tx_idx)?;
+        if !w.done {
+            return Some(w);
+        }
+        *tx_idx += 1;
+        *tx_pkt = 0;
+    }
+}
+
 /// Builds the next request packet into `pkt`: [`Built::Nothing`] when
 /// there was none, [`Built::TimedRequest`] when it started the ACK timer,
 /// else [`Built::Request`]. `checked`: [`Requester::can_transmit`] is known to hold (asked at `now`,
@@ -619,15 +626,7 @@ pub(super) fn poll_transmit(
     }
     let pmtu = path.pmtu as u64;
     let req = &mut qp.req;
-    // Usually the transmit point's WR is unfinished: it is looked up once.
-    let w = match req.sq.get(req.tx_idx) {
-        Some(w) if !w.done => w,
-        _ => {
-            req.skip_done();
-            let Some(w) = req.sq.get(req.tx_idx) else { return Built::Nothing };
-            w
-        }
-    };
+    let Some(w) = next_to_send(&req.sq, &mut req.tx_idx, &mut req.tx_pkt) else { return Built::Nothing };
     pkt.payload.clear();
     let (opcode, psn, reth, imm, ends, retx);
     let mut atomic = None;

@@ -77,12 +77,6 @@ pub(crate) struct RecvCtx<'a> {
 }
 
 impl RecvCtx<'_> {
-    /// Whether `qp`'s receive CQ can take one more completion.
-    #[inline]
-    fn cq_room(&self, qp: &RcQp) -> bool {
-        self.cqs.get(qp.init.recv_cq.0).is_some_and(|c| c.entries.len() < c.depth as usize)
-    }
-
     /// `qp`'s receive CQ when it can take one more completion: a message
     /// that ends looks its CQ up once, for the room and for the completion
     /// ([`complete_into`]).
@@ -90,27 +84,13 @@ impl RecvCtx<'_> {
     fn recv_cq_with_room(&mut self, qp: &RcQp) -> Option<&mut Cq> {
         self.cqs.get_mut(qp.init.recv_cq.0).filter(|c| c.entries.len() < c.depth as usize)
     }
-
-    /// A receive completion, straight into its CQ when it has room and
-    /// nothing waits in `out` to be routed before it; else into `out`,
-    /// behind the others, for the endpoint to route. Either way the CQ gets
-    /// it in the same order (a packet's one completion, usually, skips the
-    /// routing).
-    #[inline]
-    fn complete(&mut self, rc: RoutedCompletion, out: &mut Vec<RoutedCompletion>) {
-        if out.is_empty()
-            && let Some(cq) = self.cqs.get_mut(rc.cq.0)
-            && cq.entries.len() < cq.depth as usize
-        {
-            cq.entries.push_back(crate::endpoint::Wc(rc.wc));
-            return;
-        }
-        out.push(rc);
-    }
 }
 
-/// [`RecvCtx::complete`] into `cq`, the completion's CQ, found with room
-/// by [`RecvCtx::recv_cq_with_room`].
+/// A receive completion for `cq`, its CQ, found with room by
+/// [`RecvCtx::recv_cq_with_room`]: straight into it when nothing waits in
+/// `out` to be routed before it; else into `out`, behind the others, for
+/// the endpoint to route. Either way the CQ gets it in the same order (a
+/// packet's one completion, usually, skips the routing).
 #[inline]
 fn complete_into(cq: &mut Cq, rc: RoutedCompletion, out: &mut Vec<RoutedCompletion>) {
     if out.is_empty() {
@@ -520,15 +500,23 @@ fn handle_write(qp: &mut RcQp, pkt: &Packet, mem: &mut Memory, ctx: &mut RecvCtx
     if let Some((mr, off)) = target {
         mem.write_resolved(mr, off + done, &pkt.payload);
     }
-    if needs_recv && !ctx.cq_room(qp) {
-        cq_overflow(qp, out);
-        return;
-    }
+    let recv_cq = if needs_recv {
+        let Some(cq) = ctx.recv_cq_with_room(qp) else {
+            cq_overflow(qp, out);
+            return;
+        };
+        Some(cq)
+    } else {
+        None
+    };
     if op.ends_message() {
         qp.resp.cur = None;
         qp.resp.msn = (qp.resp.msn + 1) & 0x00FF_FFFF;
-        if needs_recv && let Some(wr_id) = qp.resp.rq.pop_front().map(|w| w.wr_id) {
-            ctx.complete(qp.recv_completion(wr_id, WcOpcode::RecvRdmaWithImm, WcStatus::Success, total, pkt.imm), out);
+        if let Some(cq) = recv_cq
+            && let Some(wr_id) = qp.resp.rq.pop_front().map(|w| w.wr_id)
+        {
+            let rc = qp.recv_completion(wr_id, WcOpcode::RecvRdmaWithImm, WcStatus::Success, total, pkt.imm);
+            complete_into(cq, rc, out);
         }
     } else {
         qp.resp.cur = Some(InMsg::Write { target, done: end, total });
