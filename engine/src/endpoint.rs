@@ -120,6 +120,46 @@ pub struct Resources {
 pub(crate) struct Cq {
     pub depth: u32,
     pub entries: Ring<Wc>,
+    /// What the owner asked to be told of next ([`Endpoint::req_notify_cq`]).
+    pub notify: Notify,
+}
+
+/// A CQ's request for notification (`ibv_req_notify_cq`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) enum Notify {
+    /// Nothing asked, or the last request already answered.
+    #[default]
+    Off,
+    /// The next completion.
+    Next,
+    /// The next solicited completion (or failed receive).
+    Solicited,
+    /// Answered: the owner has not taken the notice yet
+    /// ([`Endpoint::poll_cq_notification`]).
+    Fired,
+}
+
+impl Cq {
+    pub(crate) fn new(depth: u32) -> Self {
+        Cq { depth, entries: Ring::default(), notify: Notify::Off }
+    }
+
+    /// Adds a completion (the caller checked the room), and answers an armed
+    /// request for notification that it satisfies.
+    #[inline]
+    pub(crate) fn push(&mut self, wc: Completion, solicited: bool) {
+        self.entries.push_back(Wc(wc));
+        if self.notify != Notify::Off {
+            self.fire(solicited);
+        }
+    }
+
+    #[cold]
+    fn fire(&mut self, solicited: bool) {
+        if self.notify == Notify::Next || (self.notify == Notify::Solicited && solicited) {
+            self.notify = Notify::Fired;
+        }
+    }
 }
 
 /// A CQ's slot: a completion (or, in a slot never used, a placeholder;
@@ -159,22 +199,33 @@ fn lose_completion(counters: &mut EndpointCounters, events: &mut VecDeque<AsyncE
 
 /// Delivers `comps` to their CQs ([`Endpoint::route`]), on the fields
 /// alone so that a caller may hold a QP meanwhile.
-#[inline]
+#[inline(always)]
 pub(crate) fn route(
     comps: &mut Vec<RoutedCompletion>,
     cqs: &mut IdMap<Cq>,
     counters: &mut EndpointCounters,
     events: &mut VecDeque<AsyncEvent>,
 ) {
-    if comps.is_empty() {
-        return;
+    // Most calls find nothing to route: that answer inlines everywhere,
+    // the loop does not.
+    if !comps.is_empty() {
+        route_all(comps, cqs, counters, events);
     }
+}
+
+#[inline]
+fn route_all(
+    comps: &mut Vec<RoutedCompletion>,
+    cqs: &mut IdMap<Cq>,
+    counters: &mut EndpointCounters,
+    events: &mut VecDeque<AsyncEvent>,
+) {
     for rc in comps.drain(..) {
         if let Some(cq) = cqs.get_mut(rc.cq.0) {
             if cq.entries.len() >= cq.depth as usize {
                 lose_completion(counters, events, rc.cq);
             } else {
-                cq.entries.push_back(Wc(rc.wc));
+                cq.push(rc.wc, rc.solicited);
             }
         }
     }
@@ -252,7 +303,7 @@ pub(crate) enum TimerKey {
 
 /// The random numbers an endpoint needs (memory keys, CM starting PSNs),
 /// drawn from the RNG its owner supplies.
-pub(crate) struct Rng(Box<dyn rand_core::RngCore>);
+pub(crate) struct Rng(Box<dyn rand_core::RngCore + Send>);
 
 impl fmt::Debug for Rng {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -314,6 +365,9 @@ pub struct Endpoint {
     pub(crate) conns: BTreeMap<ConnId, Conn>,
     pub(crate) cm_events: VecDeque<CmEvent>,
     pub(crate) async_events: VecDeque<AsyncEvent>,
+    /// CQs with a request for notification outstanding or answered
+    /// ([`req_notify_cq`](Self::req_notify_cq)); few, so searched.
+    pub(crate) armed_cqs: Vec<CqId>,
     pub(crate) cm_out: VecDeque<CmTransmit>,
     /// The PSN of the next QP1 packet ([`poll_cm_packet`](Self::poll_cm_packet)).
     gsi_psn: Psn,
@@ -324,7 +378,7 @@ impl Endpoint {
     /// An endpoint with no resources. `rng` gives its memory keys and the
     /// starting PSNs of its CM connections (a seeded one makes runs
     /// repeatable).
-    pub fn new(cfg: EndpointConfig, rng: Box<dyn rand_core::RngCore>) -> Self {
+    pub fn new(cfg: EndpointConfig, rng: Box<dyn rand_core::RngCore + Send>) -> Self {
         Endpoint {
             next_addr: cfg.va_base,
             cfg,
@@ -346,6 +400,7 @@ impl Endpoint {
             conns: BTreeMap::new(),
             cm_events: VecDeque::new(),
             async_events: VecDeque::new(),
+            armed_cqs: Vec::new(),
             cm_out: VecDeque::new(),
             gsi_psn: Psn::wrapping(0),
             counters: EndpointCounters::default(),
@@ -451,6 +506,41 @@ impl Endpoint {
     #[inline]
     pub(crate) fn route(&mut self) {
         route(&mut self.comps, &mut self.cqs, &mut self.counters, &mut self.async_events);
+    }
+
+    /// Asks to be told ([`poll_cq_notification`](Self::poll_cq_notification))
+    /// when the next completion reaches `cq`, or with `solicited_only` the
+    /// next solicited one (a receive of a message with the solicited-event
+    /// bit, or a failed receive), as `ibv_req_notify_cq` does. Completions
+    /// already in the CQ do not answer it. Asking again before the notice
+    /// was taken changes nothing.
+    pub fn req_notify_cq(&mut self, cq: CqId, solicited_only: bool) -> rctb_core::transport::Result<()> {
+        use rctb_core::transport::{TransportError, Verb};
+        let c = self.cqs.get_mut(cq.0).ok_or_else(|| TransportError::handle(Verb::PollCq, cq))?;
+        match c.notify {
+            Notify::Fired => {}
+            // `solicited_only` may widen a request to every completion, never narrow one.
+            Notify::Next => {}
+            Notify::Solicited | Notify::Off => {
+                c.notify = if solicited_only { Notify::Solicited } else { Notify::Next };
+            }
+        }
+        if !self.armed_cqs.contains(&cq) {
+            self.armed_cqs.push(cq);
+        }
+        Ok(())
+    }
+
+    /// The next CQ whose request for notification was answered, if any;
+    /// each answer is given once, and the CQ must be asked again
+    /// ([`req_notify_cq`](Self::req_notify_cq)) to be told again.
+    pub fn poll_cq_notification(&mut self) -> Option<CqId> {
+        let cqs = &mut self.cqs;
+        let i = self.armed_cqs.iter().position(|cq| cqs.get(cq.0).is_none_or(|c| c.notify == Notify::Fired))?;
+        let cq = self.armed_cqs.swap_remove(i);
+        let c = self.cqs.get_mut(cq.0)?;
+        c.notify = Notify::Off;
+        Some(cq)
     }
 
     /// The next asynchronous event (a CQ overflow, an SRQ limit), if any.

@@ -125,5 +125,6 @@ mod verbs;
 
 pub use cm::{CM_MAX_RETRIES, CM_QP_TIMEOUT, CM_RESPONSE_TIMEOUT, CM_TIMEOUT, CmMessage, CmTransmit, cm_time};
 pub use endpoint::{Endpoint, EndpointConfig, EndpointCounters, PacketDrop, Resources, Transmit};
+pub use memory::ExternalMemory;
 pub use packet::{OUTER_HEADERS_LEN, Packet, udp_src_port};
 pub use verbs::{MAX_CQE, MAX_MR_SIZE, MAX_QP_WR, MAX_SGE};

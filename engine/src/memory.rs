@@ -4,18 +4,65 @@
 //! Access checks follow verbs and DOCA's permission matrix: an RDMA WRITE
 //! needs REMOTE_WRITE on the target region, a READ needs REMOTE_READ, a SEND
 //! needs only a posted receive; remote keys must belong to the QP's PD.
+//!
+//! A region's bytes are the engine's own (a `Vec`, what the simulator and
+//! the udp backend register) or an application's ([`ExternalMemory`], what
+//! a C library registers for `ibv_reg_mr`): the engine reaches those only
+//! through the trait, so it stays free of `unsafe`.
 
 use std::collections::BTreeMap;
+use std::fmt;
 
 use crate::idmap::IdMap;
 
 use rctb_core::transport::{Access, MrId, MrInfo, PdId, Sge};
 
+/// Memory the engine does not own, registered as a region's bytes: an
+/// application's buffer, which the engine reads and writes as a NIC's DMA
+/// would, from whatever thread drives it. The engine checks every access
+/// against the region's length before it calls the trait, so an
+/// implementation is given only `offset + len <= ` the registered length.
+pub trait ExternalMemory: Send + fmt::Debug {
+    /// Appends the `len` bytes at `offset` to `out`.
+    fn read_into(&self, offset: u64, len: usize, out: &mut Vec<u8>);
+    /// Copies `data` to `offset`.
+    fn write(&mut self, offset: u64, data: &[u8]);
+}
+
+/// A region's bytes.
+#[derive(Debug)]
+pub(crate) enum Bytes {
+    /// The engine's own.
+    Owned(Vec<u8>),
+    /// An application's.
+    External(Box<dyn ExternalMemory>),
+}
+
+impl Bytes {
+    /// Appends `len` bytes at `start` to `out` (bounds checked by the caller).
+    #[inline]
+    pub(crate) fn read_into(&self, start: usize, len: usize, out: &mut Vec<u8>) {
+        match self {
+            Bytes::Owned(v) => out.extend_from_slice(&v[start..start + len]),
+            Bytes::External(m) => m.read_into(start as u64, len, out),
+        }
+    }
+
+    /// Copies `data` to `start` (bounds checked by the caller).
+    #[inline]
+    pub(crate) fn write(&mut self, start: usize, data: &[u8]) {
+        match self {
+            Bytes::Owned(v) => v[start..start + data.len()].copy_from_slice(data),
+            Bytes::External(m) => m.write(start as u64, data),
+        }
+    }
+}
+
 #[derive(Debug)]
 pub(crate) struct Region {
     pub info: MrInfo,
     pub pd: PdId,
-    pub data: Vec<u8>,
+    pub data: Bytes,
     /// GPU memory: RDMA writes wait here, invisible, until a flush (as
     /// GPUDirect RDMA writes need a flush before the GPU sees them).
     pub pending: Option<Vec<(u64, Vec<u8>)>>,
@@ -141,7 +188,7 @@ impl Memory {
             // One SGE, the usual case: its bytes straight, without the walk.
             let start = (sge.offset + msg_offset) as usize;
             let take = (sge.len as u64 - msg_offset).min(len) as usize;
-            out.extend_from_slice(&region.data[start..start + take]);
+            region.data.read_into(start, take, out);
             return;
         }
         for sge in sges {
@@ -156,7 +203,7 @@ impl Memory {
             let take = (sl - msg_offset).min(len);
             let Some(region) = self.regions.get(sge.mr.0) else { return };
             let start = (sge.offset + msg_offset) as usize;
-            out.extend_from_slice(&region.data[start..start + take as usize]);
+            region.data.read_into(start, take as usize, out);
             len -= take;
             msg_offset = 0;
         }
@@ -174,7 +221,7 @@ impl Memory {
             // One SGE that takes all of `data`, the usual case: copied
             // straight, without the walk.
             let start = (sge.offset + msg_offset) as usize;
-            region.data[start..start + data.len()].copy_from_slice(data);
+            region.data.write(start, data);
             return Ok(());
         }
         for sge in sges {
@@ -189,7 +236,7 @@ impl Memory {
             let take = ((sl - msg_offset) as usize).min(data.len());
             let region = self.regions.get_mut(sge.mr.0).ok_or(LocalFault::Protection)?;
             let start = (sge.offset + msg_offset) as usize;
-            region.data[start..start + take].copy_from_slice(&data[..take]);
+            region.data.write(start, &data[..take]);
             data = &data[take..];
             msg_offset = 0;
         }
@@ -203,16 +250,14 @@ impl Memory {
                 pending.push((offset, data.to_vec()));
                 return;
             }
-            let start = offset as usize;
-            region.data[start..start + data.len()].copy_from_slice(data);
+            region.data.write(offset as usize, data);
         }
     }
 
     /// Appends `len` bytes at `offset` of region `mr` (already resolved).
     pub(crate) fn read_resolved(&self, mr: MrId, offset: u64, len: usize, out: &mut Vec<u8>) {
         if let Some(region) = self.regions.get(mr.0) {
-            let start = offset as usize;
-            out.extend_from_slice(&region.data[start..start + len]);
+            region.data.read_into(offset as usize, len, out);
         }
     }
 }

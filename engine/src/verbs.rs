@@ -17,7 +17,7 @@ use rctb_core::transport::*;
 
 use crate::cm::{CM_MAX_RETRIES, CM_RESPONSE_TIMEOUT, CmMessage, Conn, ConnState, Connect, mad};
 use crate::endpoint::{Cq, Endpoint};
-use crate::memory::{Memory, Region};
+use crate::memory::{Bytes, ExternalMemory, Memory, Region};
 use crate::rc::{PostError, RcQp, RoutedCompletion, Srq};
 
 /// Largest region an endpoint registers (it allocates real memory).
@@ -90,8 +90,7 @@ impl Endpoint {
         let Some(pending) = r.pending.as_mut() else { return Ok(0) };
         let writes = std::mem::take(pending);
         for (offset, data) in &writes {
-            let start = *offset as usize;
-            r.data[start..start + data.len()].copy_from_slice(data);
+            r.data.write(*offset as usize, data);
         }
         Ok(writes.len())
     }
@@ -169,32 +168,41 @@ impl Endpoint {
 
     /// Registers `len` bytes of fresh (zeroed) memory with `access`.
     pub fn reg_mr(&mut self, pd: PdId, len: u64, access: Access) -> Result<MrInfo> {
-        let n = &mut *self;
-        if !n.pds.contains(&pd) {
-            return Err(TransportError::handle(Verb::RegMr, pd));
-        }
+        check_reg(self, Verb::RegMr, pd, access)?;
         if len > MAX_MR_SIZE {
             return Err(TransportError::invalid(Verb::RegMr, "len", len, "exceeds the device's max_mr_size (4 GiB)"));
         }
-        // Remote write or atomic access needs local write too (verbs returns EINVAL).
-        if (access.contains(Access::REMOTE_WRITE) || access.contains(Access::REMOTE_ATOMIC))
-            && !access.contains(Access::LOCAL_WRITE)
-        {
-            return Err(TransportError::invalid(
-                Verb::RegMr,
-                "access",
-                access.bits() as u64,
-                "REMOTE_WRITE and REMOTE_ATOMIC require LOCAL_WRITE",
-            ));
+        let addr = self.next_addr;
+        self.next_addr += len.div_ceil(4096).max(1) * 4096;
+        Ok(self.insert_region(pd, addr, len, access, Bytes::Owned(vec![0; len as usize])))
+    }
+
+    /// Registers an application's memory: `len` bytes that `memory` reads
+    /// and writes, which peers and SGEs address from `iova` (what
+    /// `ibv_reg_mr_iova2` takes; `ibv_reg_mr` passes the buffer's own
+    /// address). The engine allocates nothing for it.
+    pub fn reg_mr_external(
+        &mut self,
+        pd: PdId,
+        iova: u64,
+        len: u64,
+        access: Access,
+        memory: Box<dyn ExternalMemory>,
+    ) -> Result<MrInfo> {
+        check_reg(self, Verb::RegMr, pd, access)?;
+        if iova.checked_add(len).is_none() {
+            return Err(TransportError::invalid(Verb::RegMr, "iova+len", iova, "the region must not wrap past 2^64"));
         }
-        let id = MrId(n.alloc_id());
-        let addr = n.next_addr;
-        n.next_addr += len.div_ceil(4096).max(1) * 4096;
-        let lkey = n.alloc_key();
-        let rkey = n.alloc_key();
+        Ok(self.insert_region(pd, iova, len, access, Bytes::External(memory)))
+    }
+
+    fn insert_region(&mut self, pd: PdId, addr: u64, len: u64, access: Access, data: Bytes) -> MrInfo {
+        let id = MrId(self.alloc_id());
+        let lkey = self.alloc_key();
+        let rkey = self.alloc_key();
         let info = MrInfo { id, addr, len, lkey, rkey, access };
-        n.mem.insert(Region { info, pd, data: vec![0; len as usize], pending: None });
-        Ok(info)
+        self.mem.insert(Region { info, pd, data, pending: None });
+        info
     }
 
     /// Deregisters a memory region.
@@ -212,7 +220,7 @@ impl Endpoint {
     pub fn mr_write(&mut self, mr: MrId, offset: u64, data: &[u8]) -> Result<()> {
         let r = self.mem.get_mut(mr).ok_or_else(|| TransportError::handle(Verb::MrAccess, mr))?;
         let range = bounds(r.info.len, offset, data.len() as u64)?;
-        r.data[range].copy_from_slice(data);
+        r.data.write(range.start, data);
         Ok(())
     }
 
@@ -220,7 +228,14 @@ impl Endpoint {
     pub fn mr_read(&self, mr: MrId, offset: u64, buf: &mut [u8]) -> Result<()> {
         let r = self.mem.get(mr).ok_or_else(|| TransportError::handle(Verb::MrAccess, mr))?;
         let range = bounds(r.info.len, offset, buf.len() as u64)?;
-        buf.copy_from_slice(&r.data[range]);
+        match &r.data {
+            Bytes::Owned(v) => buf.copy_from_slice(&v[range]),
+            Bytes::External(m) => {
+                let mut out = Vec::with_capacity(buf.len());
+                m.read_into(offset, buf.len(), &mut out);
+                buf.copy_from_slice(&out);
+            }
+        }
         Ok(())
     }
 
@@ -228,7 +243,14 @@ impl Endpoint {
     pub fn mr_view(&self, mr: MrId, offset: u64, len: u64, f: &mut dyn MrVisitor) -> Result<()> {
         let r = self.mem.get(mr).ok_or_else(|| TransportError::handle(Verb::MrAccess, mr))?;
         let range = bounds(r.info.len, offset, len)?;
-        f.visit(&r.data[range]);
+        match &r.data {
+            Bytes::Owned(v) => f.visit(&v[range]),
+            Bytes::External(m) => {
+                let mut out = Vec::with_capacity(range.len());
+                m.read_into(offset, range.len(), &mut out);
+                f.visit(&out);
+            }
+        }
         Ok(())
     }
 
@@ -244,7 +266,7 @@ impl Endpoint {
         }
         let n = &mut *self;
         let cq = CqId(n.alloc_id());
-        n.cqs.insert(cq.0, Cq { depth, entries: Default::default() });
+        n.cqs.insert(cq.0, Cq::new(depth));
         Ok(cq)
     }
 
@@ -263,6 +285,7 @@ impl Endpoint {
             });
         }
         n.cqs.remove(cq.0);
+        n.armed_cqs.retain(|c| *c != cq);
         Ok(())
     }
 
@@ -645,6 +668,25 @@ fn bounds(region_len: u64, offset: u64, len: u64) -> Result<std::ops::Range<usiz
             Err(TransportError::invalid(Verb::MrAccess, "offset+len", offset.saturating_add(len), "exceeds the region"))
         }
     }
+}
+
+/// What every registration checks: the PD, and the access flags' rule.
+fn check_reg(n: &Endpoint, verb: Verb, pd: PdId, access: Access) -> Result<()> {
+    if !n.pds.contains(&pd) {
+        return Err(TransportError::handle(verb, pd));
+    }
+    // Remote write or atomic access needs local write too (verbs returns EINVAL).
+    if (access.contains(Access::REMOTE_WRITE) || access.contains(Access::REMOTE_ATOMIC))
+        && !access.contains(Access::LOCAL_WRITE)
+    {
+        return Err(TransportError::invalid(
+            verb,
+            "access",
+            access.bits() as u64,
+            "REMOTE_WRITE and REMOTE_ATOMIC require LOCAL_WRITE",
+        ));
+    }
+    Ok(())
 }
 
 fn check_qp_init(n: &Endpoint, init: &QpInit) -> Result<()> {

@@ -3,6 +3,7 @@
 
 use std::fmt;
 use std::net::Ipv4Addr;
+use std::time::Duration;
 use std::path::PathBuf;
 
 use rctb_core::transport::Mtu;
@@ -45,11 +46,13 @@ pub enum Fate {
     Drop,
     /// Delivered (sent, or handed to the RC engine) twice.
     Duplicate,
+    /// Delivered this much later (packets after it may pass it).
+    Delay(Duration),
 }
 
 /// Decides each packet's [`Fate`] on the way out ([`Dir::Tx`], before the
 /// socket) and in ([`Dir::Rx`], after the ICRC check).
-pub type PathHook = Box<dyn FnMut(Dir, &Packet) -> Fate>;
+pub type PathHook = Box<dyn FnMut(Dir, &Packet) -> Fate + Send>;
 
 /// One UDP endpoint.
 pub struct UdpConfig {

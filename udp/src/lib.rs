@@ -77,8 +77,10 @@
 mod config;
 mod endpoint;
 mod error;
+pub mod faults;
 pub mod mixed;
 mod pcap;
+pub mod progress;
 mod reactor;
 mod rng;
 mod stats;
@@ -87,6 +89,7 @@ pub mod wire;
 
 pub use config::{Dir, Fate, PathHook, RawRx, UdpConfig};
 pub use error::UdpError;
+pub use reactor::Driver;
 pub use rctb_engine::{EndpointCounters, Packet};
 pub use stats::{EngineStats, UdpStats};
 pub use transport::{UdpReactor, UdpTransport};

@@ -1,7 +1,11 @@
 //! The reactor: the endpoints' RC engines (`rctb_engine::Endpoint`, one
-//! per bound address) driven by the real clock and real sockets.
+//! per bound address) driven by the real clock and real sockets. Its core,
+//! [`Driver`], is `Send` and has no handle of its own: [`UdpReactor`]
+//! (crate::UdpReactor) shares one in a thread, and a program with threads
+//! (the verbs library) keeps one behind a mutex with a thread of its own
+//! ([`crate::progress`]).
 //!
-//! One [`turn`](Reactor::turn) is the engine contract's loop, repeated
+//! One [`turn`](Driver::turn) is the engine contract's loop, repeated
 //! until nothing moves: read every socket (each good frame goes to its
 //! endpoint's `handle_packet` at once), run the timers that fell due
 //! (`handle_timeout`), then take at most [`TX_CHUNK`] frames from the
@@ -16,7 +20,7 @@
 //! Endpoints of one reactor make progress together whenever any of them
 //! is called: two endpoints in one thread (a test, the conformance suite)
 //! answer each other while the caller waits on either. Nothing spins: an
-//! idle reactor blocks in `poll(2)` ([`block`](Reactor::block)) until a
+//! idle reactor blocks in `poll(2)` ([`block`](Driver::block)) until a
 //! frame arrives or its next timer is due.
 
 use std::io;
@@ -80,33 +84,61 @@ impl Clock {
     }
 }
 
-pub(crate) struct Reactor {
+/// The loop over a set of endpoints: their engines, sockets, clock,
+/// delayed frames and capture. Single-threaded, but `Send`: whoever owns it
+/// calls [`turn`](Self::turn) after every verb and whenever
+/// [`next_wake`](Self::next_wake) comes or a socket is readable.
+pub struct Driver {
     seed: u64,
-    pub clock: Clock,
+    pub(crate) clock: Clock,
     /// The engines' time: the clock when last read (never goes back).
     now: Instant,
-    pub endpoints: Vec<Endpoint>,
+    pub(crate) endpoints: Vec<Endpoint>,
     /// What the engines sent and were given (their own counters apart).
     counters: EngineStats,
     pcap: Option<PcapSink>,
+    /// Frames a hook delayed ([`Fate::Delay`]), in the order held.
+    delayed: Vec<Delayed>,
     pool: Vec<Vec<u8>>,
     txbuf: Vec<u8>,
     rxbuf: Vec<u8>,
+}
+
+/// A frame a hook held back, and where it goes when its time comes.
+struct Delayed {
+    due: Instant,
+    ep: usize,
+    held: Held,
+}
+
+enum Held {
+    /// Encoded, to be sent to `to`.
+    Tx { to: SocketAddrV4, datagram: Vec<u8> },
+    /// Checked, to be handed to the engine.
+    Rx(Packet),
+}
+
+impl std::fmt::Debug for Driver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Driver").field("endpoints", &self.endpoints.len()).finish_non_exhaustive()
+    }
 }
 
 fn os(what: &'static str, e: io::Error) -> TransportError {
     TransportError::Os { verb: Verb::Wait, what, errno: e.raw_os_error().unwrap_or(0), message: e.to_string() }
 }
 
-impl Reactor {
+impl Driver {
+    /// A driver with no endpoints; their keys and CM PSNs come from `seed`.
     pub fn new(seed: u64) -> Self {
-        Reactor {
+        Driver {
             seed,
             clock: Clock::start(),
             now: Instant::ZERO,
             endpoints: Vec::new(),
             counters: EngineStats::default(),
             pcap: None,
+            delayed: Vec::new(),
             pool: Vec::new(),
             txbuf: Vec::with_capacity(RX_BUF),
             rxbuf: vec![0; RX_BUF],
@@ -160,7 +192,7 @@ impl Reactor {
     pub fn turn(&mut self) -> Result<(), TransportError> {
         for _ in 0..256 {
             self.advance();
-            let received = self.receive()?;
+            let received = self.receive()? + self.release_delayed()?;
             self.run_timers();
             let sent = self.flush()?;
             if sent == 0 && received == 0 {
@@ -174,11 +206,8 @@ impl Reactor {
     /// `until`, whichever comes first (returns at once when an engine has
     /// frames to send or the time has passed).
     pub fn block(&mut self, until: Instant) -> Result<(), TransportError> {
-        if self.endpoints.iter().any(|e| e.engine.wants_transmit() || e.engine.wants_cm_transmit()) {
-            return Ok(());
-        }
         let now = self.clock.now();
-        let wake = self.endpoints.iter().filter_map(|e| e.engine.poll_timeout()).fold(until, Instant::min);
+        let wake = self.next_wake().map_or(until, |w| w.min(until));
         if wake <= now {
             return Ok(());
         }
@@ -192,6 +221,49 @@ impl Reactor {
             Ok(_) | Err(Errno::INTR) => Ok(()),
             Err(e) => Err(os("poll", e.into())),
         }
+    }
+
+    /// When [`turn`](Self::turn) has work next without a frame arriving:
+    /// now when an engine has frames to hand over, else the earliest engine
+    /// timer or delayed frame; `None` when nothing is pending.
+    pub fn next_wake(&self) -> Option<Instant> {
+        if self.endpoints.iter().any(|e| e.engine.wants_transmit() || e.engine.wants_cm_transmit()) {
+            return Some(Instant::ZERO);
+        }
+        let timers = self.endpoints.iter().filter_map(|e| e.engine.poll_timeout());
+        timers.chain(self.delayed.iter().map(|d| d.due)).min()
+    }
+
+    /// The real time, on the engines' clock.
+    pub fn clock_now(&self) -> Instant {
+        self.clock.now()
+    }
+
+    /// Endpoint `i`'s RC engine (the verbs that start no protocol work, the getters).
+    pub fn engine(&self, i: usize) -> &rctb_engine::Endpoint {
+        &self.endpoints[i].engine
+    }
+
+    /// Endpoint `i`'s RC engine, and the time to stamp a verb with: the
+    /// clock read now. Frames the verb makes leave at the next [`turn`](Self::turn).
+    pub fn engine_mut(&mut self, i: usize) -> (&mut rctb_engine::Endpoint, Instant) {
+        let now = self.advance();
+        (&mut self.endpoints[i].engine, now)
+    }
+
+    /// Endpoint `i`'s socket counters.
+    pub fn stats(&self, i: usize) -> UdpStats {
+        self.endpoints[i].stats
+    }
+
+    /// The descriptors that become readable when a frame arrives.
+    pub fn rx_fds(&self) -> Vec<std::os::fd::BorrowedFd<'_>> {
+        self.endpoints.iter().map(|e| e.sockets.rx_fd()).collect()
+    }
+
+    /// Replaces endpoint `i`'s path hook.
+    pub fn set_hook(&mut self, i: usize, hook: Option<PathHook>) {
+        self.endpoints[i].hook = hook;
     }
 
     /// The engines' counters with what the reactor counted around them.
@@ -220,12 +292,59 @@ impl Reactor {
         r
     }
 
+    /// Starts recording every frame sent, in memory ([`take_pcap`](Self::take_pcap)).
     pub fn enable_pcap(&mut self) {
         self.pcap = Some(PcapSink::new());
     }
 
+    /// Starts recording every frame sent into the file at `path` (created
+    /// or truncated), written as the frames go.
+    pub fn enable_pcap_file(&mut self, path: &std::path::Path) -> io::Result<()> {
+        self.pcap = Some(PcapSink::file(path)?);
+        Ok(())
+    }
+
+    /// Writes out what the file capture holds in its buffer.
+    pub fn flush_pcap(&mut self) {
+        if let Some(p) = self.pcap.as_mut() {
+            p.flush();
+        }
+    }
+
+    /// The in-memory capture recorded so far (recording stops).
     pub fn take_pcap(&mut self) -> Option<Vec<u8>> {
-        self.pcap.take().map(PcapSink::into_bytes)
+        self.pcap.take().and_then(PcapSink::into_bytes)
+    }
+
+    /// Sends or delivers the delayed frames whose time has come, in the
+    /// order they were held; returns how many were delivered to an engine.
+    fn release_delayed(&mut self) -> Result<usize, TransportError> {
+        if self.delayed.is_empty() {
+            return Ok(0);
+        }
+        let now = self.now;
+        let mut delivered = 0;
+        let mut i = 0;
+        while i < self.delayed.len() {
+            if self.delayed[i].due > now {
+                i += 1;
+                continue;
+            }
+            let d = self.delayed.remove(i);
+            match d.held {
+                Held::Tx { to, datagram } => {
+                    let r = send_datagram(&mut self.endpoints[d.ep], &datagram, to);
+                    self.recycle(datagram);
+                    r?;
+                }
+                Held::Rx(pkt) => {
+                    self.deliver(d.ep, &pkt);
+                    self.recycle(pkt.payload);
+                    delivered += 1;
+                }
+            }
+        }
+        Ok(delivered)
     }
 
     /// Runs every engine's timers that are due.
@@ -296,7 +415,39 @@ impl Reactor {
             let dst = self.endpoints.iter().find(|e| e.engine.ip() == pkt.dst_ip).map_or([0xff; 6], |e| e.mac);
             pcap.record(self.now, self.endpoints[i].mac, dst, pkt);
         }
-        send_one(&mut self.endpoints[i], &mut self.txbuf, pkt)
+        let fate = self.endpoints[i].hook.as_mut().map_or(Fate::Pass, |hook| hook(Dir::Tx, pkt));
+        let ep = &mut self.endpoints[i];
+        match fate {
+            Fate::Drop => {
+                ep.stats.tx_dropped += 1;
+                Ok(())
+            }
+            Fate::Delay(d) => {
+                let Ok(start) = wire::encode(pkt, ep.local.port(), ep.peer_port, &mut self.txbuf) else {
+                    ep.stats.tx_errors += 1;
+                    return Ok(());
+                };
+                ep.stats.tx_delayed += 1;
+                let mut datagram = self.pool.pop().unwrap_or_default();
+                datagram.extend_from_slice(&self.txbuf[start..]);
+                let to = SocketAddrV4::new(pkt.dst_ip, ep.peer_port);
+                let due = self.now + d;
+                self.delayed.push(Delayed { due, ep: i, held: Held::Tx { to, datagram } });
+                Ok(())
+            }
+            Fate::Pass | Fate::Duplicate => {
+                let Ok(start) = wire::encode(pkt, ep.local.port(), ep.peer_port, &mut self.txbuf) else {
+                    ep.stats.tx_errors += 1;
+                    return Ok(());
+                };
+                let to = SocketAddrV4::new(pkt.dst_ip, ep.peer_port);
+                if fate == Fate::Duplicate {
+                    ep.stats.tx_duplicated += 1;
+                    send_datagram(ep, &self.txbuf[start..], to)?;
+                }
+                send_datagram(ep, &self.txbuf[start..], to)
+            }
+        }
     }
 
     /// Reads what the sockets hold (bounded per socket) and hands every
@@ -358,6 +509,11 @@ impl Reactor {
                         self.deliver(i, &pkt);
                     }
                     Fate::Pass => self.deliver(i, &pkt),
+                    Fate::Delay(d) => {
+                        ep.stats.rx_delayed += 1;
+                        let held = pkt.clone();
+                        self.delayed.push(Delayed { due: self.now + d, ep: i, held: Held::Rx(held) });
+                    }
                 }
                 self.recycle(pkt.payload);
             }
@@ -383,33 +539,22 @@ impl Reactor {
     }
 }
 
-fn send_one(ep: &mut Endpoint, buf: &mut Vec<u8>, pkt: &Packet) -> Result<(), TransportError> {
-    let fate = ep.hook.as_mut().map_or(Fate::Pass, |hook| hook(Dir::Tx, pkt));
-    if fate == Fate::Drop {
-        ep.stats.tx_dropped += 1;
-        return Ok(());
-    }
-    let Ok(start) = wire::encode(pkt, ep.local.port(), ep.peer_port, buf) else {
-        ep.stats.tx_errors += 1;
-        return Ok(());
-    };
-    let to = SocketAddrV4::new(pkt.dst_ip, ep.peer_port);
-    let datagram = &buf[start..];
-    let copies = if fate == Fate::Duplicate { 2 } else { 1 };
-    ep.stats.tx_duplicated += copies - 1;
-    for _ in 0..copies {
-        match ep.sockets.udp.send_to(datagram, to) {
-            Ok(_) => {
-                ep.stats.tx_frames += 1;
-                ep.stats.tx_bytes += datagram.len() as u64;
-            }
-            // A full socket buffer, no route, an ICMP error from an earlier
-            // datagram: the frame is lost, and RC recovers as from any loss.
-            Err(e) if is_transient(&e) => ep.stats.tx_errors += 1,
-            Err(e) => return Err(os("sendto", e)),
+/// Puts one encoded datagram on endpoint `ep`'s socket, counting it.
+fn send_datagram(ep: &mut Endpoint, datagram: &[u8], to: SocketAddrV4) -> Result<(), TransportError> {
+    match ep.sockets.udp.send_to(datagram, to) {
+        Ok(_) => {
+            ep.stats.tx_frames += 1;
+            ep.stats.tx_bytes += datagram.len() as u64;
+            Ok(())
         }
+        // A full socket buffer, no route, an ICMP error from an earlier
+        // datagram: the frame is lost, and RC recovers as from any loss.
+        Err(e) if is_transient(&e) => {
+            ep.stats.tx_errors += 1;
+            Ok(())
+        }
+        Err(e) => Err(os("sendto", e)),
     }
-    Ok(())
 }
 
 fn is_transient(e: &io::Error) -> bool {

@@ -18,6 +18,8 @@ pub struct UdpStats {
     pub tx_dropped: u64,
     /// Frames the hook sent twice.
     pub tx_duplicated: u64,
+    /// Frames the hook held back before sending.
+    pub tx_delayed: u64,
     /// Frames that passed every check and went to the RC engine.
     pub rx_frames: u64,
     /// Their UDP payload bytes.
@@ -32,6 +34,8 @@ pub struct UdpStats {
     pub rx_dropped: u64,
     /// Frames the hook handed to the engine twice.
     pub rx_duplicated: u64,
+    /// Frames the hook held back before handing them to the engine.
+    pub rx_delayed: u64,
     /// Of `rx_frames`: ACKs, and NAKs by kind (what the peer's responder said).
     pub rx_acks: u64,
     /// PSN sequence error NAKs.

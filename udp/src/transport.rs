@@ -20,7 +20,7 @@ use rctb_engine::Resources;
 
 use crate::config::UdpConfig;
 use crate::error::UdpError;
-use crate::reactor::Reactor;
+use crate::reactor::Driver as Reactor;
 use crate::stats::{EngineStats, UdpStats};
 
 /// Endpoints whose RC engines make progress together (a cheap handle:

@@ -72,6 +72,9 @@ pub struct RoutedCompletion {
     pub cq: CqId,
     /// The completion.
     pub wc: Completion,
+    /// It wakes a CQ armed for solicited completions only: a receive of a
+    /// message with the solicited-event bit, or a receive that failed.
+    pub solicited: bool,
 }
 
 /// A local misuse reported at post time.
@@ -509,6 +512,7 @@ impl RcQp {
         RoutedCompletion {
             cq: self.init.send_cq,
             wc: Completion { wr_id, status, opcode, byte_len: len, imm: None, qp: self.id, vendor_err: 0 },
+            solicited: false,
         }
     }
 
@@ -523,6 +527,7 @@ impl RcQp {
         RoutedCompletion {
             cq: self.init.recv_cq,
             wc: Completion { wr_id, status, opcode, byte_len: len, imm, qp: self.id, vendor_err: 0 },
+            solicited: status != WcStatus::Success,
         }
     }
 }

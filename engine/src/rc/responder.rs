@@ -94,7 +94,7 @@ impl RecvCtx<'_> {
 #[inline]
 fn complete_into(cq: &mut Cq, rc: RoutedCompletion, out: &mut Vec<RoutedCompletion>) {
     if out.is_empty() {
-        cq.entries.push_back(crate::endpoint::Wc(rc.wc));
+        cq.push(rc.wc, rc.solicited);
     } else {
         out.push(rc);
     }
@@ -446,7 +446,8 @@ fn handle_send(
         qp.resp.cur = None;
         qp.resp.msn = (qp.resp.msn + 1) & 0x00FF_FFFF;
         if let Some(wr_id) = qp.resp.rq.pop_front().map(|w| w.wr_id) {
-            let rc = qp.recv_completion(wr_id, WcOpcode::Recv, WcStatus::Success, received as u32, pkt.imm);
+            let mut rc = qp.recv_completion(wr_id, WcOpcode::Recv, WcStatus::Success, received as u32, pkt.imm);
+            rc.solicited = pkt.bth.se;
             complete_into(cq, rc, out);
         }
     } else {
@@ -515,7 +516,8 @@ fn handle_write(qp: &mut RcQp, pkt: &Packet, mem: &mut Memory, ctx: &mut RecvCtx
         if let Some(cq) = recv_cq
             && let Some(wr_id) = qp.resp.rq.pop_front().map(|w| w.wr_id)
         {
-            let rc = qp.recv_completion(wr_id, WcOpcode::RecvRdmaWithImm, WcStatus::Success, total, pkt.imm);
+            let mut rc = qp.recv_completion(wr_id, WcOpcode::RecvRdmaWithImm, WcStatus::Success, total, pkt.imm);
+            rc.solicited = pkt.bth.se;
             complete_into(cq, rc, out);
         }
     } else {
