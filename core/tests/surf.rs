@@ -1,4 +1,4 @@
-//! The surf metadata bus, bit for bit as PROTOCOLS.md §1 lays it out.
+//! The surf metadata bus, bit for bit as docs/protocols.md §1.10 lays it out.
 
 use proptest::prelude::*;
 use rctb_core::wire::surf::*;

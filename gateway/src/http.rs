@@ -1,4 +1,4 @@
-//! The HTTP control plane (PROTOCOLS.md §3, and §3a where they differ):
+//! The HTTP control plane (docs/protocols.md §3, and §3a where they differ):
 //! POST `/.hipobj-rc/prepare`, `/ready`, `/cancel` with `x-amz-rdma-*`
 //! headers, `GET /rc-sessions` for admins; every request SigV4-verified;
 //! errors as S3-style XML.

@@ -1,6 +1,6 @@
 //! rctb-gateway: the hipobj-rc-v2 gateway around the RC session server
 //! (`rctb_core::rcsession`): the object backend ([`store`]), and the HTTP
-//! control plane with SigV4 (PROTOCOLS.md §3).
+//! control plane with SigV4 (docs/protocols.md §3).
 //!
 //! ```
 //! // Object names are checked before anything touches the store.
@@ -19,14 +19,14 @@
 //!   RDMA transport (sim, udp or verbs); the HTTP side ([`http`], on
 //!   tokio) hands it PREPARE / READY / CANCEL and S3 requests and awaits the
 //!   answers, so no HTTP task ever blocks on RDMA. Routes and their answers
-//!   are PROTOCOLS.md §3 and, for versitygw's current RC routes, §3a
+//!   are docs/protocols.md §3 and, for versitygw's current RC routes, §3a
 //!   (`GatewayOptions::control_plane_only` for a gateway with no data QP).
 //! - **Client**: [`client::ObjectClient`] runs whole transfers (PREPARE,
 //!   connect, READY with BUSY retried, data, CANCEL on every failure after
 //!   PREPARE) over a signed [`client::ControlPlane`]; its RDMA side runs
 //!   where its transport lives ([`client::RdmaRunner`]).
 //! - **Errors**: every refusal is an S3-style status and code (the table in
-//!   PROTOCOLS.md §3; SigV4 failures from [`auth`]); the client surfaces
+//!   docs/protocols.md §3.2; SigV4 failures from [`auth`]); the client surfaces
 //!   them as [`client::ObjectError`] with the gateway's status. Bad input
 //!   never panics the server.
 

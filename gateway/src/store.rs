@@ -3,7 +3,7 @@
 //!
 //! A PREPARE target or an S3 route's path (`/bucket/key[?query]`) becomes
 //! an [`ObjectPath`] (the bucket, the percent-decoded key, the optional
-//! upload part) by the rules of the `target` module (PROTOCOLS.md §3a). Decoded keys
+//! upload part) by the rules of the `target` module (docs/protocols.md §3a.2). Decoded keys
 //! are checked before they touch the filesystem: no `..` or `.` segment, no
 //! empty segment (so no absolute part), no NUL, each segment short enough
 //! for a file name. Each rule broken is its own [`StoreError::BadKey`]

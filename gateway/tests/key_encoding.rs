@@ -1,4 +1,4 @@
-//! A property of target decoding (PROTOCOLS.md §3a), over real HTTP and
+//! A property of target decoding (docs/protocols.md §3a.2), over real HTTP and
 //! RC on the simulator: any key made of allowed characters survives a PUT
 //! then a GET byte for byte, whichever way each of its slashes is spelled
 //! (`/`, `%2F` or `%2f`, chosen independently for the PUT and the GET),

@@ -1,4 +1,4 @@
-//! The gateway answers as versitygw's RC routes do (PROTOCOLS.md §3a), over
+//! The gateway answers as versitygw's RC routes do (docs/protocols.md §3a), over
 //! real HTTP on 127.0.0.1 (the serving code of `rctb object serve`, the
 //! session server on the simulator): one table per behaviour, each row's
 //! status and XML `<Code>` asserted.

@@ -1,4 +1,4 @@
-//! GID table facts from sysfs, and GID index detection (PROTOCOLS.md §1).
+//! GID table facts from sysfs, and GID index detection (docs/protocols.md §1.8).
 //!
 //! Pure file reading and parsing, no verbs calls and no `unsafe`, so every
 //! rule is tested against fixture trees. The verbs side (`ibv_query_gid`)
@@ -134,7 +134,7 @@ fn read_trimmed(path: &Path) -> Result<String, String> {
     std::fs::read_to_string(path).map(|s| s.trim().to_owned()).map_err(|e| format!("<unreadable: {e}>"))
 }
 
-/// Finds the GID index to use towards an FPGA at `fpga_ip` (PROTOCOLS.md §1):
+/// Finds the GID index to use towards an FPGA at `fpga_ip` (docs/protocols.md §1.8):
 /// scans `<sysfs_root>/class/infiniband/<device>/ports/<port>/gid_attrs/types/<i>`
 /// in numeric order and returns the first index whose type is exactly
 /// "RoCE v2" and whose GID (`gids/<i>`) is IPv4-mapped on the same /24 as

@@ -12,7 +12,7 @@
 //!   libclang-dev`); running it needs an RDMA device.
 //! - Without it the crate builds on any machine and holds what needs no
 //!   libibverbs: GID table facts from sysfs and [`detect_gid_index`]
-//!   (PROTOCOLS.md §1), [`DeviceSummary`] and the `NoDevice` hints. There
+//!   (docs/protocols.md §1.8), [`DeviceSummary`] and the `NoDevice` hints. There
 //!   is no stand-in transport: a program that wants a device is built with
 //!   `verbs`, or says it was not (`rctb` does).
 //!
@@ -64,7 +64,7 @@
 //!   `wait` blocks in `ppoll` on both until a deadline.
 //! - `now()` is `CLOCK_MONOTONIC`: every transport in the process shares it.
 //! - GID tables with their RoCE types (sysfs), and [`detect_gid_index`]
-//!   (PROTOCOLS.md §1), a pure function tested on fixture trees.
+//!   (docs/protocols.md §1.8), a pure function tested on fixture trees.
 //!
 //! # Thread safety
 //!

@@ -1,5 +1,5 @@
 //! A model of the FPGA's RoCEv2 engine (surf `RoCEv2Engine`) and its host
-//! driver, as PROTOCOLS.md §1 describes them.
+//! driver, as docs/protocols.md §1.11 describes them.
 //!
 //! This module owns three things:
 //! - [`FpgaEngine`]: the engine's register file. Writing [`REG_CONTROL`] with

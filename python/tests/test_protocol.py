@@ -1,5 +1,5 @@
 """rctb.nvmeof.protocol against bytes computed here from the NVMe and
-NVMe/RDMA layouts (PROTOCOLS.md §2) with struct, never by rctb."""
+NVMe/RDMA layouts (docs/protocols.md §2) with struct, never by rctb."""
 
 import struct
 import uuid

@@ -108,6 +108,13 @@ pub use transport::SimTransport;
 
 use world::{EventKind, World};
 
+// The README's Rust example runs as a doctest here: it is written against
+// this crate, and a doctest keeps the README's code from drifting from the
+// API. Only compiled by `cargo test --doc`, so `cargo doc` never renders it.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+struct ReadmeExample;
+
 /// A node of the fabric.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct NodeId(pub usize);

@@ -200,17 +200,19 @@ fn nvme_nodes_are_the_streams_own() {
 }
 
 #[test]
-fn the_readme_nvme_example_is_valid() {
-    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md")).expect("README.md");
-    let at = readme.find("```toml\n[[streams]]\nname = \"io\"\nop = \"nvme\"").expect("README has the nvme example");
+fn the_documented_nvme_example_is_valid() {
+    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/scenarios.md"))
+        .expect("docs/scenarios.md");
+    let at =
+        doc.find("```toml\n[[streams]]\nname = \"io\"\nop = \"nvme\"").expect("docs/scenarios.md has the nvme example");
     let start = at + "```toml\n".len();
-    let end = start + readme[start..].find("```").expect("closed block");
+    let end = start + doc[start..].find("```").expect("closed block");
     let text = format!(
         "name = \"readme\"\n[fabric]\n[[fabric.nodes]]\nname = \"host\"\nip = \"10.0.0.1\"\n\
          [[fabric.nodes]]\nname = \"target\"\nip = \"10.0.0.2\"\n{}",
-        &readme[start..end]
+        &doc[start..end]
     );
-    let s = Scenario::from_toml(&text, "README.md").unwrap_or_else(|e| panic!("{e}"));
+    let s = Scenario::from_toml(&text, "docs/scenarios.md").unwrap_or_else(|e| panic!("{e}"));
     let n = s.streams[0].nvme.as_ref().expect("an nvme stream");
     assert_eq!((n.faults.len(), n.reconnect, n.mdts), (4, true, 5));
 }

@@ -111,21 +111,23 @@ fn every_problem_is_reported_at_once() {
 }
 
 #[test]
-fn the_readme_example_is_a_valid_scenario() {
-    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md")).expect("README.md");
-    let format = readme.find("## The scenario format").expect("README has the scenario format");
-    let start = format + readme[format..].find("```toml\n").expect("a TOML example") + "```toml\n".len();
-    let end = start + readme[start..].find("```").expect("closed block");
-    let scenario = Scenario::from_toml(&readme[start..end], "README.md").unwrap_or_else(|e| panic!("{e}"));
+fn the_scenario_format_example_is_a_valid_scenario() {
+    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/scenarios.md"))
+        .expect("docs/scenarios.md");
+    let format = doc.find("## The scenario format").expect("docs/scenarios.md has the scenario format");
+    let start = format + doc[format..].find("```toml\n").expect("a TOML example") + "```toml\n".len();
+    let end = start + doc[start..].find("```").expect("closed block");
+    let scenario = Scenario::from_toml(&doc[start..end], "docs/scenarios.md").unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(scenario.streams[0].config.name, "bulk");
 }
 
 #[test]
-fn the_readme_target_config_is_a_valid_target_file() {
-    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md")).expect("README.md");
-    let at = readme.find("```toml\nnqn = ").expect("README has the target config example") + "```toml\n".len();
-    let end = at + readme[at..].find("```").expect("closed block");
-    let f: rctb::cli::nvme_target::TargetFile = toml::from_str(&readme[at..end]).unwrap_or_else(|e| panic!("{e}"));
+fn the_documented_target_config_is_a_valid_target_file() {
+    let doc =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/nvme-of.md")).expect("docs/nvme-of.md");
+    let at = doc.find("```toml\nnqn = ").expect("docs/nvme-of.md has the target config example") + "```toml\n".len();
+    let end = at + doc[at..].find("```").expect("closed block");
+    let f: rctb::cli::nvme_target::TargetFile = toml::from_str(&doc[at..end]).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(f.namespace.len(), 2);
     assert_eq!(f.faults.error_io, Some(1));
     assert_eq!(f.faults.random.and_then(|r| r.delay_rate), Some(0.05));

@@ -1,7 +1,7 @@
 //! NVMe over Fabrics on RDMA: the host (initiator) side, generic over
 //! [`crate::Transport`].
 //!
-//! - [`protocol`]: every wire layout of PROTOCOLS.md §2 (pure codecs).
+//! - [`protocol`]: every wire layout of docs/protocols.md §2 (pure codecs).
 //! - [`queue`]: one NVMe/RDMA queue (CM connect with private data, capsule
 //!   and response slots, command ids, submit / poll / execute, timeouts).
 //! - [`controller`]: the polled bring-up state machine ([`ControllerState`]),

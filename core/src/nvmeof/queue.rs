@@ -193,7 +193,7 @@ impl Queue {
         let init = QpInit { pd, send_cq: self.cq, recv_cq: self.cq, caps, sq_sig_all: false, srq: None };
         let mut params = ConnectParams::new(self.addr, init, req.encode().to_vec());
         let dev = t.device()?;
-        // PROTOCOLS.md §2: min(255, max_qp_rd_atom); the u8 field holds that.
+        // docs/protocols.md §2.2: min(255, max_qp_rd_atom); the u8 field holds that.
         params.responder_resources = dev.max_qp_rd_atom;
         params.initiator_depth = dev.max_qp_init_rd_atom.min(16);
         let (conn, qp) = t.cm_connect(&params)?;

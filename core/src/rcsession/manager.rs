@@ -1,4 +1,4 @@
-//! The session manager: the state chart of PROTOCOLS.md §3 over one
+//! The session manager: the state chart of docs/protocols.md §3 over one
 //! transport. PREPARE, the staging lease, finish_prepare, session info,
 //! CANCEL and the PUT view live here; READY and the data phase in
 //! `datapath.rs`; expiry and teardown in `reaper.rs`.

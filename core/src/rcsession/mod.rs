@@ -1,4 +1,4 @@
-//! The hipobj-rc-v2 RC session server (versitygw `rcserver`, PROTOCOLS.md
+//! The hipobj-rc-v2 RC session server (versitygw `rcserver`, docs/protocols.md
 //! §3) and its client, written against [`Transport`](crate::transport::Transport).
 //!
 //! An S3-style gateway moves object data over RDMA RC: a client PREPAREs a

@@ -1,4 +1,4 @@
-//! Validated configuration of the receive server (PROTOCOLS.md §1 "Config").
+//! Validated configuration of the receive server (docs/protocols.md §1.1).
 //!
 //! Both configs are built through constructors that check every field, so a
 //! `ServerConfig` or `TransportConfig` that exists is one the server accepts

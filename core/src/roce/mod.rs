@@ -1,12 +1,12 @@
 //! The RoCEv2 RC receive server (rogue `RoCEv2Server` parity), written
 //! against [`Transport`](crate::transport::Transport).
 //!
-//! This module owns the host side of PROTOCOLS.md §1: the validated
+//! This module owns the host side of docs/protocols.md §1: the validated
 //! configuration ([`ServerConfig`], [`TransportConfig`]), the server's
 //! lifecycle (create -> host parameters -> complete connection -> frames ->
 //! stop), the receive path with zero-copy [`Frame`] handles and their
 //! back-pressure, the counters and the 15 status fields. The FPGA side (the
-//! surf metadata bus engine) is modelled in `rctb-sim`; its register format is
+//! surf metadata bus engine) is modelled in `rctb-models` (`rctb_models::fpga`); its register format is
 //! [`crate::wire::surf`]. GID index detection from sysfs belongs to `rctb-hw`;
 //! [`detect_gid_index`] applies the same rule to a transport's port facts.
 

@@ -1,5 +1,5 @@
 //! The receive server itself: resources, connection hand-off, receive path
-//! and teardown (PROTOCOLS.md §1).
+//! and teardown (docs/protocols.md §1).
 
 use std::fmt;
 use std::net::Ipv4Addr;

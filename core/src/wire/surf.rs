@@ -1,6 +1,6 @@
 //! The surf `RoCEv2Engine` metadata bus (a frozen register format): the
 //! MetaDataTx word the host writes (303 bits at 0xF04) and the MetaDataRx
-//! word the engine answers with (276 bits at 0xF2C), as PROTOCOLS.md §1
+//! word the engine answers with (276 bits at 0xF2C), as docs/protocols.md §1.10
 //! describes them.
 //!
 //! Fields are packed most-significant first and right-aligned at bit 0; the

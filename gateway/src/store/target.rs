@@ -1,6 +1,6 @@
 //! Target decoding: a PREPARE target (`/bucket/key[?query]`) or an S3
 //! route's path becomes an [`ObjectPath`], by the rules versitygw's RC
-//! routes follow (PROTOCOLS.md §3a). It owns the decoding and the query's
+//! routes follow (docs/protocols.md §3a.2). It owns the decoding and the query's
 //! classification; the path checks after decoding are
 //! [`ObjectPath::check`]'s.
 //!

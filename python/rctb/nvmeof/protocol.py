@@ -124,7 +124,7 @@ def _ascii(data: bytes, start: int, length: int) -> str:
 
 @dataclass(frozen=True)
 class ControllerInfo:
-    """Identify Controller fields (PROTOCOLS.md §2 offsets)."""
+    """Identify Controller fields (docs/protocols.md §2.8 offsets)."""
 
     serial: str
     model: str

@@ -2,7 +2,7 @@
 //! command or waits for one answer, and [`Controller::service`] moves on as
 //! far as the answers that have arrived allow, without blocking.
 //!
-//! Order (PROTOCOLS.md §2): RDMA CM connect of the admin queue, Fabrics
+//! Order (docs/protocols.md §2.7): RDMA CM connect of the admin queue, Fabrics
 //! Connect (the controller id), Property Get CAP, Property Set CC.EN,
 //! Property Get CSTS every poll interval until CSTS.RDY (bounded by
 //! CAP.TO; CSTS.CFS is fatal), Identify Controller, Set Features Number of

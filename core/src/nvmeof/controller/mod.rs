@@ -1,5 +1,5 @@
 //! A connected NVMe-oF controller: the admin queue, bring-up exactly as
-//! PROTOCOLS.md §2 orders it, I/O queues, namespaces, and data transfer on
+//! docs/protocols.md §2.7 orders it, I/O queues, namespaces, and data transfer on
 //! registered memory (split by MDTS, up to the queues' depth in flight),
 //! keep-alive, and the discovery client.
 //!

@@ -1,4 +1,4 @@
-//! NVMe, NVMe-oF and NVMe/RDMA wire layouts (PROTOCOLS.md §2; Linux
+//! NVMe, NVMe-oF and NVMe/RDMA wire layouts (docs/protocols.md §2; Linux
 //! `nvme.h`/`nvme-rdma.h`, SPDK `nvmf_spec.h`).
 //!
 //! Every structure is a plain value with `decode(&[u8]) -> Result<Self, _>`

@@ -1,4 +1,4 @@
-//! Byte layouts against PROTOCOLS.md §2, and decode(encode(x)) == x.
+//! Byte layouts against docs/protocols.md §2, and decode(encode(x)) == x.
 
 use proptest::prelude::*;
 

@@ -1,6 +1,6 @@
 //! Whole `x-amz-rdma-*` header sets of PREPARE, READY and CANCEL: every
 //! field found (case-insensitively, as HTTP names are), present once,
-//! and parsed by the rules of PROTOCOLS.md §3. The gateway builds its
+//! and parsed by the rules of docs/protocols.md §3.3. The gateway builds its
 //! session requests from these; the `hipobj_headers` fuzz target feeds them
 //! arbitrary header lists.
 

@@ -1,4 +1,4 @@
-//! hipobj-rc-v2 control-plane codecs (PROTOCOLS.md §3): the 44-byte RDMA
+//! hipobj-rc-v2 control-plane codecs (docs/protocols.md §3): the 44-byte RDMA
 //! token, the principal digest, the `CRC64NVME` checksum header and the
 //! `x-amz-rdma-*` request parameters.
 //!

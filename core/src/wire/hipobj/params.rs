@@ -1,5 +1,5 @@
 //! The `x-amz-rdma-*` parameters of PREPARE, READY and CANCEL: parsers with
-//! the rules of PROTOCOLS.md §3, and the reply formats.
+//! the rules of docs/protocols.md §3.4, and the reply formats.
 //!
 //! Values are parsed strictly: decimal means ASCII digits only, hex means
 //! bare hex digits (no `0x`, no sign, no spaces), so one value has few
@@ -168,7 +168,7 @@ pub fn parse_mr_rkey(s: &str) -> Result<u32, ParamError> {
 /// A PREPARE target: `/bucket/key[?query]`, each path segment
 /// percent-encoded. Longer than 2047 bytes is TRUNC. The query is not
 /// judged here: which queries a route takes depends on the op and the
-/// server's part limit (PROTOCOLS.md §3a), so the gateway classifies it,
+/// server's part limit (docs/protocols.md §3a.2), so the gateway classifies it,
 /// before any session exists.
 pub fn parse_target(s: &str) -> Result<&str, ParamError> {
     if s.len() > MAX_TARGET_LEN {

@@ -4,7 +4,7 @@
 //! [`Scenario::from_toml`] parses (serde; errors carry line and column) and
 //! then validates (errors name the field and the rule). The result is plain
 //! data ready for the runner; it is `Send`, so a sweep can hand it to worker
-//! threads. The format is documented in README.md.
+//! threads. The format is documented in docs/scenarios.md.
 
 mod error;
 mod file;

@@ -1,0 +1,285 @@
+//! The documentation cannot point at what is not there.
+//!
+//! For every Markdown file in the repository: each relative link (and image)
+//! resolves to a file or directory, each `#anchor` names a heading of the
+//! file it points into, and each repository path named in backticks
+//! (`core/src/lib.rs`, `ci/hw-validate`, `gateway/src/http.rs:222`) exists,
+//! with its line number inside the file. Docs move and code moves; this is
+//! what tells a reader's dead end apart from a working link.
+
+use std::collections::BTreeSet;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("testbench/ sits in the repository root").to_path_buf()
+}
+
+/// Directories that hold build output or generated files, not docs.
+fn is_skipped_dir(dir: &Path) -> bool {
+    let name = dir.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    // Cargo marks every target directory, whatever its name, with CACHEDIR.TAG.
+    name == ".git" || name == "target" || name == "node_modules" || dir.join("CACHEDIR.TAG").exists()
+}
+
+fn markdown_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    let mut entries: Vec<_> =
+        fs::read_dir(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())).map(|e| e.unwrap().path()).collect();
+    entries.sort();
+    for path in entries {
+        if path.is_dir() {
+            if !is_skipped_dir(&path) {
+                markdown_files(&path, out);
+            }
+        } else if path.extension().is_some_and(|x| x == "md") {
+            out.push(path);
+        }
+    }
+}
+
+/// The file's lines outside fenced code blocks; lines inside are blanked, so
+/// line numbers in messages stay right and paragraphs stay apart.
+fn prose_lines(text: &str) -> Vec<String> {
+    let mut fence: Option<&str> = None;
+    let mut out = Vec::new();
+    for line in text.lines() {
+        let trimmed = line.trim_start();
+        let marker = ["```", "~~~"].into_iter().find(|m| trimmed.starts_with(m));
+        match (fence, marker) {
+            (None, Some(m)) => {
+                fence = Some(m);
+                out.push(String::new());
+            }
+            (Some(open), Some(m)) if open == m => {
+                fence = None;
+                out.push(String::new());
+            }
+            (Some(_), _) => out.push(String::new()),
+            (None, None) => out.push(line.to_string()),
+        }
+    }
+    out
+}
+
+/// GitHub's anchor for a heading: lower case, punctuation dropped, spaces
+/// to hyphens; a repeated heading gets `-1`, `-2`, ...
+fn anchors(text: &str) -> BTreeSet<String> {
+    let mut seen = BTreeSet::new();
+    for line in prose_lines(text) {
+        let Some(title) = line.strip_prefix('#') else { continue };
+        let title = title.trim_start_matches('#');
+        if !title.starts_with(' ') {
+            continue;
+        }
+        let slug: String = title
+            .trim()
+            .to_lowercase()
+            .chars()
+            .filter(|c| c.is_alphanumeric() || *c == ' ' || *c == '-' || *c == '_')
+            .map(|c| if c == ' ' { '-' } else { c })
+            .collect();
+        let mut candidate = slug.clone();
+        let mut n = 0;
+        while seen.contains(&candidate) {
+            n += 1;
+            candidate = format!("{slug}-{n}");
+        }
+        seen.insert(candidate);
+    }
+    seen
+}
+
+/// Link targets in prose, with the line they start on: `[text](target)`,
+/// `![alt](target)` and reference definitions `[label]: target`.
+fn link_targets(lines: &[String]) -> Vec<(usize, String)> {
+    let mut out = Vec::new();
+    for (i, line) in lines.iter().enumerate() {
+        let mut rest = line.as_str();
+        while let Some(at) = rest.find("](") {
+            let after = &rest[at + 2..];
+            let end = after.find([')', ' ']).unwrap_or(after.len());
+            out.push((i + 1, after[..end].to_string()));
+            rest = &after[end..];
+        }
+        let trimmed = line.trim_start();
+        if trimmed.starts_with('[')
+            && let Some(close) = trimmed.find("]: ")
+        {
+            let target = trimmed[close + 3..].split_whitespace().next().unwrap_or("");
+            out.push((i + 1, target.to_string()));
+        }
+    }
+    out
+}
+
+/// Inline code spans in prose, with the line they start on. A span may wrap
+/// onto the next line of its paragraph, never across a blank line.
+fn code_spans(lines: &[String]) -> Vec<(usize, String)> {
+    let mut out = Vec::new();
+    let mut open: Option<(usize, usize, String)> = None; // (line, backtick run, text so far)
+    for (i, line) in lines.iter().enumerate() {
+        if line.trim().is_empty() {
+            open = None;
+            continue;
+        }
+        let chars: Vec<char> = line.chars().collect();
+        let mut j = 0;
+        if let Some((_, _, text)) = open.as_mut() {
+            text.push(' ');
+        }
+        while j < chars.len() {
+            if chars[j] == '`' {
+                let run = chars[j..].iter().take_while(|c| **c == '`').count();
+                match open.take() {
+                    Some((start, n, text)) if n == run => out.push((start, text.trim().to_string())),
+                    Some(mut unclosed) => {
+                        unclosed.2.extend(std::iter::repeat_n('`', run));
+                        open = Some(unclosed);
+                    }
+                    None => open = Some((i + 1, run, String::new())),
+                }
+                j += run;
+            } else {
+                if let Some((_, _, text)) = open.as_mut() {
+                    text.push(chars[j]);
+                }
+                j += 1;
+            }
+        }
+    }
+    out
+}
+
+/// The words of a code span that name a path in the repository: they start
+/// with one of its top-level directories (or are one of its top-level
+/// Markdown files), carry no glob or placeholder, and are not output that
+/// the tools write (`ci/out/`, `target/`). Each keeps its `:line` suffix.
+fn repo_paths_in(span: &str, top_dirs: &BTreeSet<String>) -> Vec<String> {
+    let mut out = Vec::new();
+    for word in span.split_whitespace() {
+        let word = word.trim_end_matches([',', ';', '.', ')']).trim_start_matches('(');
+        if word.contains(['*', '{', '<', '$', '=', '[', '|']) || word.contains("...") || word.contains("://") {
+            continue;
+        }
+        let (path, _) = split_line_suffix(word);
+        let first = path.split('/').next().unwrap_or("");
+        let top_level_doc = !path.contains('/') && path.ends_with(".md") && path.chars().all(|c| !c.is_lowercase());
+        let in_a_top_dir = path.contains('/') && top_dirs.contains(first);
+        let generated = path.starts_with("ci/out/") || path.starts_with("target/");
+        if (top_level_doc || in_a_top_dir) && !generated {
+            out.push(word.to_string());
+        }
+    }
+    out
+}
+
+/// `path:12`, `path:12-30` or `path:80-82,187` -> (`path`, Some(highest line)).
+fn split_line_suffix(word: &str) -> (&str, Option<usize>) {
+    if let Some((path, lines)) = word.rsplit_once(':')
+        && !lines.is_empty()
+        && lines.chars().all(|c| c.is_ascii_digit() || c == '-' || c == ',')
+    {
+        return (path, lines.split([',', '-']).filter_map(|n| n.parse().ok()).max());
+    }
+    (word, None)
+}
+
+fn relative(root: &Path, path: &Path) -> String {
+    path.strip_prefix(root).unwrap_or(path).display().to_string()
+}
+
+#[test]
+fn every_link_and_named_path_in_the_docs_resolves() {
+    let root = repo_root();
+    let mut docs = Vec::new();
+    markdown_files(&root, &mut docs);
+    assert!(docs.iter().any(|d| d.ends_with("docs/protocols.md")), "found the docs under {}", root.display());
+    let top_dirs: BTreeSet<String> = fs::read_dir(&root)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_dir() && !is_skipped_dir(p))
+        .filter_map(|p| p.file_name().and_then(|n| n.to_str()).map(str::to_string))
+        .collect();
+
+    let mut problems = Vec::new();
+    let mut checked = 0;
+    for doc in &docs {
+        let text = fs::read_to_string(doc).unwrap();
+        let lines = prose_lines(&text);
+        let dir = doc.parent().unwrap();
+        let here = relative(&root, doc);
+
+        for (line, target) in link_targets(&lines) {
+            if target.is_empty() || target.contains("://") || target.starts_with("mailto:") {
+                continue;
+            }
+            checked += 1;
+            let (file, anchor) = match target.split_once('#') {
+                Some((file, anchor)) => (file, Some(anchor)),
+                None => (target.as_str(), None),
+            };
+            let resolved = if file.is_empty() { doc.clone() } else { dir.join(file) };
+            if !resolved.exists() {
+                problems.push(format!("{here}:{line}: link to {target}: no {}", relative(&root, &resolved)));
+                continue;
+            }
+            if let Some(anchor) = anchor
+                && resolved.extension().is_some_and(|x| x == "md")
+                && !anchors(&fs::read_to_string(&resolved).unwrap()).contains(anchor)
+            {
+                problems.push(format!("{here}:{line}: link to {target}: no such heading"));
+            }
+        }
+
+        for (line, span) in code_spans(&lines) {
+            for word in repo_paths_in(&span, &top_dirs) {
+                checked += 1;
+                let (path, last_line) = split_line_suffix(&word);
+                let found = [root.join(path), dir.join(path)].into_iter().find(|p| p.exists());
+                match (found, last_line) {
+                    (None, _) => problems.push(format!("{here}:{line}: `{word}` names no file in the repository")),
+                    (Some(file), Some(n)) => {
+                        let len = fs::read_to_string(&file).map(|t| t.lines().count()).unwrap_or(0);
+                        if n == 0 || n > len {
+                            problems.push(format!("{here}:{line}: `{word}`: {path} has {len} lines"));
+                        }
+                    }
+                    (Some(_), None) => {}
+                }
+            }
+        }
+    }
+    assert!(checked > 200, "only {checked} links and paths found: is the scan broken?");
+    assert!(problems.is_empty(), "{} dead references in the docs:\n{}", problems.len(), problems.join("\n"));
+}
+
+#[test]
+fn anchors_follow_githubs_rules() {
+    let text = "# Two commands\n## 8. What the simulator does not model\n```\n# not a heading\n```\n\
+                ## NVMe-oF over udp: the kernel's host\n## Two commands\n";
+    let got = anchors(text);
+    for want in
+        ["two-commands", "8-what-the-simulator-does-not-model", "nvme-of-over-udp-the-kernels-host", "two-commands-1"]
+    {
+        assert!(got.contains(want), "{want} missing from {got:?}");
+    }
+    assert!(!got.contains("not-a-heading"), "a comment in a code block is not a heading");
+}
+
+#[test]
+fn code_spans_and_paths_are_read_as_a_reader_sees_them() {
+    let lines: Vec<String> =
+        ["see `core/src/lib.rs:12` and `rctb run", "scenarios/quickstart.toml --seed 7`", "", "`x`"]
+            .into_iter()
+            .map(String::from)
+            .collect();
+    let spans = code_spans(&lines);
+    assert_eq!(spans.len(), 3, "{spans:?}");
+    let top: BTreeSet<String> = ["core", "scenarios", "ci"].into_iter().map(String::from).collect();
+    assert_eq!(repo_paths_in(&spans[0].1, &top), ["core/src/lib.rs:12"]);
+    assert_eq!(repo_paths_in(&spans[1].1, &top), ["scenarios/quickstart.toml"]);
+    assert!(repo_paths_in("ci/out/bench.md ci/vm/checks.d/*.sh DIR/channel-<N>.bin", &top).is_empty());
+    assert_eq!(split_line_suffix("a/b.rs:10-20"), ("a/b.rs", Some(20)));
+    assert_eq!(split_line_suffix("a/b.rs:80-82,187"), ("a/b.rs", Some(187)));
+    assert_eq!(split_line_suffix("a/b.rs"), ("a/b.rs", None));
+}
