@@ -3,8 +3,8 @@
 
 use std::fmt;
 use std::net::Ipv4Addr;
-use std::time::Duration;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use rctb_core::transport::Mtu;
 use rctb_core::wire::roce::ROCEV2_UDP_PORT;

@@ -67,7 +67,8 @@ impl FromStr for FaultSpec {
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let mut spec = FaultSpec::default();
         for item in s.split(',').map(str::trim).filter(|i| !i.is_empty()) {
-            let err = |field: &str, value: &str, rule| FaultSpecError { field: field.into(), value: value.into(), rule };
+            let err =
+                |field: &str, value: &str, rule| FaultSpecError { field: field.into(), value: value.into(), rule };
             let (key, value) = item.split_once('=').ok_or_else(|| err(item, "", "each item is key=value"))?;
             let (key, value) = (key.trim(), value.trim());
             let prob = || match value.parse::<f64>() {

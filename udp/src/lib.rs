@@ -89,7 +89,7 @@ pub mod wire;
 
 pub use config::{Dir, Fate, PathHook, RawRx, UdpConfig};
 pub use error::UdpError;
-pub use reactor::Driver;
 pub use rctb_engine::{EndpointCounters, Packet};
+pub use reactor::Driver;
 pub use stats::{EngineStats, UdpStats};
 pub use transport::{UdpReactor, UdpTransport};

@@ -31,12 +31,16 @@ use rctb_core::time::{Duration, Instant};
 use rctb_core::transport::TransportError;
 use rustix::event::{EventfdFlags, Timespec, epoll, eventfd};
 use rustix::io::Errno;
+use rustix::time::{Itimerspec, TimerfdClockId, TimerfdFlags, TimerfdTimerFlags, timerfd_create, timerfd_settime};
 
 use crate::Driver;
 
 /// How long after a caller last turned the driver from a poll the thread
-/// stays off the sockets.
-pub const POLLER_GRACE: Duration = Duration::from_millis(2);
+/// stays off the sockets: long against a spinning poll (a call every
+/// microsecond or so), short against the latency of a program that polls
+/// its CQ only now and then (perftest's write latency test spins on the
+/// buffer, and only the thread can place the peer's WRITE there).
+pub const POLLER_GRACE: Duration = Duration::from_micros(20);
 
 /// What the owner keeps beside the driver, and does after each turn.
 pub trait Owner: Send + 'static {
@@ -97,6 +101,9 @@ impl<X: Owner> Progress<X> {
     /// Starts the thread (named `name`) over `driver` and `owner`.
     pub fn start(driver: Driver, owner: X, name: &str) -> io::Result<Self> {
         let doorbell = eventfd(0, EventfdFlags::NONBLOCK | EventfdFlags::CLOEXEC)?;
+        // Deadlines to the microsecond: epoll_wait's own timeout counts
+        // whole milliseconds (epoll_pwait2 needs Linux 5.11).
+        let timer = timerfd_create(TimerfdClockId::Monotonic, TimerfdFlags::NONBLOCK | TimerfdFlags::CLOEXEC)?;
         // Two interest sets: everything, and the doorbell alone (while a
         // caller polls). A descriptor stays registered until it is closed,
         // which happens only after the thread is joined.
@@ -107,11 +114,12 @@ impl<X: Owner> Progress<X> {
         }
         for set in [&all, &bell] {
             epoll::add(set, &doorbell, epoll::EventData::new_u64(0), epoll::EventFlags::IN)?;
+            epoll::add(set, &timer, epoll::EventData::new_u64(TIMER), epoll::EventFlags::IN)?;
         }
         let state = State { driver, owner, stop: false, poller_at: None, error: None };
         let shared = Arc::new(Shared { state: Mutex::new(state), doorbell });
         let s = shared.clone();
-        let thread = std::thread::Builder::new().name(name.into()).spawn(move || run(&s, &all, &bell))?;
+        let thread = std::thread::Builder::new().name(name.into()).spawn(move || run(&s, &all, &bell, &timer))?;
         Ok(Progress { shared, thread: Some(thread) })
     }
 
@@ -142,7 +150,10 @@ impl<X: Owner> Drop for Progress<X> {
     }
 }
 
-fn run<X: Owner>(shared: &Shared<X>, all: &OwnedFd, bell: &OwnedFd) {
+/// The epoll token of the timer (the doorbell's is 0, the sockets' 1..).
+const TIMER: u64 = u64::MAX;
+
+fn run<X: Owner>(shared: &Shared<X>, all: &OwnedFd, bell: &OwnedFd, timer: &OwnedFd) {
     let mut events = Vec::with_capacity(8);
     loop {
         let (wake, now, poller) = {
@@ -164,16 +175,31 @@ fn run<X: Owner>(shared: &Shared<X>, all: &OwnedFd, bell: &OwnedFd) {
         } else {
             all
         };
-        let timeout = wait.map(|d| Timespec { tv_sec: d.as_secs() as _, tv_nsec: d.subsec_nanos() as _ });
+        // A deadline now: look once and go round. A later one: the timer
+        // (one-shot) wakes the wait. None: only a frame or the doorbell.
+        let timeout = match wait {
+            Some(d) if d.is_zero() => Some(Timespec { tv_sec: 0, tv_nsec: 0 }),
+            Some(d) => {
+                let at = Timespec { tv_sec: d.as_secs() as _, tv_nsec: d.subsec_nanos() as _ };
+                let spec = Itimerspec { it_interval: Timespec { tv_sec: 0, tv_nsec: 0 }, it_value: at };
+                let _ = timerfd_settime(timer, TimerfdTimerFlags::empty(), &spec);
+                None
+            }
+            None => None,
+        };
         events.clear();
         match epoll::wait(set, rustix::buffer::spare_capacity(&mut events), timeout.as_ref()) {
             Ok(_) | Err(Errno::INTR) => {}
             // Not expected with descriptors the driver owns; do not spin on it.
             Err(_) => std::thread::sleep(POLLER_GRACE),
         }
-        if events.iter().any(|e| e.data.u64() == 0) {
+        for e in &events {
             let mut count = [0u8; 8];
-            let _ = rustix::io::read(shared.doorbell.as_fd(), &mut count);
+            match e.data.u64() {
+                0 => _ = rustix::io::read(shared.doorbell.as_fd(), &mut count),
+                TIMER => _ = rustix::io::read(timer, &mut count),
+                _ => {}
+            }
         }
     }
 }
