@@ -40,13 +40,18 @@ struct Side {
 
 fn pair() -> [Side; 2] {
     let mut sides = [0, 1].map(|i| {
-        let mut ep = Endpoint::new(
-            EndpointConfig::new(format!("n{i}"), IPS[i]),
-            Box::new(ChaCha8Rng::seed_from_u64(i as u64)),
-        );
+        let mut ep =
+            Endpoint::new(EndpointConfig::new(format!("n{i}"), IPS[i]), Box::new(ChaCha8Rng::seed_from_u64(i as u64)));
         let pd = ep.alloc_pd().unwrap();
         let cq = ep.create_cq(16).unwrap();
-        let qp = ep.create_qp(&QpInit { pd, send_cq: cq, recv_cq: cq, caps: QpCaps::default(), sq_sig_all: true, srq: None });
+        let qp = ep.create_qp(&QpInit {
+            pd,
+            send_cq: cq,
+            recv_cq: cq,
+            caps: QpCaps::default(),
+            sq_sig_all: true,
+            srq: None,
+        });
         Side { ep, pd, cq, qp: qp.unwrap() }
     });
     let qpns = [sides[0].qp.qpn, sides[1].qp.qpn];
@@ -180,10 +185,7 @@ fn a_notification_answers_the_next_completion_once() {
     send(&mut sides, true);
     assert_eq!(sides[1].ep.poll_cq_notification(), Some(cq_b));
     // An unknown CQ is an invalid handle; a destroyed armed CQ is forgotten.
-    assert!(matches!(
-        sides[1].ep.req_notify_cq(CqId(999), false),
-        Err(TransportError::InvalidHandle { .. })
-    ));
+    assert!(matches!(sides[1].ep.req_notify_cq(CqId(999), false), Err(TransportError::InvalidHandle { .. })));
     let extra = sides[1].ep.create_cq(4).unwrap();
     sides[1].ep.req_notify_cq(extra, false).unwrap();
     sides[1].ep.destroy_cq(extra).unwrap();

@@ -9,7 +9,8 @@
 //! own count of packets). Counters come from the UDP sides only.
 
 use std::cell::Cell;
-use std::rc::Rc;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use rctb_core::transport::*;
 use rctb_core::wire::roce::{AckKind, NakCode, Opcode};
@@ -34,7 +35,7 @@ pub fn run<O: Transport>(
 /// The UDP endpoints' path hooks as a [`FaultPath`].
 #[derive(Debug, Default)]
 pub struct UdpPath {
-    acted: Rc<Cell<u64>>,
+    acted: Acted,
 }
 
 fn udp<O>(t: &Either<UdpTransport, O>) -> Option<&UdpTransport> {
@@ -58,7 +59,7 @@ impl UdpPath {
     /// Installs `fate` for the request packets of the case: on `a`'s way
     /// out, on `b`'s way in. `fate(n)` decides the n-th request packet
     /// seen (per side).
-    fn on_requests<O: Transport>(&self, x: &Ends<'_, O>, fate: impl Fn(u32) -> Fate + Clone + 'static) -> bool {
+    fn on_requests<O: Transport>(&self, x: &Ends<'_, O>, fate: impl Fn(u32) -> Fate + Clone + Send + 'static) -> bool {
         self.on_requests_at(x, false, fate)
     }
 
@@ -69,7 +70,7 @@ impl UdpPath {
         &self,
         x: &Ends<'_, O>,
         one_side: bool,
-        fate: impl Fn(u32) -> Fate + Clone + 'static,
+        fate: impl Fn(u32) -> Fate + Clone + Send + 'static,
     ) -> bool {
         let mut any = false;
         for (t, dir) in [(&*x.a, Dir::Tx), (&*x.b, Dir::Rx)] {
@@ -179,5 +180,20 @@ impl<O: Transport> FaultPath<Either<UdpTransport, O>> for UdpPath {
             retransmitted: a.map(|u| u.reactor().engine_stats().retransmitted),
             timeouts: a.map(|u| u.reactor().engine_stats().timeouts),
         }
+    }
+}
+
+/// How many packets the hooks acted on: shared by a hook (which the udp
+/// driver may move to another thread) and the test that reads it.
+#[derive(Clone, Debug, Default)]
+struct Acted(Arc<AtomicU64>);
+
+impl Acted {
+    fn get(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
+
+    fn set(&self, v: u64) {
+        self.0.store(v, Ordering::Relaxed);
     }
 }

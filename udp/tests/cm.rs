@@ -3,9 +3,9 @@
 //! reject and disconnect still converge; a peer with no listener, or none
 //! at all, ends in the typed outcome.
 
-use std::cell::Cell;
 use std::net::{Ipv4Addr, SocketAddrV4};
-use std::rc::Rc;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
 
 use rctb_core::time::{Duration, Instant};
 use rctb_core::transport::*;
@@ -46,11 +46,11 @@ fn is_mad(p: &Packet) -> bool {
 }
 
 /// A hook that loses the first `n` MADs it sees, then passes everything.
-fn lose_first_mads(n: u32, seen: Rc<Cell<u32>>) -> rctb_udp::PathHook {
+fn lose_first_mads(n: u32, seen: Arc<AtomicU32>) -> rctb_udp::PathHook {
     Box::new(move |dir, p| {
         if dir == Dir::Tx && is_mad(p) {
-            seen.set(seen.get() + 1);
-            if seen.get() <= n {
+            let k = seen.fetch_add(1, Ordering::Relaxed) + 1;
+            if k <= n {
                 return Fate::Drop;
             }
         }
@@ -92,8 +92,8 @@ fn lost_mads_are_sent_again() {
     // The first three MADs a sends are lost (its REQ and the first two
     // retries), and b's first two (its REP and the REP sent again).
     let (mut a, mut b, ib) = pair(2);
-    a.set_hook(Some(lose_first_mads(3, Rc::new(Cell::new(0)))));
-    b.set_hook(Some(lose_first_mads(2, Rc::new(Cell::new(0)))));
+    a.set_hook(Some(lose_first_mads(3, Arc::default())));
+    b.set_hook(Some(lose_first_mads(2, Arc::default())));
     connect_and_disconnect(&mut a, &mut b, ib);
     let (ca, cb) = (a.engine_counters(), b.engine_counters());
     assert!(ca.cm_retransmitted + cb.cm_retransmitted >= 3, "{ca:?} {cb:?}");

@@ -315,11 +315,13 @@ impl Runtime {
             Some(StatsSink::Stderr) => eprintln!("{}", self.report(false)),
             Some(StatsSink::File(path)) => {
                 use std::io::Write;
-                let line = self.report(true);
+                // One write of the whole line: processes that share the file
+                // append whole lines (O_APPEND), never halves.
+                let line = self.report(true) + "\n";
                 let f = std::fs::OpenOptions::new().create(true).append(true).open(path);
                 match f {
                     Ok(mut f) => {
-                        let _ = writeln!(f, "{line}");
+                        let _ = f.write_all(line.as_bytes());
                     }
                     Err(e) => eprintln!("rctb libibverbs: RCTB_IBV_STATS={}: {e}", path.display()),
                 }

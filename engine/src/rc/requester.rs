@@ -93,9 +93,6 @@ pub(crate) struct Requester {
     rnr_until: Option<Instant>,
     /// rxe's `noack_pkts`: packets sent since the last AckReq.
     pkts_since_ack_req: u32,
-    /// READ and atomic requests transmitted whose response has not all
-    /// arrived (bounded by `max_rd_atomic`).
-    reads_in_flight: u32,
     /// The READ response PSN we last re-issued a READ for: responses of the
     /// original flight keep arriving after a gap, and each must not trigger
     /// another re-issue (one per gap; a timeout clears it).
@@ -218,10 +215,22 @@ impl Requester {
         if is_new && self.outstanding() >= MAX_WINDOW_PACKETS {
             return false;
         }
-        if awaits && is_new && self.reads_in_flight >= max_rd_atomic as u32 {
+        if awaits && is_new && self.reads_outstanding() >= max_rd_atomic as usize {
             return false;
         }
         true
+    }
+
+    /// READs and atomics sent and not yet retired: what `max_rd_atomic`
+    /// bounds. One whose response arrived still counts until every WR before
+    /// it retired: the responder keeps the results of only its last
+    /// `max_dest_rd_atomic` requests, and an older one whose response was
+    /// lost is asked again, so none newer than the window may have
+    /// recycled its result (or the repeat would go unanswered forever).
+    /// Asked only when the next new request is a READ or an atomic.
+    fn reads_outstanding(&self) -> usize {
+        let sent_end = self.sent_end;
+        self.sq.iter().take_while(|w| w.first_psn.diff(sent_end) < 0).filter(|w| w.awaits_response()).count()
     }
 
     #[inline]
@@ -254,8 +263,6 @@ impl Requester {
             self.tx_idx = idx;
             self.tx_pkt = if w.awaits_response() { 0 } else { psn.diff(w.first_psn) as u32 };
         }
-        // Re-issued READ requests count again.
-        self.reads_in_flight = 0;
     }
 }
 
@@ -331,7 +338,6 @@ fn ack_before(qp: &mut RcQp, psn: Psn) -> bool {
             if req.tx_idx > i {
                 req.tx_idx = i;
                 req.tx_pkt = 0;
-                req.reads_in_flight = 0;
             }
             break;
         }
@@ -514,7 +520,6 @@ fn handle_read_response(qp: &mut RcQp, now: Instant, pkt: &Packet, mem: &mut Mem
     qp.req.read_gap = None;
     if w.read_done == w.npkts {
         w.done = true;
-        qp.req.reads_in_flight = qp.req.reads_in_flight.saturating_sub(1);
     }
     on_progress(qp, now);
     retire(qp, out);
@@ -556,7 +561,6 @@ fn handle_atomic_ack(qp: &mut RcQp, now: Instant, pkt: &Packet, mem: &mut Memory
     w.done = true;
     qp.req.una = psn.add(1);
     qp.req.read_gap = None;
-    qp.req.reads_in_flight = qp.req.reads_in_flight.saturating_sub(1);
     on_progress(qp, now);
     retire(qp, out);
 }
@@ -641,7 +645,6 @@ pub(super) fn poll_transmit(
         opcode = op;
         atomic = Some(AtomicEth { va: remote.addr, rkey: remote.rkey, swap_add, compare });
         (reth, imm, ends) = (None, None, true);
-        req.reads_in_flight += 1;
         if psn.diff(req.sent_end) >= 0 {
             req.sent_end = psn.add(1);
         }
@@ -659,7 +662,6 @@ pub(super) fn poll_transmit(
         });
         imm = None;
         ends = true;
-        req.reads_in_flight += 1;
         // The READ consumes PSNs up to its last response.
         let end = w.last_psn().add(1);
         if end.diff(req.sent_end) > 0 {
