@@ -694,6 +694,56 @@ static void test_unsignaled(struct pair *p)
 	expect_empty(p->acq, "unsignaled: nothing else completes", 50);
 }
 
+/* A SEND before the receive is posted: RNR NAKs, retried until it is. */
+static void test_rnr(struct pair *p)
+{
+	struct side *A = &S[0], *B = &S[1];
+	struct ibv_wc wc;
+	fill(A->buf, 256, 17);
+	memset(B->buf, 0, 256);
+	check(post_one(p->a, 55, IBV_WR_SEND, IBV_SEND_SIGNALED, A, 0, 256, 0, 0, 0) == 0, "RNR: post", "");
+	expect_empty(p->acq, "RNR: no completion while the peer has no receive", 30);
+	post_recv(p->b, 450, B, 0, 256);
+	expect_wc(p->acq, &wc, "RNR: the send completes once a receive is posted", IBV_WC_SUCCESS, IBV_WC_SEND, 55);
+	if (expect_wc(p->bcq, &wc, "RNR: received", IBV_WC_SUCCESS, IBV_WC_RECV, 450))
+		expect_bytes(B->buf, A->buf, 256, "RNR: data");
+}
+
+/* sq_sig_all = 1: every WR completes, flagged or not; one poll takes several. */
+static void test_sig_all(void)
+{
+	struct side *A = &S[0], *B = &S[1];
+	struct ibv_wc wc[8];
+	struct pair p;
+	p.acq = ibv_create_cq(A->ctx, 64, NULL, NULL, 0);
+	p.bcq = ibv_create_cq(B->ctx, 64, NULL, NULL, 0);
+	struct ibv_qp_init_attr ia = { .send_cq = p.acq, .recv_cq = p.acq,
+				       .cap = { .max_send_wr = 8, .max_recv_wr = 8, .max_send_sge = 1,
+						.max_recv_sge = 1 },
+				       .qp_type = IBV_QPT_RC, .sq_sig_all = 1 };
+	p.a = ibv_create_qp(A->pd, &ia);
+	p.b = make_qp(B, p.bcq, p.bcq, NULL, 0);
+	if (!p.acq || !p.bcq || !p.a || !p.b)
+		fatal("sq_sig_all pair");
+	connect_pair(&p, "sq_sig_all pair");
+	int rc = 0;
+	for (int i = 0; i < 4; i++)
+		rc |= post_one(p.a, 60 + i, IBV_WR_RDMA_WRITE, 0, A, 0, 16, (uintptr_t)B->buf + 600000 + 16 * i,
+			       B->mr->rkey, 0);
+	check(rc == 0, "sq_sig_all: post 4 WRs without IBV_SEND_SIGNALED", "");
+	int got = 0;
+	uint64_t end = now_ms() + 5000;
+	while (got < 4 && now_ms() < end) {
+		int n = ibv_poll_cq(p.acq, 8, wc + got);
+		if (n < 0)
+			break;
+		got += n;
+	}
+	check(got == 4 && wc[0].wr_id == 60 && wc[3].wr_id == 63 && wc[3].status == IBV_WC_SUCCESS,
+	      "sq_sig_all: every WR completes, in order", "got %d", got);
+	free_pair(&p, "sq_sig_all pair: destroy");
+}
+
 static void test_srq(void)
 {
 	struct side *A = &S[0], *B = &S[1];
@@ -722,6 +772,9 @@ static void test_srq(void)
 		      "SRQ: second qp_num and imm", "%u %x", wc.qp_num, wc.wc_flags);
 		expect_bytes(B->buf + 10000, A->buf + 1000, 1000, "SRQ: second data");
 	}
+
+	int rc0 = post_recv(p.b, 599, B, 0, 100);
+	check(rc0 == EINVAL, "post_recv on a QP that has an SRQ: EINVAL", "rc %d", rc0);
 
 	struct ibv_srq_attr sa = { .srq_limit = 1 };
 	int rc = ibv_modify_srq(srq, &sa, IBV_SRQ_LIMIT);
@@ -811,6 +864,23 @@ static void test_channel(void)
 	expect_wc(p.acq, &wc, "channel: third send completes", IBV_WC_SUCCESS, IBV_WC_SEND, 72);
 	ibv_ack_cq_events(ccq, 1);
 
+	/* Solicited only: an unsolicited SEND raises no event, a solicited one does. */
+	check(ibv_req_notify_cq(ccq, 1) == 0, "ibv_req_notify_cq solicited only", "");
+	post_recv(p.b, 603, B, 0, 1000);
+	post_recv(p.b, 604, B, 1000, 1000);
+	post_one(p.a, 73, IBV_WR_SEND, IBV_SEND_SIGNALED, A, 0, 64, 0, 0, 0);
+	expect_wc(p.acq, &wc, "channel: unsolicited send completes", IBV_WC_SUCCESS, IBV_WC_SEND, 73);
+	expect_wc(ccq, &wc, "channel: unsolicited receive is on the CQ", IBV_WC_SUCCESS, IBV_WC_RECV, 603);
+	check(epoll_wait(ep, &out, 1, 0) == 0, "solicited only: an unsolicited SEND raises no event", "");
+	post_one(p.a, 74, IBV_WR_SEND, IBV_SEND_SIGNALED | IBV_SEND_SOLICITED, A, 0, 64, 0, 0, 0);
+	n = epoll_wait(ep, &out, 1, 5000);
+	rc = ibv_get_cq_event(ch, &ev_cq, &ev_ctx);
+	check(n == 1 && rc == 0 && ev_cq == ccq, "solicited only: a solicited SEND raises the event", "n %d rc %d", n,
+	      rc);
+	expect_wc(ccq, &wc, "channel: solicited receive", IBV_WC_SUCCESS, IBV_WC_RECV, 604);
+	expect_wc(p.acq, &wc, "channel: solicited send completes", IBV_WC_SUCCESS, IBV_WC_SEND, 74);
+	ibv_ack_cq_events(ccq, 1);
+
 	close(ep);
 	rc = ibv_destroy_comp_channel(ch);
 	check(rc == -1 && errno == EBUSY, "ibv_destroy_comp_channel while a CQ uses it: EBUSY", "rc %d errno %d", rc,
@@ -839,6 +909,31 @@ static void test_errors(struct pair *p)
 	      "rc %d bad %p (wr %p)", rc, (void *)bad, (void *)&badop);
 	expect_wc(p->acq, &wc, "post_send: the WR before the bad one went", IBV_WC_SUCCESS, IBV_WC_SEND, 80);
 	expect_wc(p->bcq, &wc, "post_send: ... and arrived", IBV_WC_SUCCESS, IBV_WC_RECV, 700);
+
+	/* A chain longer than the send queue: the WRs that fit go, the first
+	 * that does not is refused with ENOMEM and named in *bad_wr. */
+	static struct ibv_send_wr chain[65];
+	for (int i = 0; i < 65; i++) {
+		chain[i] = (struct ibv_send_wr){ .wr_id = 2000 + i, .next = i < 64 ? &chain[i + 1] : NULL,
+						 .sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_RDMA_WRITE,
+						 .send_flags = IBV_SEND_SIGNALED };
+		chain[i].wr.rdma.remote_addr = (uintptr_t)B->buf + 700000 + 8 * i;
+		chain[i].wr.rdma.rkey = B->mr->rkey;
+	}
+	bad = NULL;
+	rc = ibv_post_send(p->a, chain, &bad);
+	check(rc == ENOMEM && bad == &chain[64], "post_send: 65 WRs on a 64-entry send queue: ENOMEM at the 65th",
+	      "rc %d bad index %ld", rc, bad ? (long)(bad - chain) : -1L);
+	int got = 0, in_order = 1;
+	uint64_t end = now_ms() + 5000;
+	while (got < 64 && now_ms() < end) {
+		if (ibv_poll_cq(p->acq, 1, &wc) == 1) {
+			in_order &= wc.wr_id == (uint64_t)(2000 + got) && wc.status == IBV_WC_SUCCESS;
+			got++;
+		}
+	}
+	check(got == 64 && in_order, "post_send: the 64 that fit complete, in order", "got %d in order %d", got,
+	      in_order);
 
 	/* Too many SGEs for the QP (created with max_send_sge = 4). */
 	struct ibv_qp_attr qa;
@@ -1005,6 +1100,83 @@ static void test_remote_access(void)
 	free_pair(&p, "rkey pair: destroy");
 }
 
+/* An atomic at an address that is not 8-byte aligned: refused at post
+ * with EINVAL (as rxe's provider does), *bad_wr on it, the target
+ * untouched and the QP still usable. */
+static void test_misaligned_atomic(struct pair *p)
+{
+	struct side *B = &S[1];
+	struct ibv_wc wc;
+	uint64_t *target = (uint64_t *)(B->buf + 800000);
+	target[0] = target[1] = 0;
+	struct ibv_sge sge = { .addr = (uintptr_t)(S[0].buf + 800000), .length = 8, .lkey = S[0].mr->lkey };
+	struct ibv_send_wr wr = { .wr_id = 96, .sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_ATOMIC_FETCH_AND_ADD,
+				  .send_flags = IBV_SEND_SIGNALED },
+			   *bad = NULL;
+	wr.wr.atomic.remote_addr = (uintptr_t)B->buf + 800004;
+	wr.wr.atomic.rkey = B->mr->rkey;
+	wr.wr.atomic.compare_add = 1;
+	int rc = ibv_post_send(p->a, &wr, &bad);
+	check(rc == EINVAL && bad == &wr, "misaligned atomic: EINVAL at post, *bad_wr on it", "rc %d", rc);
+	expect_empty(p->acq, "misaligned atomic: no completion", 30);
+	check(target[0] == 0 && target[1] == 0, "misaligned atomic: target untouched", "");
+	check(post_atomic(p->a, 98, IBV_WR_ATOMIC_FETCH_AND_ADD, 800000, (uintptr_t)target, B->mr->rkey, 3, 0) == 0,
+	      "misaligned atomic: an aligned one after it posts", "");
+	if (expect_wc(p->acq, &wc, "misaligned atomic: an aligned one after it completes", IBV_WC_SUCCESS,
+		      IBV_WC_FETCH_ADD, 98))
+		check(target[0] == 3, "misaligned atomic: the aligned one added", "%llu",
+		      (unsigned long long)target[0]);
+}
+
+/* An RDMA READ into local memory registered without LOCAL_WRITE: a local
+ * protection error, and the local bytes are untouched. */
+static void test_read_into_readonly(void)
+{
+	struct side *A = &S[0], *B = &S[1];
+	struct ibv_wc wc;
+	struct pair p = new_pair("read-only pair", NULL, 0);
+	struct ibv_mr *ro = ibv_reg_mr(A->pd, A->buf + 3 * MIB, 4096, 0);
+	if (!check(ro != NULL, "ibv_reg_mr with no access flags (local read only)", "errno %d", errno))
+		return;
+	memset(A->buf + 3 * MIB, 0x22, 64);
+	fill(B->buf + 810000, 64, 18);
+	struct ibv_sge sge = { .addr = (uintptr_t)A->buf + 3 * MIB, .length = 64, .lkey = ro->lkey };
+	struct ibv_send_wr wr = { .wr_id = 97, .sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_RDMA_READ,
+				  .send_flags = IBV_SEND_SIGNALED },
+			   *bad = NULL;
+	wr.wr.rdma.remote_addr = (uintptr_t)B->buf + 810000;
+	wr.wr.rdma.rkey = B->mr->rkey;
+	int rc = ibv_post_send(p.a, &wr, &bad);
+	check(rc == 0, "READ into a read-only MR: post", "rc %d", rc);
+	expect_wc(p.acq, &wc, "READ into a read-only MR: IBV_WC_LOC_PROT_ERR", IBV_WC_LOC_PROT_ERR, -1, 97);
+	check(A->buf[3 * MIB] == 0x22 && A->buf[3 * MIB + 63] == 0x22, "READ into a read-only MR: untouched", "");
+	check(ibv_dereg_mr(ro) == 0, "ibv_dereg_mr", "");
+	free_pair(&p, "read-only pair: destroy");
+
+	/* A receive into memory without LOCAL_WRITE: the receiver completes
+	 * with a local protection error and its bytes stay; the sender fails too. */
+	p = new_pair("read-only receive pair", NULL, 0);
+	ro = ibv_reg_mr(B->pd, B->buf + 3 * MIB, 4096, 0);
+	if (!check(ro != NULL, "ibv_reg_mr with no access flags (receiver)", "errno %d", errno))
+		return;
+	memset(B->buf + 3 * MIB, 0x33, 64);
+	struct ibv_sge rs = { .addr = (uintptr_t)B->buf + 3 * MIB, .length = 64, .lkey = ro->lkey };
+	struct ibv_recv_wr rwr = { .wr_id = 850, .sg_list = &rs, .num_sge = 1 }, *rbad = NULL;
+	rc = ibv_post_recv(p.b, &rwr, &rbad);
+	check(rc == 0, "RECV into a read-only MR: post_recv", "rc %d", rc);
+	fill(A->buf, 64, 19);
+	check(post_one(p.a, 99, IBV_WR_SEND, IBV_SEND_SIGNALED, A, 0, 64, 0, 0, 0) == 0,
+	      "RECV into a read-only MR: post_send", "");
+	expect_wc(p.bcq, &wc, "RECV into a read-only MR: IBV_WC_LOC_PROT_ERR at the receiver", IBV_WC_LOC_PROT_ERR,
+		  -1, 850);
+	int n = wait_wc(p.acq, &wc, 5000);
+	check(n == 1 && wc.wr_id == 99 && wc.status != IBV_WC_SUCCESS, "RECV into a read-only MR: the sender fails",
+	      "n %d status %s", n, ibv_wc_status_str(wc.status));
+	check(B->buf[3 * MIB] == 0x33 && B->buf[3 * MIB + 63] == 0x33, "RECV into a read-only MR: untouched", "");
+	check(ibv_dereg_mr(ro) == 0, "ibv_dereg_mr", "");
+	free_pair(&p, "read-only receive pair: destroy");
+}
+
 int main(void)
 {
 	setenv("RCTB_IBV_ADDR", "127.0.0.1,127.0.0.2", 0);
@@ -1039,21 +1211,30 @@ int main(void)
 	struct pair p = new_pair("main pair", NULL, 64);
 	struct ibv_qp_attr qa;
 	struct ibv_qp_init_attr qia;
-	int rc = ibv_query_qp(p.a, &qa, IBV_QP_STATE | IBV_QP_DEST_QPN, &qia);
+	int rc = ibv_query_qp(p.a, &qa, IBV_QP_STATE | IBV_QP_DEST_QPN | IBV_QP_CAP | IBV_QP_PATH_MTU | IBV_QP_SQ_PSN,
+			      &qia);
 	check(rc == 0 && qa.qp_state == IBV_QPS_RTS && qa.dest_qp_num == p.b->qp_num && qia.qp_type == IBV_QPT_RC,
 	      "ibv_query_qp: RTS, dest_qp_num", "rc %d state %d dest %u", rc, qa.qp_state, qa.dest_qp_num);
+	check(qa.path_mtu == S[0].mtu && qa.sq_psn == 0x2000 && qa.cap.max_inline_data >= 64 &&
+		      qia.cap.max_inline_data >= 64 && qia.send_cq == p.acq,
+	      "ibv_query_qp: path_mtu, sq_psn, max_inline_data, send_cq", "mtu %d psn %x inline %u/%u", qa.path_mtu,
+	      qa.sq_psn, qa.cap.max_inline_data, qia.cap.max_inline_data);
 
 	test_send(&p);
 	test_rdma(&p);
 	test_atomics(&p);
+	test_misaligned_atomic(&p);
 	test_large_and_sges(&p);
 	test_inline(&p);
 	test_unsignaled(&p);
+	test_rnr(&p);
+	test_sig_all();
 	test_srq();
 	test_channel();
 	test_errors(&p);
 	test_bad_lkey();
 	test_remote_access();
+	test_read_into_readonly();
 	free_pair(&p, "main pair: destroy");
 
 	for (int i = 0; i < 2; i++) {
