@@ -165,6 +165,9 @@ pub(crate) struct CqLink {
 pub(crate) struct MrLink {
     pub id: MrId,
     pub iova: u64,
+    /// Registered with IBV_ACCESS_LOCAL_WRITE: the device may write it
+    /// (a receive, a READ response, an atomic's original value).
+    pub local_write: bool,
 }
 
 /// What the library keeps beside the engine, under the engine's lock.

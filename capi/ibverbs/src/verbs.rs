@@ -520,7 +520,8 @@ fn reg_mr(pd: *mut sys::ibv_pd, addr: *mut c_void, length: usize, iova: u64, acc
     let r = st.driver.engine_mut(0).0.reg_mr_external(p.id, iova, length as u64, acc, mem);
     match r {
         Ok(info) => {
-            st.owner.mrs.insert(info.lkey, MrLink { id: info.id, iova });
+            let local_write = access & sys::IBV_ACCESS_LOCAL_WRITE != 0;
+            st.owner.mrs.insert(info.lkey, MrLink { id: info.id, iova, local_write });
             let mr = sys::ibv_mr {
                 context: ctx.ibv(),
                 pd,
