@@ -29,7 +29,7 @@ const NO_REGION: MrId = MrId(0);
 /// which a region registered without LOCAL_WRITE forbids; the engine does
 /// not check that, so such an SGE becomes one of no region, and the WR
 /// completes with a local protection error as on a NIC.
-fn sge_of(mrs: &std::collections::HashMap<u32, MrLink>, s: &sys::ibv_sge, write: bool) -> Sge {
+fn sge_of(mrs: &std::collections::BTreeMap<u32, MrLink>, s: &sys::ibv_sge, write: bool) -> Sge {
     match mrs.get(&s.lkey) {
         Some(m) if write && !m.local_write => Sge::new(NO_REGION, 0, s.length),
         Some(m) if s.addr >= m.iova => Sge::new(m.id, s.addr - m.iova, s.length),
