@@ -6,7 +6,9 @@
 #   2. offsets: tests/c/offsets.c, regenerated from src/sys.rs and diffed
 #      with the committed copy, compiled and run;
 #   3. dlvsym: tests/c/dlvsym.c;
-#   4. verbs: tests/c/verbs_test.c, two devices in one process.
+#   4. verbs: tests/c/verbs_test.c, two devices in one process, then again
+#      with seeded packet loss (RCTB_TEST_FAULTS, default seed=7,drop=0.01;
+#      empty: no second run).
 # Builds the library first if needed (cargo build --release -p rctb-ibverbs,
 # honouring CARGO_TARGET_DIR). Exits non-zero on any failure, naming it.
 # Without cc, python3, objdump or the headers it prints "skip: ..." and
@@ -127,10 +129,17 @@ if [ -x "$work/verbs_test" ]; then
 	echo "# verbs_test"
 	RCTB_IBV_ADDR=$addrs RCTB_IBV_STATS=1 LD_LIBRARY_PATH=$libdir timeout 300 "$work/verbs_test" ||
 		failed+=("verbs_test")
+	# Again with seeded packet loss: every check must hold through retransmission.
+	faults=${RCTB_TEST_FAULTS-seed=7,drop=0.01}
+	if [ -n "$faults" ]; then
+		echo "# verbs_test with RCTB_IBV_FAULTS=$faults"
+		RCTB_IBV_ADDR=$addrs RCTB_IBV_STATS=1 RCTB_IBV_FAULTS=$faults LD_LIBRARY_PATH=$libdir \
+			timeout 300 "$work/verbs_test" || failed+=("verbs_test with faults ($faults)")
+	fi
 fi
 
 if [ ${#failed[@]} -gt 0 ]; then
 	echo "FAILED: ${failed[*]}"
 	exit 1
 fi
-echo "PASSED: symbol versions, offsets, dlvsym, verbs_test"
+echo "PASSED: symbol versions, offsets, dlvsym, verbs_test (and with faults)"
