@@ -24,9 +24,14 @@ use crate::verbs::{MAX_INLINE, device_attr, errno_of, obj, write_port_attr};
 /// with a local protection error, as a NIC does.
 const NO_REGION: MrId = MrId(0);
 
-/// The engine's SGE for a program's (lkey, address, length).
-fn sge_of(mrs: &std::collections::HashMap<u32, MrLink>, s: &sys::ibv_sge) -> Sge {
+/// The engine's SGE for a program's (lkey, address, length). `write`: the
+/// device writes through it (a receive, a READ or atomic's local buffer),
+/// which a region registered without LOCAL_WRITE forbids; the engine does
+/// not check that, so such an SGE becomes one of no region, and the WR
+/// completes with a local protection error as on a NIC.
+fn sge_of(mrs: &std::collections::BTreeMap<u32, MrLink>, s: &sys::ibv_sge, write: bool) -> Sge {
     match mrs.get(&s.lkey) {
+        Some(m) if write && !m.local_write => Sge::new(NO_REGION, 0, s.length),
         Some(m) if s.addr >= m.iova => Sge::new(m.id, s.addr - m.iova, s.length),
         // Below the region: an offset past any region's end (a length error).
         Some(m) => Sge::new(m.id, u64::MAX - u64::from(s.length), s.length),
@@ -102,7 +107,7 @@ fn post_one(st: &mut rctb_udp::progress::State<Owner>, q: &Qp, wr: &sys::ibv_sen
         usize::from(total > 0)
     } else {
         for (dst, s) in engine_sges.iter_mut().zip(list) {
-            *dst = sge_of(&st.owner.mrs, s);
+            *dst = sge_of(&st.owner.mrs, s, op.is_read_or_atomic());
         }
         list.len()
     };
@@ -165,7 +170,7 @@ fn recv_sges(owner: &Owner, list: &[sys::ibv_sge], out: &mut [Sge]) -> Result<us
         return Err(libc::EINVAL);
     }
     for (dst, s) in out.iter_mut().zip(list) {
-        *dst = sge_of(&owner.mrs, s);
+        *dst = sge_of(&owner.mrs, s, true);
     }
     Ok(list.len())
 }

@@ -3,7 +3,7 @@
 //! socket, driven by a progress thread, shared by every context opened on
 //! the device (as one NIC serves every context of every process).
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::ffi::c_void;
 use std::net::Ipv4Addr;
 use std::os::fd::OwnedFd;
@@ -165,16 +165,19 @@ pub(crate) struct CqLink {
 pub(crate) struct MrLink {
     pub id: MrId,
     pub iova: u64,
+    /// Registered with IBV_ACCESS_LOCAL_WRITE: the device may write it
+    /// (a receive, a READ response, an atomic's original value).
+    pub local_write: bool,
 }
 
 /// What the library keeps beside the engine, under the engine's lock.
 #[derive(Default)]
 pub(crate) struct Owner {
-    pub cqs: HashMap<CqId, CqLink>,
-    pub mrs: HashMap<u32, MrLink>,
+    pub cqs: BTreeMap<CqId, CqLink>,
+    pub mrs: BTreeMap<u32, MrLink>,
     /// QP handle -> (QP number, the `ibv_qp` pointer, its context's async sink).
-    pub qps: HashMap<QpId, (u32, usize, Arc<OwnedFd>)>,
-    pub srqs: HashMap<SrqId, (usize, Arc<OwnedFd>)>,
+    pub qps: BTreeMap<QpId, (u32, usize, Arc<OwnedFd>)>,
+    pub srqs: BTreeMap<SrqId, (usize, Arc<OwnedFd>)>,
     /// Completions moved out of the engine before they become `ibv_wc`s.
     pub scratch: Vec<Completion>,
 }

@@ -127,10 +127,12 @@ export!(
         else {
             return fail(libc::EMFILE);
         };
-        let mut vctx = sys::verbs_context::default();
-        vctx.sz = std::mem::size_of::<sys::verbs_context>();
-        vctx.query_port = Some(data::vctx_query_port);
-        vctx.query_device_ex = Some(data::vctx_query_device_ex);
+        let mut vctx = sys::verbs_context {
+            sz: std::mem::size_of::<sys::verbs_context>(),
+            query_port: Some(data::vctx_query_port),
+            query_device_ex: Some(data::vctx_query_device_ex),
+            ..Default::default()
+        };
         let c = &mut vctx.context;
         c.device = dev;
         c.ops.poll_cq = Some(data::poll_cq);
@@ -520,7 +522,8 @@ fn reg_mr(pd: *mut sys::ibv_pd, addr: *mut c_void, length: usize, iova: u64, acc
     let r = st.driver.engine_mut(0).0.reg_mr_external(p.id, iova, length as u64, acc, mem);
     match r {
         Ok(info) => {
-            st.owner.mrs.insert(info.lkey, MrLink { id: info.id, iova });
+            let local_write = access & sys::IBV_ACCESS_LOCAL_WRITE != 0;
+            st.owner.mrs.insert(info.lkey, MrLink { id: info.id, iova, local_write });
             let mr = sys::ibv_mr {
                 context: ctx.ibv(),
                 pd,
@@ -651,7 +654,10 @@ export!(
         }
         // SAFETY: a live context; `channel` is NULL or a live channel.
         let ctx = unsafe { Context::from_ibv(context) };
-        let chan = (!channel.is_null()).then(|| unsafe { obj::<CompChannel, _>(channel) });
+        let chan = (!channel.is_null()).then(|| {
+            // SAFETY: not NULL, so a live channel of the program's.
+            unsafe { obj::<CompChannel, _>(channel) }
+        });
         if chan.is_some_and(|c| c.ch.context != context) {
             return fail(libc::EINVAL);
         }
@@ -904,7 +910,10 @@ export!(
         }
         // SAFETY: live CQs (and SRQ, when given) of the program.
         let (scq, rcq) = unsafe { (obj::<Cq, _>(ia.send_cq), obj::<Cq, _>(ia.recv_cq)) };
-        let srq = (!ia.srq.is_null()).then(|| unsafe { obj::<Srq, _>(ia.srq) });
+        let srq = (!ia.srq.is_null()).then(|| {
+            // SAFETY: not NULL, so a live SRQ of the program's.
+            unsafe { obj::<Srq, _>(ia.srq) }
+        });
         let context = ctx.ibv();
         // Every object must belong to the QP's context.
         if scq.cq.context != context || rcq.cq.context != context || srq.is_some_and(|s| s.srq.context != context) {
