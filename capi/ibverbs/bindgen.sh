@@ -15,4 +15,6 @@ bindgen "$tmp/wrapper.h" \
   -o "$tmp/sys.rs"
 head -7 src/sys.rs > "$tmp/head.rs"
 cat "$tmp/head.rs" "$tmp/sys.rs" > src/sys.rs
+# Every unsafe block of the crate says why it is sound, the generated ones too.
+python3 "$(dirname "$0")/tests/c/add_safety_lines.py" src/sys.rs
 rm -rf "$tmp"

@@ -54,10 +54,14 @@ impl<T> __BindgenUnionField<T> {
     }
     #[inline]
     pub const unsafe fn as_ref(&self) -> &T {
+        // SAFETY: bindgen output: zeroed bytes are a valid value of a C struct, and the
+        // incomplete-array helpers view the memory just past their own field.
         unsafe { ::std::mem::transmute(self) }
     }
     #[inline]
     pub const unsafe fn as_mut(&mut self) -> &mut T {
+        // SAFETY: bindgen output: zeroed bytes are a valid value of a C struct, and the
+        // incomplete-array helpers view the memory just past their own field.
         unsafe { ::std::mem::transmute(self) }
     }
 }
@@ -141,6 +145,8 @@ const _: () = {
 impl Default for __atomic_wide_counter {
     fn default() -> Self {
         let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        // SAFETY: bindgen output: zeroed bytes are a valid value of a C struct, and the
+        // incomplete-array helpers view the memory just past their own field.
         unsafe {
             ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
             s.assume_init()
@@ -165,6 +171,8 @@ const _: () = {
 impl Default for __pthread_internal_list {
     fn default() -> Self {
         let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        // SAFETY: bindgen output: zeroed bytes are a valid value of a C struct, and the
+        // incomplete-array helpers view the memory just past their own field.
         unsafe {
             ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
             s.assume_init()
@@ -200,6 +208,8 @@ const _: () = {
 impl Default for __pthread_mutex_s {
     fn default() -> Self {
         let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        // SAFETY: bindgen output: zeroed bytes are a valid value of a C struct, and the
+        // incomplete-array helpers view the memory just past their own field.
         unsafe {
             ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
             s.assume_init()
@@ -233,6 +243,8 @@ const _: () = {
 impl Default for __pthread_cond_s {
     fn default() -> Self {
         let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        // SAFETY: bindgen output: zeroed bytes are a valid value of a C struct, and the
+        // incomplete-array helpers view the memory just past their own field.
         unsafe {
             ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
             s.assume_init()
@@ -257,6 +269,8 @@ const _: () = {
 impl Default for pthread_mutex_t {
     fn default() -> Self {
         let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        // SAFETY: bindgen output: zeroed bytes are a valid value of a C struct, and the
+        // incomplete-array helpers view the memory just past their own field.
         unsafe {
             ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
             s.assume_init()
@@ -281,6 +295,8 @@ const _: () = {
 impl Default for pthread_cond_t {
     fn default() -> Self {
         let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        // SAFETY: bindgen output: zeroed bytes are a valid value of a C struct, and the
+        // incomplete-array helpers view the memory just past their own field.
         unsafe {
             ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
             s.assume_init()
@@ -1295,6 +1311,8 @@ const _: () = {
 impl Default for ib_uverbs_wc__bindgen_ty_1 {
     fn default() -> Self {
         let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        // SAFETY: bindgen output: zeroed bytes are a valid value of a C struct, and the
+        // incomplete-array helpers view the memory just past their own field.
         unsafe {
             ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
             s.assume_init()
@@ -1324,6 +1342,8 @@ const _: () = {
 impl Default for ib_uverbs_wc {
     fn default() -> Self {
         let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        // SAFETY: bindgen output: zeroed bytes are a valid value of a C struct, and the
+        // incomplete-array helpers view the memory just past their own field.
         unsafe {
             ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
             s.assume_init()
@@ -1348,6 +1368,8 @@ const _: () = {
 impl Default for ib_uverbs_poll_cq_resp {
     fn default() -> Self {
         let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        // SAFETY: bindgen output: zeroed bytes are a valid value of a C struct, and the
+        // incomplete-array helpers view the memory just past their own field.
         unsafe {
             ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
             s.assume_init()
@@ -2099,6 +2121,8 @@ const _: () = {
 impl Default for ib_uverbs_send_wr__bindgen_ty_1 {
     fn default() -> Self {
         let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        // SAFETY: bindgen output: zeroed bytes are a valid value of a C struct, and the
+        // incomplete-array helpers view the memory just past their own field.
         unsafe {
             ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
             s.assume_init()
@@ -2196,6 +2220,8 @@ const _: () = {
 impl Default for ib_uverbs_send_wr__bindgen_ty_2 {
     fn default() -> Self {
         let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        // SAFETY: bindgen output: zeroed bytes are a valid value of a C struct, and the
+        // incomplete-array helpers view the memory just past their own field.
         unsafe {
             ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
             s.assume_init()
@@ -2216,6 +2242,8 @@ const _: () = {
 impl Default for ib_uverbs_send_wr {
     fn default() -> Self {
         let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        // SAFETY: bindgen output: zeroed bytes are a valid value of a C struct, and the
+        // incomplete-array helpers view the memory just past their own field.
         unsafe {
             ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
             s.assume_init()
@@ -2247,6 +2275,8 @@ const _: () = {
 impl Default for ib_uverbs_post_send {
     fn default() -> Self {
         let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        // SAFETY: bindgen output: zeroed bytes are a valid value of a C struct, and the
+        // incomplete-array helpers view the memory just past their own field.
         unsafe {
             ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
             s.assume_init()
@@ -2533,6 +2563,8 @@ const _: () = {
 impl Default for ib_uverbs_flow_spec_eth__bindgen_ty_1 {
     fn default() -> Self {
         let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        // SAFETY: bindgen output: zeroed bytes are a valid value of a C struct, and the
+        // incomplete-array helpers view the memory just past their own field.
         unsafe {
             ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
             s.assume_init()
@@ -2549,6 +2581,8 @@ const _: () = {
 impl Default for ib_uverbs_flow_spec_eth {
     fn default() -> Self {
         let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        // SAFETY: bindgen output: zeroed bytes are a valid value of a C struct, and the
+        // incomplete-array helpers view the memory just past their own field.
         unsafe {
             ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
             s.assume_init()
@@ -2626,6 +2660,8 @@ const _: () = {
 impl Default for ib_uverbs_flow_spec_ipv4__bindgen_ty_1 {
     fn default() -> Self {
         let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        // SAFETY: bindgen output: zeroed bytes are a valid value of a C struct, and the
+        // incomplete-array helpers view the memory just past their own field.
         unsafe {
             ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
             s.assume_init()
@@ -2643,6 +2679,8 @@ const _: () = {
 impl Default for ib_uverbs_flow_spec_ipv4 {
     fn default() -> Self {
         let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        // SAFETY: bindgen output: zeroed bytes are a valid value of a C struct, and the
+        // incomplete-array helpers view the memory just past their own field.
         unsafe {
             ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
             s.assume_init()
@@ -2708,6 +2746,8 @@ const _: () = {
 impl Default for ib_uverbs_flow_spec_tcp_udp__bindgen_ty_1 {
     fn default() -> Self {
         let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        // SAFETY: bindgen output: zeroed bytes are a valid value of a C struct, and the
+        // incomplete-array helpers view the memory just past their own field.
         unsafe {
             ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
             s.assume_init()
@@ -2726,6 +2766,8 @@ const _: () = {
 impl Default for ib_uverbs_flow_spec_tcp_udp {
     fn default() -> Self {
         let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        // SAFETY: bindgen output: zeroed bytes are a valid value of a C struct, and the
+        // incomplete-array helpers view the memory just past their own field.
         unsafe {
             ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
             s.assume_init()
@@ -2806,6 +2848,8 @@ const _: () = {
 impl Default for ib_uverbs_flow_spec_ipv6__bindgen_ty_1 {
     fn default() -> Self {
         let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        // SAFETY: bindgen output: zeroed bytes are a valid value of a C struct, and the
+        // incomplete-array helpers view the memory just past their own field.
         unsafe {
             ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
             s.assume_init()
@@ -2823,6 +2867,8 @@ const _: () = {
 impl Default for ib_uverbs_flow_spec_ipv6 {
     fn default() -> Self {
         let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        // SAFETY: bindgen output: zeroed bytes are a valid value of a C struct, and the
+        // incomplete-array helpers view the memory just past their own field.
         unsafe {
             ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
             s.assume_init()
@@ -2873,6 +2919,8 @@ const _: () = {
 impl Default for ib_uverbs_flow_spec_action_tag__bindgen_ty_1 {
     fn default() -> Self {
         let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        // SAFETY: bindgen output: zeroed bytes are a valid value of a C struct, and the
+        // incomplete-array helpers view the memory just past their own field.
         unsafe {
             ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
             s.assume_init()
@@ -2891,6 +2939,8 @@ const _: () = {
 impl Default for ib_uverbs_flow_spec_action_tag {
     fn default() -> Self {
         let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        // SAFETY: bindgen output: zeroed bytes are a valid value of a C struct, and the
+        // incomplete-array helpers view the memory just past their own field.
         unsafe {
             ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
             s.assume_init()
@@ -2939,6 +2989,8 @@ const _: () = {
 impl Default for ib_uverbs_flow_spec_action_drop__bindgen_ty_1 {
     fn default() -> Self {
         let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        // SAFETY: bindgen output: zeroed bytes are a valid value of a C struct, and the
+        // incomplete-array helpers view the memory just past their own field.
         unsafe {
             ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
             s.assume_init()
@@ -2954,6 +3006,8 @@ const _: () = {
 impl Default for ib_uverbs_flow_spec_action_drop {
     fn default() -> Self {
         let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        // SAFETY: bindgen output: zeroed bytes are a valid value of a C struct, and the
+        // incomplete-array helpers view the memory just past their own field.
         unsafe {
             ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
             s.assume_init()
@@ -3004,6 +3058,8 @@ const _: () = {
 impl Default for ib_uverbs_flow_spec_action_handle__bindgen_ty_1 {
     fn default() -> Self {
         let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        // SAFETY: bindgen output: zeroed bytes are a valid value of a C struct, and the
+        // incomplete-array helpers view the memory just past their own field.
         unsafe {
             ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
             s.assume_init()
@@ -3023,6 +3079,8 @@ const _: () = {
 impl Default for ib_uverbs_flow_spec_action_handle {
     fn default() -> Self {
         let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        // SAFETY: bindgen output: zeroed bytes are a valid value of a C struct, and the
+        // incomplete-array helpers view the memory just past their own field.
         unsafe {
             ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
             s.assume_init()
@@ -3073,6 +3131,8 @@ const _: () = {
 impl Default for ib_uverbs_flow_spec_action_count__bindgen_ty_1 {
     fn default() -> Self {
         let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        // SAFETY: bindgen output: zeroed bytes are a valid value of a C struct, and the
+        // incomplete-array helpers view the memory just past their own field.
         unsafe {
             ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
             s.assume_init()
@@ -3092,6 +3152,8 @@ const _: () = {
 impl Default for ib_uverbs_flow_spec_action_count {
     fn default() -> Self {
         let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        // SAFETY: bindgen output: zeroed bytes are a valid value of a C struct, and the
+        // incomplete-array helpers view the memory just past their own field.
         unsafe {
             ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
             s.assume_init()
@@ -3154,6 +3216,8 @@ const _: () = {
 impl Default for ib_uverbs_flow_spec_tunnel__bindgen_ty_1 {
     fn default() -> Self {
         let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        // SAFETY: bindgen output: zeroed bytes are a valid value of a C struct, and the
+        // incomplete-array helpers view the memory just past their own field.
         unsafe {
             ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
             s.assume_init()
@@ -3172,6 +3236,8 @@ const _: () = {
 impl Default for ib_uverbs_flow_spec_tunnel {
     fn default() -> Self {
         let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        // SAFETY: bindgen output: zeroed bytes are a valid value of a C struct, and the
+        // incomplete-array helpers view the memory just past their own field.
         unsafe {
             ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
             s.assume_init()
@@ -3237,6 +3303,8 @@ const _: () = {
 impl Default for ib_uverbs_flow_spec_esp__bindgen_ty_1 {
     fn default() -> Self {
         let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        // SAFETY: bindgen output: zeroed bytes are a valid value of a C struct, and the
+        // incomplete-array helpers view the memory just past their own field.
         unsafe {
             ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
             s.assume_init()
@@ -3253,6 +3321,8 @@ const _: () = {
 impl Default for ib_uverbs_flow_spec_esp {
     fn default() -> Self {
         let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        // SAFETY: bindgen output: zeroed bytes are a valid value of a C struct, and the
+        // incomplete-array helpers view the memory just past their own field.
         unsafe {
             ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
             s.assume_init()
@@ -3321,6 +3391,8 @@ const _: () = {
 impl Default for ib_uverbs_flow_spec_gre__bindgen_ty_1 {
     fn default() -> Self {
         let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        // SAFETY: bindgen output: zeroed bytes are a valid value of a C struct, and the
+        // incomplete-array helpers view the memory just past their own field.
         unsafe {
             ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
             s.assume_init()
@@ -3337,6 +3409,8 @@ const _: () = {
 impl Default for ib_uverbs_flow_spec_gre {
     fn default() -> Self {
         let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        // SAFETY: bindgen output: zeroed bytes are a valid value of a C struct, and the
+        // incomplete-array helpers view the memory just past their own field.
         unsafe {
             ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
             s.assume_init()
@@ -3399,6 +3473,8 @@ const _: () = {
 impl Default for ib_uverbs_flow_spec_mpls__bindgen_ty_1 {
     fn default() -> Self {
         let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        // SAFETY: bindgen output: zeroed bytes are a valid value of a C struct, and the
+        // incomplete-array helpers view the memory just past their own field.
         unsafe {
             ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
             s.assume_init()
@@ -3416,6 +3492,8 @@ const _: () = {
 impl Default for ib_uverbs_flow_spec_mpls {
     fn default() -> Self {
         let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        // SAFETY: bindgen output: zeroed bytes are a valid value of a C struct, and the
+        // incomplete-array helpers view the memory just past their own field.
         unsafe {
             ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
             s.assume_init()
@@ -4089,6 +4167,8 @@ const _: () = {
 impl Default for ib_uverbs_flow_action_esp_encap__bindgen_ty_1 {
     fn default() -> Self {
         let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        // SAFETY: bindgen output: zeroed bytes are a valid value of a C struct, and the
+        // incomplete-array helpers view the memory just past their own field.
         unsafe {
             ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
             s.assume_init()
@@ -4115,6 +4195,8 @@ const _: () = {
 impl Default for ib_uverbs_flow_action_esp_encap__bindgen_ty_2 {
     fn default() -> Self {
         let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        // SAFETY: bindgen output: zeroed bytes are a valid value of a C struct, and the
+        // incomplete-array helpers view the memory just past their own field.
         unsafe {
             ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
             s.assume_init()
@@ -4134,6 +4216,8 @@ const _: () = {
 impl Default for ib_uverbs_flow_action_esp_encap {
     fn default() -> Self {
         let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        // SAFETY: bindgen output: zeroed bytes are a valid value of a C struct, and the
+        // incomplete-array helpers view the memory just past their own field.
         unsafe {
             ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
             s.assume_init()
@@ -4268,6 +4352,8 @@ const _: () = {
 impl Default for ibv_gid {
     fn default() -> Self {
         let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        // SAFETY: bindgen output: zeroed bytes are a valid value of a C struct, and the
+        // incomplete-array helpers view the memory just past their own field.
         unsafe {
             ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
             s.assume_init()
@@ -4300,6 +4386,8 @@ const _: () = {
 impl Default for ibv_gid_entry {
     fn default() -> Self {
         let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        // SAFETY: bindgen output: zeroed bytes are a valid value of a C struct, and the
+        // incomplete-array helpers view the memory just past their own field.
         unsafe {
             ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
             s.assume_init()
@@ -4409,6 +4497,8 @@ const _: () = {
 impl Default for ibv_dm {
     fn default() -> Self {
         let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        // SAFETY: bindgen output: zeroed bytes are a valid value of a C struct, and the
+        // incomplete-array helpers view the memory just past their own field.
         unsafe {
             ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
             s.assume_init()
@@ -4524,6 +4614,8 @@ const _: () = {
 impl Default for ibv_device_attr {
     fn default() -> Self {
         let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        // SAFETY: bindgen output: zeroed bytes are a valid value of a C struct, and the
+        // incomplete-array helpers view the memory just past their own field.
         unsafe {
             ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
             s.assume_init()
@@ -4772,6 +4864,8 @@ const _: () = {
 impl Default for ibv_device_attr_ex {
     fn default() -> Self {
         let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        // SAFETY: bindgen output: zeroed bytes are a valid value of a C struct, and the
+        // incomplete-array helpers view the memory just past their own field.
         unsafe {
             ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
             s.assume_init()
@@ -4886,6 +4980,8 @@ const _: () = {
 impl Default for ibv_port_attr {
     fn default() -> Self {
         let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        // SAFETY: bindgen output: zeroed bytes are a valid value of a C struct, and the
+        // incomplete-array helpers view the memory just past their own field.
         unsafe {
             ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
             s.assume_init()
@@ -4946,6 +5042,8 @@ const _: () = {
 impl Default for ibv_async_event__bindgen_ty_1 {
     fn default() -> Self {
         let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        // SAFETY: bindgen output: zeroed bytes are a valid value of a C struct, and the
+        // incomplete-array helpers view the memory just past their own field.
         unsafe {
             ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
             s.assume_init()
@@ -4962,6 +5060,8 @@ const _: () = {
 impl Default for ibv_async_event {
     fn default() -> Self {
         let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        // SAFETY: bindgen output: zeroed bytes are a valid value of a C struct, and the
+        // incomplete-array helpers view the memory just past their own field.
         unsafe {
             ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
             s.assume_init()
@@ -5075,6 +5175,8 @@ const _: () = {
 impl Default for ibv_wc__bindgen_ty_1 {
     fn default() -> Self {
         let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        // SAFETY: bindgen output: zeroed bytes are a valid value of a C struct, and the
+        // incomplete-array helpers view the memory just past their own field.
         unsafe {
             ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
             s.assume_init()
@@ -5101,6 +5203,8 @@ const _: () = {
 impl Default for ibv_wc {
     fn default() -> Self {
         let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        // SAFETY: bindgen output: zeroed bytes are a valid value of a C struct, and the
+        // incomplete-array helpers view the memory just past their own field.
         unsafe {
             ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
             s.assume_init()
@@ -5138,6 +5242,8 @@ const _: () = {
 impl Default for ibv_mw_bind_info {
     fn default() -> Self {
         let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        // SAFETY: bindgen output: zeroed bytes are a valid value of a C struct, and the
+        // incomplete-array helpers view the memory just past their own field.
         unsafe {
             ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
             s.assume_init()
@@ -5160,6 +5266,8 @@ const _: () = {
 impl Default for ibv_pd {
     fn default() -> Self {
         let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        // SAFETY: bindgen output: zeroed bytes are a valid value of a C struct, and the
+        // incomplete-array helpers view the memory just past their own field.
         unsafe {
             ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
             s.assume_init()
@@ -5191,6 +5299,8 @@ const _: () = {
 impl Default for ibv_td {
     fn default() -> Self {
         let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        // SAFETY: bindgen output: zeroed bytes are a valid value of a C struct, and the
+        // incomplete-array helpers view the memory just past their own field.
         unsafe {
             ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
             s.assume_init()
@@ -5230,6 +5340,8 @@ const _: () = {
 impl Default for ibv_xrcd {
     fn default() -> Self {
         let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        // SAFETY: bindgen output: zeroed bytes are a valid value of a C struct, and the
+        // incomplete-array helpers view the memory just past their own field.
         unsafe {
             ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
             s.assume_init()
@@ -5267,6 +5379,8 @@ const _: () = {
 impl Default for ibv_mr {
     fn default() -> Self {
         let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        // SAFETY: bindgen output: zeroed bytes are a valid value of a C struct, and the
+        // incomplete-array helpers view the memory just past their own field.
         unsafe {
             ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
             s.assume_init()
@@ -5298,6 +5412,8 @@ const _: () = {
 impl Default for ibv_mw {
     fn default() -> Self {
         let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        // SAFETY: bindgen output: zeroed bytes are a valid value of a C struct, and the
+        // incomplete-array helpers view the memory just past their own field.
         unsafe {
             ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
             s.assume_init()
@@ -5327,6 +5443,8 @@ const _: () = {
 impl Default for ibv_global_route {
     fn default() -> Self {
         let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        // SAFETY: bindgen output: zeroed bytes are a valid value of a C struct, and the
+        // incomplete-array helpers view the memory just past their own field.
         unsafe {
             ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
             s.assume_init()
@@ -5357,6 +5475,8 @@ const _: () = {
 impl Default for ibv_grh {
     fn default() -> Self {
         let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        // SAFETY: bindgen output: zeroed bytes are a valid value of a C struct, and the
+        // incomplete-array helpers view the memory just past their own field.
         unsafe {
             ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
             s.assume_init()
@@ -5414,6 +5534,8 @@ const _: () = {
 impl Default for ibv_ah_attr {
     fn default() -> Self {
         let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        // SAFETY: bindgen output: zeroed bytes are a valid value of a C struct, and the
+        // incomplete-array helpers view the memory just past their own field.
         unsafe {
             ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
             s.assume_init()
@@ -5455,6 +5577,8 @@ const _: () = {
 impl Default for ibv_srq_init_attr {
     fn default() -> Self {
         let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        // SAFETY: bindgen output: zeroed bytes are a valid value of a C struct, and the
+        // incomplete-array helpers view the memory just past their own field.
         unsafe {
             ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
             s.assume_init()
@@ -5516,6 +5640,8 @@ const _: () = {
 impl Default for ibv_srq_init_attr_ex {
     fn default() -> Self {
         let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        // SAFETY: bindgen output: zeroed bytes are a valid value of a C struct, and the
+        // incomplete-array helpers view the memory just past their own field.
         unsafe {
             ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
             s.assume_init()
@@ -5562,6 +5688,8 @@ const _: () = {
 impl Default for ibv_wq_init_attr {
     fn default() -> Self {
         let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        // SAFETY: bindgen output: zeroed bytes are a valid value of a C struct, and the
+        // incomplete-array helpers view the memory just past their own field.
         unsafe {
             ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
             s.assume_init()
@@ -5600,6 +5728,8 @@ const _: () = {
 impl Default for ibv_wq_attr {
     fn default() -> Self {
         let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        // SAFETY: bindgen output: zeroed bytes are a valid value of a C struct, and the
+        // incomplete-array helpers view the memory just past their own field.
         unsafe {
             ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
             s.assume_init()
@@ -5628,6 +5758,8 @@ const _: () = {
 impl Default for ibv_rwq_ind_table {
     fn default() -> Self {
         let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        // SAFETY: bindgen output: zeroed bytes are a valid value of a C struct, and the
+        // incomplete-array helpers view the memory just past their own field.
         unsafe {
             ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
             s.assume_init()
@@ -5657,6 +5789,8 @@ const _: () = {
 impl Default for ibv_rwq_ind_table_init_attr {
     fn default() -> Self {
         let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        // SAFETY: bindgen output: zeroed bytes are a valid value of a C struct, and the
+        // incomplete-array helpers view the memory just past their own field.
         unsafe {
             ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
             s.assume_init()
@@ -5716,6 +5850,8 @@ const _: () = {
 impl Default for ibv_qp_init_attr {
     fn default() -> Self {
         let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        // SAFETY: bindgen output: zeroed bytes are a valid value of a C struct, and the
+        // incomplete-array helpers view the memory just past their own field.
         unsafe {
             ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
             s.assume_init()
@@ -5772,6 +5908,8 @@ const _: () = {
 impl Default for ibv_rx_hash_conf {
     fn default() -> Self {
         let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        // SAFETY: bindgen output: zeroed bytes are a valid value of a C struct, and the
+        // incomplete-array helpers view the memory just past their own field.
         unsafe {
             ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
             s.assume_init()
@@ -5831,6 +5969,8 @@ const _: () = {
 impl Default for ibv_qp_init_attr_ex {
     fn default() -> Self {
         let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        // SAFETY: bindgen output: zeroed bytes are a valid value of a C struct, and the
+        // incomplete-array helpers view the memory just past their own field.
         unsafe {
             ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
             s.assume_init()
@@ -5865,6 +6005,8 @@ const _: () = {
 impl Default for ibv_qp_open_attr {
     fn default() -> Self {
         let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        // SAFETY: bindgen output: zeroed bytes are a valid value of a C struct, and the
+        // incomplete-array helpers view the memory just past their own field.
         unsafe {
             ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
             s.assume_init()
@@ -5973,6 +6115,8 @@ const _: () = {
 impl Default for ibv_qp_attr {
     fn default() -> Self {
         let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        // SAFETY: bindgen output: zeroed bytes are a valid value of a C struct, and the
+        // incomplete-array helpers view the memory just past their own field.
         unsafe {
             ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
             s.assume_init()
@@ -6036,6 +6180,8 @@ const _: () = {
 impl Default for ibv_data_buf {
     fn default() -> Self {
         let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        // SAFETY: bindgen output: zeroed bytes are a valid value of a C struct, and the
+        // incomplete-array helpers view the memory just past their own field.
         unsafe {
             ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
             s.assume_init()
@@ -6089,6 +6235,8 @@ const _: () = {
 impl Default for ibv_send_wr__bindgen_ty_1 {
     fn default() -> Self {
         let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        // SAFETY: bindgen output: zeroed bytes are a valid value of a C struct, and the
+        // incomplete-array helpers view the memory just past their own field.
         unsafe {
             ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
             s.assume_init()
@@ -6165,6 +6313,8 @@ const _: () = {
 impl Default for ibv_send_wr__bindgen_ty_2__bindgen_ty_3 {
     fn default() -> Self {
         let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        // SAFETY: bindgen output: zeroed bytes are a valid value of a C struct, and the
+        // incomplete-array helpers view the memory just past their own field.
         unsafe {
             ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
             s.assume_init()
@@ -6184,6 +6334,8 @@ const _: () = {
 impl Default for ibv_send_wr__bindgen_ty_2 {
     fn default() -> Self {
         let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        // SAFETY: bindgen output: zeroed bytes are a valid value of a C struct, and the
+        // incomplete-array helpers view the memory just past their own field.
         unsafe {
             ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
             s.assume_init()
@@ -6219,6 +6371,8 @@ const _: () = {
 impl Default for ibv_send_wr__bindgen_ty_3 {
     fn default() -> Self {
         let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        // SAFETY: bindgen output: zeroed bytes are a valid value of a C struct, and the
+        // incomplete-array helpers view the memory just past their own field.
         unsafe {
             ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
             s.assume_init()
@@ -6254,6 +6408,8 @@ const _: () = {
 impl Default for ibv_send_wr__bindgen_ty_4__bindgen_ty_1 {
     fn default() -> Self {
         let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        // SAFETY: bindgen output: zeroed bytes are a valid value of a C struct, and the
+        // incomplete-array helpers view the memory just past their own field.
         unsafe {
             ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
             s.assume_init()
@@ -6283,6 +6439,8 @@ const _: () = {
 impl Default for ibv_send_wr__bindgen_ty_4__bindgen_ty_2 {
     fn default() -> Self {
         let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        // SAFETY: bindgen output: zeroed bytes are a valid value of a C struct, and the
+        // incomplete-array helpers view the memory just past their own field.
         unsafe {
             ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
             s.assume_init()
@@ -6301,6 +6459,8 @@ const _: () = {
 impl Default for ibv_send_wr__bindgen_ty_4 {
     fn default() -> Self {
         let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        // SAFETY: bindgen output: zeroed bytes are a valid value of a C struct, and the
+        // incomplete-array helpers view the memory just past their own field.
         unsafe {
             ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
             s.assume_init()
@@ -6323,6 +6483,8 @@ const _: () = {
 impl Default for ibv_send_wr {
     fn default() -> Self {
         let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        // SAFETY: bindgen output: zeroed bytes are a valid value of a C struct, and the
+        // incomplete-array helpers view the memory just past their own field.
         unsafe {
             ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
             s.assume_init()
@@ -6349,6 +6511,8 @@ const _: () = {
 impl Default for ibv_recv_wr {
     fn default() -> Self {
         let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        // SAFETY: bindgen output: zeroed bytes are a valid value of a C struct, and the
+        // incomplete-array helpers view the memory just past their own field.
         unsafe {
             ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
             s.assume_init()
@@ -6407,6 +6571,8 @@ const _: () = {
 impl Default for ibv_ops_wr__bindgen_ty_1__bindgen_ty_1 {
     fn default() -> Self {
         let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        // SAFETY: bindgen output: zeroed bytes are a valid value of a C struct, and the
+        // incomplete-array helpers view the memory just past their own field.
         unsafe {
             ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
             s.assume_init()
@@ -6426,6 +6592,8 @@ const _: () = {
 impl Default for ibv_ops_wr__bindgen_ty_1 {
     fn default() -> Self {
         let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        // SAFETY: bindgen output: zeroed bytes are a valid value of a C struct, and the
+        // incomplete-array helpers view the memory just past their own field.
         unsafe {
             ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
             s.assume_init()
@@ -6445,6 +6613,8 @@ const _: () = {
 impl Default for ibv_ops_wr {
     fn default() -> Self {
         let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        // SAFETY: bindgen output: zeroed bytes are a valid value of a C struct, and the
+        // incomplete-array helpers view the memory just past their own field.
         unsafe {
             ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
             s.assume_init()
@@ -6469,6 +6639,8 @@ const _: () = {
 impl Default for ibv_mw_bind {
     fn default() -> Self {
         let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        // SAFETY: bindgen output: zeroed bytes are a valid value of a C struct, and the
+        // incomplete-array helpers view the memory just past their own field.
         unsafe {
             ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
             s.assume_init()
@@ -6501,6 +6673,8 @@ const _: () = {
 impl Default for ibv_srq {
     fn default() -> Self {
         let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        // SAFETY: bindgen output: zeroed bytes are a valid value of a C struct, and the
+        // incomplete-array helpers view the memory just past their own field.
         unsafe {
             ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
             s.assume_init()
@@ -6551,6 +6725,8 @@ const _: () = {
 impl Default for ibv_wq {
     fn default() -> Self {
         let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        // SAFETY: bindgen output: zeroed bytes are a valid value of a C struct, and the
+        // incomplete-array helpers view the memory just past their own field.
         unsafe {
             ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
             s.assume_init()
@@ -6595,6 +6771,8 @@ const _: () = {
 impl Default for ibv_qp {
     fn default() -> Self {
         let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        // SAFETY: bindgen output: zeroed bytes are a valid value of a C struct, and the
+        // incomplete-array helpers view the memory just past their own field.
         unsafe {
             ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
             s.assume_init()
@@ -6682,6 +6860,8 @@ const _: () = {
 impl Default for ibv_qp_ex {
     fn default() -> Self {
         let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        // SAFETY: bindgen output: zeroed bytes are a valid value of a C struct, and the
+        // incomplete-array helpers view the memory just past their own field.
         unsafe {
             ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
             s.assume_init()
@@ -6721,6 +6901,8 @@ const _: () = {
 impl Default for ibv_comp_channel {
     fn default() -> Self {
         let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        // SAFETY: bindgen output: zeroed bytes are a valid value of a C struct, and the
+        // incomplete-array helpers view the memory just past their own field.
         unsafe {
             ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
             s.assume_init()
@@ -6759,6 +6941,8 @@ const _: () = {
 impl Default for ibv_cq {
     fn default() -> Self {
         let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        // SAFETY: bindgen output: zeroed bytes are a valid value of a C struct, and the
+        // incomplete-array helpers view the memory just past their own field.
         unsafe {
             ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
             s.assume_init()
@@ -6869,6 +7053,8 @@ const _: () = {
 impl Default for ibv_cq_ex {
     fn default() -> Self {
         let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        // SAFETY: bindgen output: zeroed bytes are a valid value of a C struct, and the
+        // incomplete-array helpers view the memory just past their own field.
         unsafe {
             ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
             s.assume_init()
@@ -6922,6 +7108,8 @@ const _: () = {
 impl Default for ibv_ah {
     fn default() -> Self {
         let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        // SAFETY: bindgen output: zeroed bytes are a valid value of a C struct, and the
+        // incomplete-array helpers view the memory just past their own field.
         unsafe {
             ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
             s.assume_init()
@@ -6990,6 +7178,8 @@ const _: () = {
 impl Default for ibv_flow_spec_eth {
     fn default() -> Self {
         let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        // SAFETY: bindgen output: zeroed bytes are a valid value of a C struct, and the
+        // incomplete-array helpers view the memory just past their own field.
         unsafe {
             ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
             s.assume_init()
@@ -7029,6 +7219,8 @@ const _: () = {
 impl Default for ibv_flow_spec_ipv4 {
     fn default() -> Self {
         let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        // SAFETY: bindgen output: zeroed bytes are a valid value of a C struct, and the
+        // incomplete-array helpers view the memory just past their own field.
         unsafe {
             ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
             s.assume_init()
@@ -7080,6 +7272,8 @@ const _: () = {
 impl Default for ibv_flow_spec_ipv4_ext {
     fn default() -> Self {
         let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        // SAFETY: bindgen output: zeroed bytes are a valid value of a C struct, and the
+        // incomplete-array helpers view the memory just past their own field.
         unsafe {
             ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
             s.assume_init()
@@ -7131,6 +7325,8 @@ const _: () = {
 impl Default for ibv_flow_spec_ipv6 {
     fn default() -> Self {
         let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        // SAFETY: bindgen output: zeroed bytes are a valid value of a C struct, and the
+        // incomplete-array helpers view the memory just past their own field.
         unsafe {
             ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
             s.assume_init()
@@ -7170,6 +7366,8 @@ const _: () = {
 impl Default for ibv_flow_spec_esp {
     fn default() -> Self {
         let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        // SAFETY: bindgen output: zeroed bytes are a valid value of a C struct, and the
+        // incomplete-array helpers view the memory just past their own field.
         unsafe {
             ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
             s.assume_init()
@@ -7211,6 +7409,8 @@ const _: () = {
 impl Default for ibv_flow_spec_tcp_udp {
     fn default() -> Self {
         let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        // SAFETY: bindgen output: zeroed bytes are a valid value of a C struct, and the
+        // incomplete-array helpers view the memory just past their own field.
         unsafe {
             ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
             s.assume_init()
@@ -7253,6 +7453,8 @@ const _: () = {
 impl Default for ibv_flow_spec_gre {
     fn default() -> Self {
         let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        // SAFETY: bindgen output: zeroed bytes are a valid value of a C struct, and the
+        // incomplete-array helpers view the memory just past their own field.
         unsafe {
             ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
             s.assume_init()
@@ -7290,6 +7492,8 @@ const _: () = {
 impl Default for ibv_flow_spec_mpls {
     fn default() -> Self {
         let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        // SAFETY: bindgen output: zeroed bytes are a valid value of a C struct, and the
+        // incomplete-array helpers view the memory just past their own field.
         unsafe {
             ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
             s.assume_init()
@@ -7328,6 +7532,8 @@ const _: () = {
 impl Default for ibv_flow_spec_tunnel {
     fn default() -> Self {
         let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        // SAFETY: bindgen output: zeroed bytes are a valid value of a C struct, and the
+        // incomplete-array helpers view the memory just past their own field.
         unsafe {
             ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
             s.assume_init()
@@ -7355,6 +7561,8 @@ const _: () = {
 impl Default for ibv_flow_spec_action_tag {
     fn default() -> Self {
         let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        // SAFETY: bindgen output: zeroed bytes are a valid value of a C struct, and the
+        // incomplete-array helpers view the memory just past their own field.
         unsafe {
             ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
             s.assume_init()
@@ -7379,6 +7587,8 @@ const _: () = {
 impl Default for ibv_flow_spec_action_drop {
     fn default() -> Self {
         let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        // SAFETY: bindgen output: zeroed bytes are a valid value of a C struct, and the
+        // incomplete-array helpers view the memory just past their own field.
         unsafe {
             ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
             s.assume_init()
@@ -7406,6 +7616,8 @@ const _: () = {
 impl Default for ibv_flow_spec_action_handle {
     fn default() -> Self {
         let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        // SAFETY: bindgen output: zeroed bytes are a valid value of a C struct, and the
+        // incomplete-array helpers view the memory just past their own field.
         unsafe {
             ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
             s.assume_init()
@@ -7433,6 +7645,8 @@ const _: () = {
 impl Default for ibv_flow_spec_counter_action {
     fn default() -> Self {
         let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        // SAFETY: bindgen output: zeroed bytes are a valid value of a C struct, and the
+        // incomplete-array helpers view the memory just past their own field.
         unsafe {
             ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
             s.assume_init()
@@ -7482,6 +7696,8 @@ const _: () = {
 impl Default for ibv_flow_spec__bindgen_ty_1__bindgen_ty_1 {
     fn default() -> Self {
         let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        // SAFETY: bindgen output: zeroed bytes are a valid value of a C struct, and the
+        // incomplete-array helpers view the memory just past their own field.
         unsafe {
             ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
             s.assume_init()
@@ -7524,6 +7740,8 @@ const _: () = {
 impl Default for ibv_flow_spec__bindgen_ty_1 {
     fn default() -> Self {
         let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        // SAFETY: bindgen output: zeroed bytes are a valid value of a C struct, and the
+        // incomplete-array helpers view the memory just past their own field.
         unsafe {
             ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
             s.assume_init()
@@ -7538,6 +7756,8 @@ const _: () = {
 impl Default for ibv_flow_spec {
     fn default() -> Self {
         let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        // SAFETY: bindgen output: zeroed bytes are a valid value of a C struct, and the
+        // incomplete-array helpers view the memory just past their own field.
         unsafe {
             ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
             s.assume_init()
@@ -7570,6 +7790,8 @@ const _: () = {
 impl Default for ibv_flow_attr {
     fn default() -> Self {
         let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        // SAFETY: bindgen output: zeroed bytes are a valid value of a C struct, and the
+        // incomplete-array helpers view the memory just past their own field.
         unsafe {
             ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
             s.assume_init()
@@ -7594,6 +7816,8 @@ const _: () = {
 impl Default for ibv_flow {
     fn default() -> Self {
         let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        // SAFETY: bindgen output: zeroed bytes are a valid value of a C struct, and the
+        // incomplete-array helpers view the memory just past their own field.
         unsafe {
             ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
             s.assume_init()
@@ -7614,6 +7838,8 @@ const _: () = {
 impl Default for ibv_flow_action {
     fn default() -> Self {
         let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        // SAFETY: bindgen output: zeroed bytes are a valid value of a C struct, and the
+        // incomplete-array helpers view the memory just past their own field.
         unsafe {
             ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
             s.assume_init()
@@ -7663,6 +7889,8 @@ const _: () = {
 impl Default for ibv_flow_action_esp_attr {
     fn default() -> Self {
         let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        // SAFETY: bindgen output: zeroed bytes are a valid value of a C struct, and the
+        // incomplete-array helpers view the memory just past their own field.
         unsafe {
             ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
             s.assume_init()
@@ -7713,6 +7941,8 @@ const _: () = {
 impl Default for ibv_device {
     fn default() -> Self {
         let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        // SAFETY: bindgen output: zeroed bytes are a valid value of a C struct, and the
+        // incomplete-array helpers view the memory just past their own field.
         unsafe {
             ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
             s.assume_init()
@@ -7886,6 +8116,8 @@ const _: () = {
 impl Default for ibv_context {
     fn default() -> Self {
         let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        // SAFETY: bindgen output: zeroed bytes are a valid value of a C struct, and the
+        // incomplete-array helpers view the memory just past their own field.
         unsafe {
             ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
             s.assume_init()
@@ -7930,6 +8162,8 @@ const _: () = {
 impl Default for ibv_cq_init_attr_ex {
     fn default() -> Self {
         let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        // SAFETY: bindgen output: zeroed bytes are a valid value of a C struct, and the
+        // incomplete-array helpers view the memory just past their own field.
         unsafe {
             ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
             s.assume_init()
@@ -7984,6 +8218,8 @@ const _: () = {
 impl Default for ibv_parent_domain_init_attr {
     fn default() -> Self {
         let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        // SAFETY: bindgen output: zeroed bytes are a valid value of a C struct, and the
+        // incomplete-array helpers view the memory just past their own field.
         unsafe {
             ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
             s.assume_init()
@@ -8016,6 +8252,8 @@ const _: () = {
 impl Default for ibv_counters {
     fn default() -> Self {
         let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        // SAFETY: bindgen output: zeroed bytes are a valid value of a C struct, and the
+        // incomplete-array helpers view the memory just past their own field.
         unsafe {
             ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
             s.assume_init()
@@ -8046,6 +8284,8 @@ const _: () = {
 impl Default for ibv_counter_attach_attr {
     fn default() -> Self {
         let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        // SAFETY: bindgen output: zeroed bytes are a valid value of a C struct, and the
+        // incomplete-array helpers view the memory just past their own field.
         unsafe {
             ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
             s.assume_init()
@@ -8275,6 +8515,8 @@ const _: () = {
 impl Default for verbs_context {
     fn default() -> Self {
         let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        // SAFETY: bindgen output: zeroed bytes are a valid value of a C struct, and the
+        // incomplete-array helpers view the memory just past their own field.
         unsafe {
             ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
             s.assume_init()
