@@ -48,6 +48,19 @@ impl Bytes {
         }
     }
 
+    /// Hands `f` the bytes of `range` (bounds checked by the caller): in
+    /// place when they are the engine's own, else a copy.
+    pub(crate) fn view(&self, range: std::ops::Range<usize>, f: &mut dyn FnMut(&[u8])) {
+        match self {
+            Bytes::Owned(v) => f(&v[range]),
+            Bytes::External(m) => {
+                let mut out = Vec::with_capacity(range.len());
+                m.read_into(range.start as u64, range.len(), &mut out);
+                f(&out);
+            }
+        }
+    }
+
     /// Copies `data` to `start` (bounds checked by the caller).
     #[inline]
     pub(crate) fn write(&mut self, start: usize, data: &[u8]) {

@@ -228,14 +228,7 @@ impl Endpoint {
     pub fn mr_read(&self, mr: MrId, offset: u64, buf: &mut [u8]) -> Result<()> {
         let r = self.mem.get(mr).ok_or_else(|| TransportError::handle(Verb::MrAccess, mr))?;
         let range = bounds(r.info.len, offset, buf.len() as u64)?;
-        match &r.data {
-            Bytes::Owned(v) => buf.copy_from_slice(&v[range]),
-            Bytes::External(m) => {
-                let mut out = Vec::with_capacity(buf.len());
-                m.read_into(offset, buf.len(), &mut out);
-                buf.copy_from_slice(&out);
-            }
-        }
+        r.data.view(range, &mut |bytes| buf.copy_from_slice(bytes));
         Ok(())
     }
 
@@ -243,14 +236,7 @@ impl Endpoint {
     pub fn mr_view(&self, mr: MrId, offset: u64, len: u64, f: &mut dyn MrVisitor) -> Result<()> {
         let r = self.mem.get(mr).ok_or_else(|| TransportError::handle(Verb::MrAccess, mr))?;
         let range = bounds(r.info.len, offset, len)?;
-        match &r.data {
-            Bytes::Owned(v) => f.visit(&v[range]),
-            Bytes::External(m) => {
-                let mut out = Vec::with_capacity(range.len());
-                m.read_into(offset, range.len(), &mut out);
-                f.visit(&out);
-            }
-        }
+        r.data.view(range, &mut |bytes| f.visit(bytes));
         Ok(())
     }
 

@@ -417,36 +417,30 @@ impl Driver {
         }
         let fate = self.endpoints[i].hook.as_mut().map_or(Fate::Pass, |hook| hook(Dir::Tx, pkt));
         let ep = &mut self.endpoints[i];
+        if fate == Fate::Drop {
+            ep.stats.tx_dropped += 1;
+            return Ok(());
+        }
+        let Ok(start) = wire::encode(pkt, ep.local.port(), ep.peer_port, &mut self.txbuf) else {
+            ep.stats.tx_errors += 1;
+            return Ok(());
+        };
+        let (datagram, to) = (&self.txbuf[start..], SocketAddrV4::new(pkt.dst_ip, ep.peer_port));
         match fate {
-            Fate::Drop => {
-                ep.stats.tx_dropped += 1;
-                Ok(())
-            }
             Fate::Delay(d) => {
-                let Ok(start) = wire::encode(pkt, ep.local.port(), ep.peer_port, &mut self.txbuf) else {
-                    ep.stats.tx_errors += 1;
-                    return Ok(());
-                };
                 ep.stats.tx_delayed += 1;
-                let mut datagram = self.pool.pop().unwrap_or_default();
-                datagram.extend_from_slice(&self.txbuf[start..]);
-                let to = SocketAddrV4::new(pkt.dst_ip, ep.peer_port);
+                let mut held = self.pool.pop().unwrap_or_default();
+                held.extend_from_slice(datagram);
                 let due = self.now + d;
-                self.delayed.push(Delayed { due, ep: i, held: Held::Tx { to, datagram } });
+                self.delayed.push(Delayed { due, ep: i, held: Held::Tx { to, datagram: held } });
                 Ok(())
             }
-            Fate::Pass | Fate::Duplicate => {
-                let Ok(start) = wire::encode(pkt, ep.local.port(), ep.peer_port, &mut self.txbuf) else {
-                    ep.stats.tx_errors += 1;
-                    return Ok(());
-                };
-                let to = SocketAddrV4::new(pkt.dst_ip, ep.peer_port);
-                if fate == Fate::Duplicate {
-                    ep.stats.tx_duplicated += 1;
-                    send_datagram(ep, &self.txbuf[start..], to)?;
-                }
-                send_datagram(ep, &self.txbuf[start..], to)
+            Fate::Duplicate => {
+                ep.stats.tx_duplicated += 1;
+                send_datagram(ep, datagram, to)?;
+                send_datagram(ep, datagram, to)
             }
+            Fate::Pass | Fate::Drop => send_datagram(ep, datagram, to),
         }
     }
 

@@ -9,7 +9,7 @@
 //! A poll that finds its CQ empty turns the driver too: a program that
 //! spins on its CQ makes progress without waiting for the thread.
 
-use std::ffi::{c_int, c_void};
+use std::ffi::c_int;
 
 use rctb_core::transport::*;
 
@@ -126,6 +126,51 @@ fn post_one(st: &mut rctb_udp::progress::State<Owner>, q: &Qp, wr: &sys::ibv_sen
     Ok(())
 }
 
+/// A work request of a program's linked list.
+trait Linked {
+    fn next(&self) -> *mut Self;
+}
+
+impl Linked for sys::ibv_send_wr {
+    fn next(&self) -> *mut Self {
+        self.next
+    }
+}
+
+impl Linked for sys::ibv_recv_wr {
+    fn next(&self) -> *mut Self {
+        self.next
+    }
+}
+
+/// Posts each WR of the list from `first` in order with `post`; at the
+/// first it refuses, points `*bad_wr` at it and returns its errno, as the
+/// verbs do. 0 when every WR was posted.
+///
+/// # Safety
+/// `first` is NULL or the head of a list of WRs valid for the call, and
+/// `bad_wr` is NULL or the caller's out pointer.
+unsafe fn each_wr<W: Linked>(
+    first: *mut W,
+    bad_wr: *mut *mut W,
+    mut post: impl FnMut(&W) -> Result<(), c_int>,
+) -> c_int {
+    let mut cur = first;
+    while !cur.is_null() {
+        // SAFETY: the caller's promise: each WR of the list is valid.
+        let w = unsafe { &*cur };
+        if let Err(e) = post(w) {
+            if !bad_wr.is_null() {
+                // SAFETY: the caller's out pointer.
+                unsafe { *bad_wr = cur };
+            }
+            return e;
+        }
+        cur = w.next();
+    }
+    0
+}
+
 pub(crate) unsafe extern "C" fn post_send(
     qp: *mut sys::ibv_qp,
     wr: *mut sys::ibv_send_wr,
@@ -138,21 +183,8 @@ pub(crate) unsafe extern "C" fn post_send(
         // SAFETY: a live QP of a live context.
         let (q, ctx) = unsafe { (obj::<Qp, _>(qp), Context::from_ibv((*qp).context)) };
         let mut st = ctx.rt.progress.lock();
-        let mut cur = wr;
-        let mut rc = 0;
-        while !cur.is_null() {
-            // SAFETY: the program's list of WRs, each valid for the call.
-            let w = unsafe { &*cur };
-            if let Err(e) = post_one(&mut st, q, w) {
-                if !bad_wr.is_null() {
-                    // SAFETY: the caller's out pointer.
-                    unsafe { *bad_wr = cur };
-                }
-                rc = e;
-                break;
-            }
-            cur = w.next;
-        }
+        // SAFETY: the program's WR list and out pointer.
+        let rc = unsafe { each_wr(wr, bad_wr, |w| post_one(&mut st, q, w)) };
         // The frames leave now, from this thread; what a turn leaves
         // (a long message) the progress thread sends.
         let _ = st.turn();
@@ -187,28 +219,16 @@ pub(crate) unsafe extern "C" fn post_recv(
         // SAFETY: a live QP of a live context.
         let (q, ctx) = unsafe { (obj::<Qp, _>(qp), Context::from_ibv((*qp).context)) };
         let mut st = ctx.rt.progress.lock();
-        let mut cur = wr;
-        let mut rc = 0;
         let mut engine_sges = [Sge::new(NO_REGION, 0, 0); rctb_engine::MAX_SGE as usize];
-        while !cur.is_null() {
-            // SAFETY: the program's list of WRs, each valid for the call.
-            let w = unsafe { &*cur };
-            // SAFETY: its SGE list.
+        let post = |w: &sys::ibv_recv_wr| {
+            // SAFETY: the WR's SGE list, valid for the call.
             let list = unsafe { sges(w.sg_list, w.num_sge) };
-            let r = recv_sges(&st.owner, list, &mut engine_sges).and_then(|n| {
-                let (engine, now) = st.driver.engine_mut(0);
-                engine.post_recv(now, q.id, &RecvWr::new(w.wr_id, &engine_sges[..n])).map_err(|e| errno_of(&e))
-            });
-            if let Err(e) = r {
-                if !bad_wr.is_null() {
-                    // SAFETY: the caller's out pointer.
-                    unsafe { *bad_wr = cur };
-                }
-                rc = e;
-                break;
-            }
-            cur = w.next;
-        }
+            let n = recv_sges(&st.owner, list, &mut engine_sges)?;
+            let (engine, now) = st.driver.engine_mut(0);
+            engine.post_recv(now, q.id, &RecvWr::new(w.wr_id, &engine_sges[..n])).map_err(|e| errno_of(&e))
+        };
+        // SAFETY: the program's WR list and out pointer.
+        let rc = unsafe { each_wr(wr, bad_wr, post) };
         // A receive posted to a QP in ERR completes at once: its channel
         // hears of it now.
         let State { driver, owner, .. } = &mut *st;
@@ -231,27 +251,16 @@ pub(crate) unsafe extern "C" fn post_srq_recv(
         // SAFETY: a live SRQ of a live context.
         let (s, ctx) = unsafe { (obj::<Srq, _>(srq), Context::from_ibv((*srq).context)) };
         let mut st = ctx.rt.progress.lock();
-        let mut cur = wr;
         let mut engine_sges = [Sge::new(NO_REGION, 0, 0); rctb_engine::MAX_SGE as usize];
-        while !cur.is_null() {
-            // SAFETY: the program's list of WRs, each valid for the call.
-            let w = unsafe { &*cur };
-            // SAFETY: its SGE list.
+        let post = |w: &sys::ibv_recv_wr| {
+            // SAFETY: the WR's SGE list, valid for the call.
             let list = unsafe { sges(w.sg_list, w.num_sge) };
-            let r = recv_sges(&st.owner, list, &mut engine_sges).and_then(|n| {
-                let engine = st.driver.engine_mut(0).0;
-                engine.post_srq_recv(s.id, &RecvWr::new(w.wr_id, &engine_sges[..n])).map_err(|e| errno_of(&e))
-            });
-            if let Err(e) = r {
-                if !bad_wr.is_null() {
-                    // SAFETY: the caller's out pointer.
-                    unsafe { *bad_wr = cur };
-                }
-                return e;
-            }
-            cur = w.next;
-        }
-        0
+            let n = recv_sges(&st.owner, list, &mut engine_sges)?;
+            let engine = st.driver.engine_mut(0).0;
+            engine.post_srq_recv(s.id, &RecvWr::new(w.wr_id, &engine_sges[..n])).map_err(|e| errno_of(&e))
+        };
+        // SAFETY: the program's WR list and out pointer.
+        unsafe { each_wr(wr, bad_wr, post) }
     })
 }
 
@@ -376,6 +385,3 @@ pub(crate) unsafe extern "C" fn vctx_query_device_ex(
         0
     })
 }
-
-#[allow(dead_code)]
-fn _assert_ptr(_: *mut c_void) {}

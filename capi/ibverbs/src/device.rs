@@ -245,15 +245,14 @@ impl Runtime {
             ucfg.hook = Some(rctb_udp::faults::PacketFaults::new(spec).into_hook());
         }
         driver.add(ucfg).map_err(|e| {
-            format!(
-                "rctb libibverbs: {}: {e}{}",
-                device.name(),
-                if e.to_string().contains("in use") || e.to_string().contains("Address already in use") {
-                    " (another process has this address: give each process its own with RCTB_IBV_ADDR=127.0.0.N)"
-                } else {
-                    ""
-                }
-            )
+            let taken = matches!(&e, rctb_udp::UdpError::Bind { source, .. }
+                if source.kind() == std::io::ErrorKind::AddrInUse);
+            let hint = if taken {
+                " (another process has this address: give each process its own with RCTB_IBV_ADDR=127.0.0.N)"
+            } else {
+                ""
+            };
+            format!("rctb libibverbs: {}: {e}{hint}", device.name())
         })?;
         if let Some(path) = &cfg.pcap {
             let path = if cfg.addrs.len() > 1 { with_device(path, device.index) } else { path.clone() };

@@ -1058,7 +1058,7 @@ pub(crate) fn qp_state_code(s: QpState) -> sys::ibv_qp_state {
 /// The engine transition an `ibv_modify_qp` asks for, checked as the
 /// kernel checks it: each transition's required attributes must be in the
 /// mask (EINVAL otherwise).
-fn transition(ctx: &Context, a: &sys::ibv_qp_attr, mask: c_uint, cur: QpState) -> Result<Option<QpTransition>, c_int> {
+fn transition(a: &sys::ibv_qp_attr, mask: c_uint, cur: QpState) -> Result<Option<QpTransition>, c_int> {
     let has = |bits: c_uint| mask & bits == bits;
     if !has(sys::IBV_QP_STATE) {
         // Attributes alone (no state change): kept, and nothing else.
@@ -1103,7 +1103,6 @@ fn transition(ctx: &Context, a: &sys::ibv_qp_attr, mask: c_uint, cur: QpState) -
             av.traffic_class = ah.grh.traffic_class;
             av.flow_label = ah.grh.flow_label;
             av.sl = ah.sl;
-            let _ = ctx;
             QpTransition::Rtr(RtrAttr {
                 path_mtu: mtu(a.path_mtu)?,
                 dest_qpn: a.dest_qp_num,
@@ -1155,7 +1154,7 @@ export!(
         if mask & sys::IBV_QP_CUR_STATE != 0 && a.cur_qp_state != qp_state_code(cur) {
             return libc::EINVAL;
         }
-        let t = match transition(ctx, a, mask, cur) {
+        let t = match transition(a, mask, cur) {
             Ok(t) => t,
             Err(e) => return e,
         };
