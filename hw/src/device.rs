@@ -22,6 +22,39 @@ use rdma_sys::{
 };
 
 use crate::gid::read_gid_type;
+
+/// A GID entry's type: sysfs first (every kernel has it), then verbs'
+/// `_ibv_query_gid_ex` (rdma-core 32 and later), for a device with no
+/// sysfs node: rctb's own libibverbs, or a future provider without one.
+fn gid_type(ctx: NonNull<ibv_context>, sysfs_root: &Path, name: &str, port: u8, index: u32) -> Option<GidType> {
+    read_gid_type(sysfs_root, name, port, index).or_else(|| query_gid_type(ctx, port, index))
+}
+
+/// `_ibv_query_gid_ex`'s answer on the type, looked up at run time: it is
+/// absent from libibverbs before rdma-core 32, which must still load.
+fn query_gid_type(ctx: NonNull<ibv_context>, port: u8, index: u32) -> Option<GidType> {
+    type QueryGidEx =
+        unsafe extern "C" fn(*mut ibv_context, u32, u32, *mut rdma_sys::ibv_gid_entry, u32, usize) -> libc::c_int;
+    // SAFETY: a NUL-terminated name; RTLD_DEFAULT searches the libraries
+    // already loaded, libibverbs among them.
+    let sym = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"_ibv_query_gid_ex".as_ptr()) };
+    if sym.is_null() {
+        return None;
+    }
+    // SAFETY: the symbol is libibverbs' `_ibv_query_gid_ex`, whose C
+    // signature QueryGidEx states.
+    let query: QueryGidEx = unsafe { std::mem::transmute::<*mut libc::c_void, QueryGidEx>(sym) };
+    // SAFETY: ibv_gid_entry is plain data; all-zero is a valid value.
+    let mut entry: rdma_sys::ibv_gid_entry = unsafe { std::mem::zeroed() };
+    // SAFETY: `ctx` is open; `entry` is writable for its size, which is passed.
+    let rc = unsafe { query(ctx.as_ptr(), port.into(), index, &mut entry, 0, std::mem::size_of_val(&entry)) };
+    match (rc, entry.gid_type) {
+        // enum ibv_gid_type: IBV_GID_TYPE_IB 0, ROCE_V1 1, ROCE_V2 2.
+        (0, 1) => Some(GidType::RoceV1),
+        (0, 2) => Some(GidType::RoceV2),
+        _ => None,
+    }
+}
 use crate::summary::{DeviceSummary, NO_DEVICE_HINT, SYSFS_ROOT, UNKNOWN_DEVICE_HINT};
 use crate::sys::{check_rc, cstr_lossy, errno, os_error, set_nonblocking};
 
@@ -215,7 +248,7 @@ impl Context {
             let len = port_attr(self.ctx, port, Verb::QueryPort).ok()?.gid_tbl_len;
             (0..u32::try_from(len).unwrap_or(0)).find_map(|index| {
                 let ip = query_gid(self.ctx, port, index, Verb::QueryPort).ok()?.to_ipv4()?;
-                (read_gid_type(root, &self.name, port, index) == Some(GidType::RoceV2)).then_some(ip)
+                (gid_type(self.ctx, root, &self.name, port, index) == Some(GidType::RoceV2)).then_some(ip)
             })
         })
     }
@@ -302,10 +335,9 @@ fn query_port(ctx: NonNull<ibv_context>, name: &str, port: u8, sysfs_root: &Path
         if gid.is_zero() {
             continue;
         }
-        // Verbs has no portable GID type query before rdma-core 32; sysfs
-        // has it on every kernel. An entry without a readable type is
-        // left out rather than guessed.
-        if let Some(gid_type) = read_gid_type(sysfs_root, name, port, index) {
+        // An entry whose type neither sysfs nor verbs tells is left out
+        // rather than guessed.
+        if let Some(gid_type) = gid_type(ctx, sysfs_root, name, port, index) {
             gids.push(GidEntry { index, gid, gid_type });
         }
     }
