@@ -17,17 +17,27 @@
 //!   rings the doorbell ([`Progress::ring`]) after letting the lock go, or
 //!   runs [`State::turn`] itself under the lock.
 //! - A caller that spins on its CQ turns the driver itself (it must not
-//!   wait for the thread) and says so ([`State::note_poller`]): for a short
-//!   grace the thread then waits on the doorbell and its deadlines only, not
-//!   on the sockets, so the two do not fight over every frame.
+//!   wait for the thread) and says so ([`State::note_poller`]). The thread
+//!   then leaves the sockets, the deadlines and the lock to the poller, so
+//!   the two do not fight over every frame. It only looks, with no lock and
+//!   no turn, when the last poll was: once a whole [`POLLER_GRACE`] passed
+//!   without one, or the doorbell rang, it takes the sockets back. It looks
+//!   every grace at first and less often, up to every [`POLLER_WATCH_MAX`],
+//!   while it finds the caller in the middle of a spin, so a spinning
+//!   program is not interrupted 50,000 times a second (on a guest whose
+//!   timers trap, that alone halves its throughput).
+//! - A caller about to block (`ibv_req_notify_cq`) rings the doorbell if
+//!   the thread is watching ([`Progress::stop_watching`]), so the sockets
+//!   are not left alone for a watch interval.
 //! - Dropping the [`Progress`] stops the thread and joins it.
 
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 
-use rctb_core::time::{Duration, Instant};
+use rctb_core::time::Duration;
 use rctb_core::transport::TransportError;
 use rustix::event::{EventfdFlags, Timespec, epoll, eventfd};
 use rustix::io::Errno;
@@ -35,12 +45,17 @@ use rustix::time::{Itimerspec, TimerfdClockId, TimerfdFlags, TimerfdTimerFlags, 
 
 use crate::Driver;
 
-/// How long after a caller last turned the driver from a poll the thread
-/// stays off the sockets: long against a spinning poll (a call every
-/// microsecond or so), short against the latency of a program that polls
-/// its CQ only now and then (perftest's write latency test spins on the
-/// buffer, and only the thread can place the peer's WRITE there).
+/// How long the thread stays off the sockets after a caller last turned the
+/// driver from a poll, and how often it looks whether one still does: long
+/// against a spinning poll (a call every microsecond or so), short against
+/// the latency of a program that polls its CQ only now and then (perftest's
+/// write latency test spins on the buffer, and only the thread can place
+/// the peer's WRITE there).
 pub const POLLER_GRACE: Duration = Duration::from_micros(20);
+
+/// The longest the thread waits between two looks at a caller that spins
+/// on its CQ.
+pub const POLLER_WATCH_MAX: Duration = Duration::from_millis(1);
 
 /// What the owner keeps beside the driver, and does after each turn.
 pub trait Owner: Send + 'static {
@@ -58,8 +73,9 @@ pub struct State<X> {
     /// The owner's state.
     pub owner: X,
     stop: bool,
-    /// When a caller last turned the driver from a poll.
-    poller_at: Option<Instant>,
+    /// When a caller last turned the driver from a poll (nanoseconds of the
+    /// driver's clock, 0: never); the thread reads it without the lock.
+    last_poll: Arc<AtomicU64>,
     /// The first error a turn of the thread met (a socket error that is
     /// not transient); later ones are the same socket failing again.
     pub error: Option<TransportError>,
@@ -74,15 +90,22 @@ impl<X: Owner> State<X> {
         r
     }
 
-    /// A caller is spinning on a poll and turns the driver itself.
+    /// A caller is spinning on a poll and turned the driver itself (call it
+    /// after the turn: it reads no clock, it takes the turn's).
     pub fn note_poller(&mut self) {
-        self.poller_at = Some(self.driver.clock_now());
+        self.last_poll.store(self.driver.last_now().as_nanos().max(1), Ordering::Relaxed);
     }
 }
 
 struct Shared<X> {
     state: Mutex<State<X>>,
     doorbell: OwnedFd,
+    /// The same as [`State::last_poll`].
+    last_poll: Arc<AtomicU64>,
+    /// The driver's clock, read by the thread without the lock.
+    clock: crate::reactor::Clock,
+    /// Whether the thread watches a poller rather than the sockets.
+    watching: AtomicBool,
 }
 
 /// A driver, its owner's state, and the thread that turns them.
@@ -116,8 +139,11 @@ impl<X: Owner> Progress<X> {
             epoll::add(set, &doorbell, epoll::EventData::new_u64(0), epoll::EventFlags::IN)?;
             epoll::add(set, &timer, epoll::EventData::new_u64(TIMER), epoll::EventFlags::IN)?;
         }
-        let state = State { driver, owner, stop: false, poller_at: None, error: None };
-        let shared = Arc::new(Shared { state: Mutex::new(state), doorbell });
+        let last_poll = Arc::new(AtomicU64::new(0));
+        let clock = driver.clock;
+        let state = State { driver, owner, stop: false, last_poll: last_poll.clone(), error: None };
+        let shared =
+            Arc::new(Shared { state: Mutex::new(state), doorbell, last_poll, clock, watching: AtomicBool::new(false) });
         let s = shared.clone();
         let thread = std::thread::Builder::new().name(name.into()).spawn(move || run(&s, &all, &bell, &timer))?;
         Ok(Progress { shared, thread: Some(thread) })
@@ -132,6 +158,14 @@ impl<X: Owner> Progress<X> {
     /// Wakes the thread (call it without the lock held, or it will wait for it).
     pub fn ring(&self) {
         ring(&self.shared.doorbell);
+    }
+
+    /// A caller that polled is about to block: if the thread watches it,
+    /// send the thread back to the sockets now (without the lock held).
+    pub fn stop_watching(&self) {
+        if self.shared.watching.load(Ordering::Relaxed) {
+            self.ring();
+        }
     }
 }
 
@@ -155,8 +189,9 @@ const TIMER: u64 = u64::MAX;
 
 fn run<X: Owner>(shared: &Shared<X>, all: &OwnedFd, bell: &OwnedFd, timer: &OwnedFd) {
     let mut events = Vec::with_capacity(8);
+    let mut seen = shared.last_poll.load(Ordering::Relaxed);
     loop {
-        let (wake, now, poller) = {
+        let (wake, now) = {
             let mut st = shared.state.lock().unwrap_or_else(|e| e.into_inner());
             if st.stop {
                 return;
@@ -164,42 +199,99 @@ fn run<X: Owner>(shared: &Shared<X>, all: &OwnedFd, bell: &OwnedFd, timer: &Owne
             if let Err(e) = st.turn() {
                 st.error.get_or_insert(e);
             }
-            let now = st.driver.clock_now();
-            let poller = st.poller_at.is_some_and(|t| now < t + POLLER_GRACE);
-            (st.driver.next_wake(), now, poller)
+            (st.driver.next_wake(), st.driver.last_now())
         };
-        let mut wait = wake.map(|w| w.saturating_duration_since(now));
-        let set = if poller {
-            wait = Some(wait.map_or(POLLER_GRACE, |w| w.min(POLLER_GRACE)));
-            bell
-        } else {
-            all
-        };
+        let last = shared.last_poll.load(Ordering::Relaxed);
+        if last != seen {
+            seen = last;
+            if Duration::from_nanos(now.as_nanos().saturating_sub(last)) < POLLER_GRACE {
+                // A caller polls and turns the driver itself: watch until it stops.
+                watch_poller(shared, bell, timer, &mut events);
+                seen = shared.last_poll.load(Ordering::Relaxed);
+                continue;
+            }
+        }
         // A deadline now: look once and go round. A later one: the timer
         // (one-shot) wakes the wait. None: only a frame or the doorbell.
-        let timeout = match wait {
+        let timeout = match wake.map(|w| w.saturating_duration_since(now)) {
             Some(d) if d.is_zero() => Some(Timespec { tv_sec: 0, tv_nsec: 0 }),
             Some(d) => {
-                let at = Timespec { tv_sec: d.as_secs() as _, tv_nsec: d.subsec_nanos() as _ };
-                let spec = Itimerspec { it_interval: Timespec { tv_sec: 0, tv_nsec: 0 }, it_value: at };
-                let _ = timerfd_settime(timer, TimerfdTimerFlags::empty(), &spec);
+                arm(timer, d);
                 None
             }
             None => None,
         };
-        events.clear();
-        match epoll::wait(set, rustix::buffer::spare_capacity(&mut events), timeout.as_ref()) {
-            Ok(_) | Err(Errno::INTR) => {}
-            // Not expected with descriptors the driver owns; do not spin on it.
-            Err(_) => std::thread::sleep(POLLER_GRACE),
+        wait(shared, all, timer, &mut events, timeout.as_ref());
+    }
+}
+
+/// While a caller polls: looks, with no lock, when it last did, and
+/// returns once a whole [`POLLER_GRACE`] passed without a poll, or the
+/// doorbell rang (a post left frames, a caller is about to block, or the
+/// stop). A look that finds the caller mid-spin (its last poll less than
+/// half a grace ago) doubles the time to the next, up to
+/// [`POLLER_WATCH_MAX`]; one that finds it between polls looks again
+/// when its grace would end.
+fn watch_poller<X: Owner>(shared: &Shared<X>, bell: &OwnedFd, timer: &OwnedFd, events: &mut Vec<epoll::Event>) {
+    shared.watching.store(true, Ordering::Relaxed);
+    let mut every = POLLER_GRACE;
+    let mut next = POLLER_GRACE;
+    loop {
+        arm(timer, next);
+        if wait(shared, bell, timer, events, None) {
+            break;
         }
-        for e in &events {
-            let mut count = [0u8; 8];
-            match e.data.u64() {
-                0 => _ = rustix::io::read(shared.doorbell.as_fd(), &mut count),
-                TIMER => _ = rustix::io::read(timer, &mut count),
-                _ => {}
-            }
+        let since = Duration::from_nanos(
+            shared.clock.now().as_nanos().saturating_sub(shared.last_poll.load(Ordering::Relaxed)),
+        );
+        if since >= POLLER_GRACE {
+            break;
+        }
+        if since < POLLER_GRACE / 2 {
+            every = (every * 2).min(POLLER_WATCH_MAX);
+            next = every;
+        } else {
+            every = POLLER_GRACE;
+            next = POLLER_GRACE - since;
         }
     }
+    shared.watching.store(false, Ordering::Relaxed);
+    arm(timer, Duration::ZERO);
+}
+
+/// Sets the timer to fire once after `after` (zero: never).
+fn arm(timer: &OwnedFd, after: Duration) {
+    let ts = |d: Duration| Timespec { tv_sec: d.as_secs() as _, tv_nsec: d.subsec_nanos() as _ };
+    let spec = Itimerspec { it_interval: ts(Duration::ZERO), it_value: ts(after) };
+    let _ = timerfd_settime(timer, TimerfdTimerFlags::empty(), &spec);
+}
+
+/// One wait on `set`; drains the doorbell and the timer. Whether the
+/// doorbell rang.
+fn wait<X: Owner>(
+    shared: &Shared<X>,
+    set: &OwnedFd,
+    timer: &OwnedFd,
+    events: &mut Vec<epoll::Event>,
+    timeout: Option<&Timespec>,
+) -> bool {
+    events.clear();
+    match epoll::wait(set, rustix::buffer::spare_capacity(events), timeout) {
+        Ok(_) | Err(Errno::INTR) => {}
+        // Not expected with descriptors the driver owns; do not spin on it.
+        Err(_) => std::thread::sleep(POLLER_GRACE),
+    }
+    let mut rang = false;
+    for e in events.iter() {
+        let mut count = [0u8; 8];
+        match e.data.u64() {
+            0 => {
+                rang = true;
+                _ = rustix::io::read(shared.doorbell.as_fd(), &mut count);
+            }
+            TIMER => _ = rustix::io::read(timer, &mut count),
+            _ => {}
+        }
+    }
+    rang
 }

@@ -239,6 +239,11 @@ impl Driver {
         self.clock.now()
     }
 
+    /// The clock as the last [`turn`](Self::turn) read it (no new reading).
+    pub fn last_now(&self) -> Instant {
+        self.now
+    }
+
     /// Endpoint `i`'s RC engine (the verbs that start no protocol work, the getters).
     pub fn engine(&self, i: usize) -> &rctb_engine::Endpoint {
         &self.endpoints[i].engine

@@ -322,8 +322,8 @@ pub(crate) unsafe extern "C" fn poll_cq(cq: *mut sys::ibv_cq, num_entries: c_int
             Err(_) => return -1,
         }
         // Empty: make progress here rather than wait for the thread.
-        st.note_poller();
         let _ = st.turn();
+        st.note_poller();
         match take(&mut st, c.id, max, wc) {
             Ok(n) => n as c_int,
             Err(_) => -1,
@@ -339,6 +339,9 @@ pub(crate) unsafe extern "C" fn req_notify_cq(cq: *mut sys::ibv_cq, solicited_on
         // SAFETY: a live CQ of a live context.
         let (c, ctx) = unsafe { (obj::<Cq, _>(cq), Context::from_ibv((*cq).context)) };
         let r = ctx.rt.progress.lock().driver.engine_mut(0).0.req_notify_cq(c.id, solicited_only != 0);
+        // The caller will block on the channel next: if it polled before,
+        // the thread takes the sockets back now.
+        ctx.rt.progress.stop_watching();
         match r {
             Ok(()) => 0,
             Err(e) => errno_of(&e),

@@ -187,10 +187,15 @@ pub struct BenchArgs {
     /// Seconds to wait idle while measuring the process's CPU time (0: none).
     #[arg(long, default_value_t = 2.0)]
     pub idle_secs: f64,
-    /// Between two UDP endpoints, also run the WRITEs with the target in
-    /// another rctb process (the `rctb-udp-2proc` BENCH lines).
+    /// Also run the WRITEs with the target, a UDP endpoint, in another rctb
+    /// process (the `rctb-udp-2proc` BENCH lines): with a UDP `--device`
+    /// the writer is the udp backend, with an RDMA device (`rctb0` through
+    /// rctb's libibverbs.so.1, say) it is the verbs backend on it.
     #[arg(long)]
     pub two_processes: bool,
+    /// With `--two-processes`: run only those WRITEs (for a profiler).
+    #[arg(long, requires = "two_processes")]
+    pub only_two_processes: bool,
     // The doc line is the flag's help text too: keep its brackets as written.
     #[allow(rustdoc::broken_intra_doc_links)]
     /// (internal) Be the WRITE target of `--two-processes` on ADDR[:PORT].
@@ -214,7 +219,11 @@ pub fn bench(args: &BenchArgs) -> ExitCode {
             }
         };
     }
-    let code = with_pair(args.device.as_deref(), args.peer.as_deref(), args.mtu, &Bench { args });
+    let code = if args.only_two_processes {
+        ExitCode::SUCCESS
+    } else {
+        with_pair(args.device.as_deref(), args.peer.as_deref(), args.mtu, &Bench { args })
+    };
     if !args.two_processes || code != ExitCode::SUCCESS {
         return code;
     }
@@ -223,9 +232,10 @@ pub fn bench(args: &BenchArgs) -> ExitCode {
         Endpoint::parse(args.peer.as_deref().unwrap_or("127.0.0.1")),
     );
     let r = match (a, b, mtu()) {
-        (Endpoint::Udp(a), Endpoint::Udp(b), Ok(mtu)) => split::bench(args, a, b, mtu),
+        (Endpoint::Udp(a), Endpoint::Udp(b), Ok(mtu)) => split::bench_udp(args, a, b, mtu),
+        (Endpoint::Device(d), Endpoint::Udp(b), Ok(mtu)) => split::bench_device(args, &d, b, mtu),
         (_, _, Err(e)) => Err(e),
-        _ => Err("--two-processes needs two UDP endpoints (IPv4 addresses)".into()),
+        _ => Err("--two-processes needs a UDP endpoint (an IPv4 address) as --peer".into()),
     };
     match r {
         Ok(()) => ExitCode::SUCCESS,
@@ -434,8 +444,8 @@ mod split {
     use rctb_core::Transport;
     use rctb_core::time::Duration;
     use rctb_core::transport::{
-        Access, AddressVector, CqId, Gid, InitAttr, MrInfo, Mtu, Psn, QpCaps, QpInfo, QpInit, QpTransition, RemoteAddr,
-        RnrTimer, RtrAttr, RtsAttr, SendOp, SendWr, Sge,
+        Access, AddressVector, CqId, Gid, GidType, InitAttr, MrInfo, Mtu, Psn, QpCaps, QpInfo, QpInit, QpTransition,
+        RemoteAddr, RnrTimer, RtrAttr, RtsAttr, SendOp, SendWr, Sge,
     };
     use rctb_udp::UdpTransport;
 
@@ -443,17 +453,33 @@ mod split {
 
     use super::{BenchArgs, label, next_completions};
 
-    /// One process's end: its endpoint, CQ, QP and region.
-    struct End {
-        t: UdpTransport,
+    /// One process's end: its endpoint, CQ, QP and region, and the index
+    /// of the GID its address vectors name.
+    struct End<T> {
+        t: T,
         cq: CqId,
         qp: QpInfo,
         mr: MrInfo,
+        gid_index: u32,
     }
 
-    fn end(at: SocketAddrV4, mtu: Mtu, len: u64, access: Access) -> Result<End, String> {
+    fn udp_end(at: SocketAddrV4, mtu: Mtu, len: u64, access: Access) -> Result<End<UdpTransport>, String> {
         let cfg = backend::udp_config("bench", at, mtu);
-        let mut t = UdpTransport::bind(cfg).map_err(|e| e.to_string())?;
+        let t = UdpTransport::bind(cfg).map_err(|e| e.to_string())?;
+        end(t, len, access)
+    }
+
+    /// The port's IPv4-mapped RoCE v2 GID: its index and its address.
+    fn roce_v2_ipv4<T: Transport>(t: &mut T) -> Result<(u32, Ipv4Addr), String> {
+        let port = t.port(1).map_err(|e| format!("port 1: {e}"))?;
+        port.gids
+            .iter()
+            .find_map(|g| Some((g.index, g.gid.to_ipv4()?)).filter(|_| g.gid_type == GidType::RoceV2))
+            .ok_or_else(|| format!("port 1 has no IPv4-mapped RoCE v2 GID (table: {:?})", port.gids))
+    }
+
+    fn end<T: Transport>(mut t: T, len: u64, access: Access) -> Result<End<T>, String> {
+        let (gid_index, _) = roce_v2_ipv4(&mut t)?;
         let v = |what: &'static str| move |e: rctb_core::transport::TransportError| format!("{what}: {e}");
         let pd = t.alloc_pd().map_err(v("alloc_pd"))?;
         let cq = t.create_cq(256).map_err(v("create_cq"))?;
@@ -462,11 +488,18 @@ mod split {
         let qp = t
             .create_qp(&QpInit { pd, send_cq: cq, recv_cq: cq, caps, sq_sig_all: false, srq: None })
             .map_err(v("create_qp"))?;
-        Ok(End { t, cq, qp, mr })
+        Ok(End { t, cq, qp, mr, gid_index })
     }
 
     /// RESET -> INIT -> RTR -> RTS toward `peer`'s QP `dest`.
-    fn connect(e: &mut End, mtu: Mtu, peer: Ipv4Addr, dest: u32, rq_psn: u32, sq_psn: u32) -> Result<(), String> {
+    fn connect<T: Transport>(
+        e: &mut End<T>,
+        mtu: Mtu,
+        peer: Ipv4Addr,
+        dest: u32,
+        rq_psn: u32,
+        sq_psn: u32,
+    ) -> Result<(), String> {
         let access = Access::LOCAL_WRITE | Access::REMOTE_WRITE;
         let steps = [
             QpTransition::Init(InitAttr { pkey_index: 0, port: 1, access }),
@@ -476,7 +509,7 @@ mod split {
                 rq_psn: Psn::wrapping(rq_psn),
                 max_dest_rd_atomic: 16,
                 min_rnr_timer: RnrTimer::default(),
-                av: AddressVector::new(Gid::from_ipv4(peer), 1),
+                av: AddressVector::new(Gid::from_ipv4(peer), e.gid_index),
             }),
             QpTransition::Rts(RtsAttr {
                 sq_psn: Psn::wrapping(sq_psn),
@@ -506,7 +539,7 @@ mod split {
     /// The target process: a region others write into; answers until its
     /// stdin closes.
     pub fn serve_target(at: SocketAddrV4, mtu: Mtu, size: u32) -> Result<(), String> {
-        let mut e = end(at, mtu, size as u64, Access::LOCAL_WRITE | Access::REMOTE_WRITE)?;
+        let mut e = udp_end(at, mtu, size as u64, Access::LOCAL_WRITE | Access::REMOTE_WRITE)?;
         let mut out = std::io::stdout().lock();
         let r = e.mr.remote(0);
         writeln!(out, "target qpn={} addr={:#x} rkey={:#x}", e.qp.qpn, r.addr, r.rkey).map_err(|x| x.to_string())?;
@@ -536,8 +569,26 @@ mod split {
         Ok(())
     }
 
-    /// The writer: spawns the target, then `reps` runs of `iters` WRITEs.
-    pub fn bench(args: &BenchArgs, a: SocketAddrV4, b: SocketAddrV4, mtu: Mtu) -> Result<(), String> {
+    /// The writer, a UDP endpoint at `a`: see [`bench`].
+    pub fn bench_udp(args: &BenchArgs, a: SocketAddrV4, b: SocketAddrV4, mtu: Mtu) -> Result<(), String> {
+        bench(args, || udp_end(a, mtu, args.size as u64, Access::LOCAL_WRITE), b, mtu)
+    }
+
+    /// The writer, RDMA device `device` through the verbs backend: see [`bench`].
+    pub fn bench_device(args: &BenchArgs, device: &str, b: SocketAddrV4, mtu: Mtu) -> Result<(), String> {
+        let verbs = backend::verbs().map_err(|e| format!("{device:?} is an RDMA device, which needs verbs: {e}"))?;
+        let t = verbs.open(device).map_err(|e| e.to_string())?;
+        bench(args, || end(t, args.size as u64, Access::LOCAL_WRITE), b, mtu)
+    }
+
+    /// The writer: spawns the target (a UDP endpoint at `b` in another
+    /// process), makes its own end, then `reps` runs of `iters` WRITEs.
+    fn bench<T: Transport>(
+        args: &BenchArgs,
+        writer: impl FnOnce() -> Result<End<T>, String>,
+        b: SocketAddrV4,
+        mtu: Mtu,
+    ) -> Result<(), String> {
         let exe = std::env::current_exe().map_err(|e| e.to_string())?;
         let mut child = Command::new(exe)
             .args(["udp-bench", "--serve-target", &b.to_string(), "--mtu", &mtu.bytes().to_string()])
@@ -551,10 +602,11 @@ mod split {
             let mut line = String::new();
             from.read_line(&mut line).map_err(|e| e.to_string())?;
             let remote = RemoteAddr { addr: field(&line, "addr")?, rkey: field(&line, "rkey")? as u32 };
-            let mut e = end(a, mtu, args.size as u64, Access::LOCAL_WRITE)?;
+            let mut e = writer()?;
+            let (_, ip) = roce_v2_ipv4(&mut e.t)?;
             connect(&mut e, mtu, *b.ip(), field(&line, "qpn")? as u32, TARGET_PSN, WRITER_PSN)?;
             let mut to = child.stdin.take().ok_or("no child stdin")?;
-            writeln!(to, "writer qpn={} ip={}", e.qp.qpn, a.ip()).map_err(|x| x.to_string())?;
+            writeln!(to, "writer qpn={} ip={ip}", e.qp.qpn).map_err(|x| x.to_string())?;
             to.flush().map_err(|x| x.to_string())?;
             line.clear();
             from.read_line(&mut line).map_err(|x| x.to_string())?;
