@@ -43,12 +43,12 @@
 
 #[doc(hidden)]
 pub mod fuzzing;
-pub mod nvmeof;
-pub mod rcsession;
-pub mod roce;
-pub mod time;
-pub mod transport;
 pub mod wire;
+
+pub use rctb_nvmeof as nvmeof;
+pub use rctb_rcsession as rcsession;
+pub use rctb_roce_rx as roce;
+pub use rctb_transport::{self as transport, time};
 
 pub use time::{Duration, Instant};
 pub use transport::Transport;

@@ -1,7 +1,6 @@
-//! Wire formats. Decoders borrow from the input (zero-copy) and return typed
-//! errors naming the field and the rule; encoders append to a caller's buffer.
+//! Wire formats, each from the crate that owns it: RoCEv2 and RDMA CM
+//! from rctb-wire, surf from rctb-roce-rx, hipobj from rctb-rcsession.
 
-pub mod cm;
-pub mod hipobj;
-pub mod roce;
-pub mod surf;
+pub use rctb_rcsession::hipobj;
+pub use rctb_roce_rx::surf;
+pub use rctb_wire::{cm, roce};
