@@ -16,16 +16,18 @@
 //! - A caller that made frames to send (a post) or changed a deadline
 //!   rings the doorbell ([`Progress::ring`]) after letting the lock go, or
 //!   runs [`State::turn`] itself under the lock.
-//! - A caller that spins on its CQ turns the driver itself (it must not
-//!   wait for the thread) and says so ([`State::note_poller`]). The thread
-//!   then leaves the sockets, the deadlines and the lock to the poller, so
-//!   the two do not fight over every frame. It only looks, with no lock and
-//!   no turn, when the last poll was: once a whole [`POLLER_GRACE`] passed
-//!   without one, or the doorbell rang, it takes the sockets back. It looks
-//!   every grace at first and less often, up to every [`POLLER_WATCH_MAX`],
-//!   while it finds the caller in the middle of a spin, so a spinning
-//!   program is not interrupted 50,000 times a second (on a guest whose
-//!   timers trap, that alone halves its throughput).
+//! - A caller that spins on its CQ turns the driver itself
+//!   ([`State::poll_turn`]: it must not wait for the thread) and counts its
+//!   polls ([`State::note_poller`]). The thread then leaves the sockets,
+//!   the deadlines and the lock to the poller, so the two do not fight over
+//!   every frame: it only looks at the count, with no lock and no turn,
+//!   and takes the sockets back once the count stood still for a whole
+//!   look, or the doorbell rang. It looks after [`POLLER_GRACE`] at first,
+//!   and, from the second look in a row that finds the count moved, twice
+//!   as late each time, up to [`POLLER_WATCH_MAX`], so a spinning program is not interrupted 50,000
+//!   times a second (on a guest whose timers trap, that alone halves its
+//!   throughput). Woken by a frame, the thread first looks at the count:
+//!   if a poller polled since, the frame is the poller's.
 //! - A caller about to block (`ibv_req_notify_cq`) rings the doorbell if
 //!   the thread is watching ([`Progress::stop_watching`]), so the sockets
 //!   are not left alone for a watch interval.
@@ -45,12 +47,11 @@ use rustix::time::{Itimerspec, TimerfdClockId, TimerfdFlags, TimerfdTimerFlags, 
 
 use crate::Driver;
 
-/// How long the thread stays off the sockets after a caller last turned the
-/// driver from a poll, and how often it looks whether one still does: long
-/// against a spinning poll (a call every microsecond or so), short against
-/// the latency of a program that polls its CQ only now and then (perftest's
-/// write latency test spins on the buffer, and only the thread can place
-/// the peer's WRITE there).
+/// The thread's first look at a poller's count of polls after it starts
+/// watching: long against a spinning poll (a call every microsecond or so),
+/// short against the latency of a program that polls its CQ only now and
+/// then (perftest's write latency test spins on the buffer, and only the
+/// thread can place the peer's WRITE there).
 pub const POLLER_GRACE: Duration = Duration::from_micros(20);
 
 /// The longest the thread waits between two looks at a caller that spins
@@ -73,9 +74,9 @@ pub struct State<X> {
     /// The owner's state.
     pub owner: X,
     stop: bool,
-    /// When a caller last turned the driver from a poll (nanoseconds of the
-    /// driver's clock, 0: never); the thread reads it without the lock.
-    last_poll: Arc<AtomicU64>,
+    /// Polls that turned the driver, ever; the thread reads it without the
+    /// lock.
+    polls: Arc<AtomicU64>,
     /// The first error a turn of the thread met (a socket error that is
     /// not transient); later ones are the same socket failing again.
     pub error: Option<TransportError>,
@@ -90,20 +91,35 @@ impl<X: Owner> State<X> {
         r
     }
 
-    /// A caller is spinning on a poll and turned the driver itself (call it
-    /// after the turn: it reads no clock, it takes the turn's).
+    /// A [`Driver::poll_turn`] (the clock is read only when there is
+    /// something to stamp), then the owner's [`Owner::after_turn`], and the
+    /// poll counted ([`note_poller`](Self::note_poller)).
+    pub fn poll_turn(&mut self) -> Result<(), TransportError> {
+        let r = self.driver.poll_turn();
+        self.owner.after_turn(&mut self.driver);
+        self.note_poller();
+        r
+    }
+
+    /// A [`Driver::turn_after_advance`], then the owner's
+    /// [`Owner::after_turn`]: for a post that read the clock before it.
+    pub fn turn_after_advance(&mut self) -> Result<(), TransportError> {
+        let r = self.driver.turn_after_advance();
+        self.owner.after_turn(&mut self.driver);
+        r
+    }
+
+    /// A caller is spinning on a poll and turns the driver itself.
     pub fn note_poller(&mut self) {
-        self.last_poll.store(self.driver.last_now().as_nanos().max(1), Ordering::Relaxed);
+        self.polls.fetch_add(1, Ordering::Relaxed);
     }
 }
 
 struct Shared<X> {
     state: Mutex<State<X>>,
     doorbell: OwnedFd,
-    /// The same as [`State::last_poll`].
-    last_poll: Arc<AtomicU64>,
-    /// The driver's clock, read by the thread without the lock.
-    clock: crate::reactor::Clock,
+    /// The same count as [`State::polls`].
+    polls: Arc<AtomicU64>,
     /// Whether the thread watches a poller rather than the sockets.
     watching: AtomicBool,
 }
@@ -139,11 +155,9 @@ impl<X: Owner> Progress<X> {
             epoll::add(set, &doorbell, epoll::EventData::new_u64(0), epoll::EventFlags::IN)?;
             epoll::add(set, &timer, epoll::EventData::new_u64(TIMER), epoll::EventFlags::IN)?;
         }
-        let last_poll = Arc::new(AtomicU64::new(0));
-        let clock = driver.clock;
-        let state = State { driver, owner, stop: false, last_poll: last_poll.clone(), error: None };
-        let shared =
-            Arc::new(Shared { state: Mutex::new(state), doorbell, last_poll, clock, watching: AtomicBool::new(false) });
+        let polls = Arc::new(AtomicU64::new(0));
+        let state = State { driver, owner, stop: false, polls: polls.clone(), error: None };
+        let shared = Arc::new(Shared { state: Mutex::new(state), doorbell, polls, watching: AtomicBool::new(false) });
         let s = shared.clone();
         let thread = std::thread::Builder::new().name(name.into()).spawn(move || run(&s, &all, &bell, &timer))?;
         Ok(Progress { shared, thread: Some(thread) })
@@ -189,7 +203,7 @@ const TIMER: u64 = u64::MAX;
 
 fn run<X: Owner>(shared: &Shared<X>, all: &OwnedFd, bell: &OwnedFd, timer: &OwnedFd) {
     let mut events = Vec::with_capacity(8);
-    let mut seen = shared.last_poll.load(Ordering::Relaxed);
+    let mut seen = shared.polls.load(Ordering::Relaxed);
     loop {
         let (wake, now) = {
             let mut st = shared.state.lock().unwrap_or_else(|e| e.into_inner());
@@ -201,15 +215,11 @@ fn run<X: Owner>(shared: &Shared<X>, all: &OwnedFd, bell: &OwnedFd, timer: &Owne
             }
             (st.driver.next_wake(), st.driver.last_now())
         };
-        let last = shared.last_poll.load(Ordering::Relaxed);
-        if last != seen {
-            seen = last;
-            if Duration::from_nanos(now.as_nanos().saturating_sub(last)) < POLLER_GRACE {
-                // A caller polls and turns the driver itself: watch until it stops.
-                watch_poller(shared, bell, timer, &mut events);
-                seen = shared.last_poll.load(Ordering::Relaxed);
-                continue;
-            }
+        let polls = shared.polls.load(Ordering::Relaxed);
+        if polls != seen {
+            // A caller polls and turns the driver itself: watch until it stops.
+            seen = watch_poller(shared, bell, timer, &mut events, polls);
+            continue;
         }
         // A deadline now: look once and go round. A later one: the timer
         // (one-shot) wakes the wait. None: only a frame or the doorbell.
@@ -221,42 +231,56 @@ fn run<X: Owner>(shared: &Shared<X>, all: &OwnedFd, bell: &OwnedFd, timer: &Owne
             }
             None => None,
         };
-        wait(shared, all, timer, &mut events, timeout.as_ref());
+        let woke = wait(shared, all, timer, &mut events, timeout.as_ref());
+        let polls = shared.polls.load(Ordering::Relaxed);
+        // A frame, a caller that polled since the last look, and the lock
+        // held: the caller is inside a poll, and the frame is its; watch it
+        // rather than wait for the lock. With the lock free, the caller may
+        // be spinning on its memory instead (the target of a WRITE): turn.
+        if woke == Woke::Frame && polls != seen && shared.state.try_lock().is_err() {
+            seen = watch_poller(shared, bell, timer, &mut events, polls);
+        }
     }
 }
 
-/// While a caller polls: looks, with no lock, when it last did, and
-/// returns once a whole [`POLLER_GRACE`] passed without a poll, or the
-/// doorbell rang (a post left frames, a caller is about to block, or the
-/// stop). A look that finds the caller mid-spin (its last poll less than
-/// half a grace ago) doubles the time to the next, up to
-/// [`POLLER_WATCH_MAX`]; one that finds it between polls looks again
-/// when its grace would end.
-fn watch_poller<X: Owner>(shared: &Shared<X>, bell: &OwnedFd, timer: &OwnedFd, events: &mut Vec<epoll::Event>) {
+/// While a caller polls: looks at its count of polls, with no lock, and
+/// returns the count once it stood still for a whole look, or the doorbell
+/// rang (a post left frames, a caller is about to block, or the stop). The
+/// first looks come after [`POLLER_GRACE`]; from the second in a row that
+/// saw the count move, each comes twice as late, up to
+/// [`POLLER_WATCH_MAX`].
+fn watch_poller<X: Owner>(
+    shared: &Shared<X>,
+    bell: &OwnedFd,
+    timer: &OwnedFd,
+    events: &mut Vec<epoll::Event>,
+    mut seen: u64,
+) -> u64 {
     shared.watching.store(true, Ordering::Relaxed);
     let mut every = POLLER_GRACE;
-    let mut next = POLLER_GRACE;
+    let mut moved = 0;
     loop {
-        arm(timer, next);
-        if wait(shared, bell, timer, events, None) {
+        arm(timer, every);
+        if wait(shared, bell, timer, events, None) == Woke::Doorbell {
             break;
         }
-        let since = Duration::from_nanos(
-            shared.clock.now().as_nanos().saturating_sub(shared.last_poll.load(Ordering::Relaxed)),
-        );
-        if since >= POLLER_GRACE {
+        let now = shared.polls.load(Ordering::Relaxed);
+        if now == seen {
             break;
         }
-        if since < POLLER_GRACE / 2 {
+        seen = now;
+        // A program that polls in bursts (a CQ poll, then a spin on its
+        // buffer) moves the count in one look and not the next: it keeps
+        // looks of one grace. One that spins on its CQ moves it in every
+        // look, and is looked at less and less.
+        moved += 1;
+        if moved >= 2 {
             every = (every * 2).min(POLLER_WATCH_MAX);
-            next = every;
-        } else {
-            every = POLLER_GRACE;
-            next = POLLER_GRACE - since;
         }
     }
     shared.watching.store(false, Ordering::Relaxed);
     arm(timer, Duration::ZERO);
+    seen
 }
 
 /// Sets the timer to fire once after `after` (zero: never).
@@ -266,32 +290,43 @@ fn arm(timer: &OwnedFd, after: Duration) {
     let _ = timerfd_settime(timer, TimerfdTimerFlags::empty(), &spec);
 }
 
-/// One wait on `set`; drains the doorbell and the timer. Whether the
-/// doorbell rang.
+/// What ended a [`wait`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Woke {
+    /// The doorbell rang.
+    Doorbell,
+    /// A socket is readable (and the doorbell did not ring).
+    Frame,
+    /// The timer, a zero timeout, or an interruption.
+    Other,
+}
+
+/// One wait on `set`; drains the doorbell and the timer.
 fn wait<X: Owner>(
     shared: &Shared<X>,
     set: &OwnedFd,
     timer: &OwnedFd,
     events: &mut Vec<epoll::Event>,
     timeout: Option<&Timespec>,
-) -> bool {
+) -> Woke {
     events.clear();
     match epoll::wait(set, rustix::buffer::spare_capacity(events), timeout) {
         Ok(_) | Err(Errno::INTR) => {}
         // Not expected with descriptors the driver owns; do not spin on it.
         Err(_) => std::thread::sleep(POLLER_GRACE),
     }
-    let mut rang = false;
+    let mut woke = Woke::Other;
     for e in events.iter() {
         let mut count = [0u8; 8];
         match e.data.u64() {
             0 => {
-                rang = true;
+                woke = Woke::Doorbell;
                 _ = rustix::io::read(shared.doorbell.as_fd(), &mut count);
             }
             TIMER => _ = rustix::io::read(timer, &mut count),
+            _ if woke == Woke::Other => woke = Woke::Frame,
             _ => {}
         }
     }
-    rang
+    woke
 }

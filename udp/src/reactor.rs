@@ -45,6 +45,10 @@ use crate::wire::{self, HEADERS_LEN, RxDrop};
 /// two endpoints in one thread do not overrun each other's socket buffers
 /// and ACKs never wait behind a long message.
 const TX_CHUNK: usize = 64;
+/// A long turn reads the clock again every this many passes.
+pub const CLOCK_EVERY_PASSES: usize = 16;
+/// A busy poller's turns that find nothing read the clock once in this many.
+pub const IDLE_TURNS_PER_CLOCK: u32 = 8;
 /// Frames one endpoint hands over before the next endpoint's turn in a
 /// pass (a NIC's transmit pipeline commits short bursts).
 const TX_BURST: usize = 16;
@@ -93,6 +97,10 @@ pub struct Driver {
     pub(crate) clock: Clock,
     /// The engines' time: the clock when last read (never goes back).
     now: Instant,
+    /// Turns that read the clock, ever (to tell an idle poll turn).
+    now_reads: u64,
+    /// Poll turns in a row that found nothing and read no clock.
+    idle_turns: u32,
     pub(crate) endpoints: Vec<Endpoint>,
     /// What the engines sent and were given (their own counters apart).
     counters: EngineStats,
@@ -135,6 +143,8 @@ impl Driver {
             seed,
             clock: Clock::start(),
             now: Instant::ZERO,
+            now_reads: 0,
+            idle_turns: 0,
             endpoints: Vec::new(),
             counters: EngineStats::default(),
             pcap: None,
@@ -188,11 +198,47 @@ impl Driver {
 
     /// Everything that can be done without blocking, repeated until nothing
     /// moves (bounded): each pass reads the sockets, runs the timers that
-    /// fell due, then sends at most a chunk.
+    /// fell due, then sends at most a chunk. It reads the clock once, and
+    /// again every [`CLOCK_EVERY_PASSES`] passes of a long turn.
     pub fn turn(&mut self) -> Result<(), TransportError> {
-        for _ in 0..256 {
+        self.advance();
+        self.passes(true)
+    }
+
+    /// A [`turn`](Self::turn) for a caller that just read the clock
+    /// ([`advance`](Self::advance)) and posted: it reads it again only if a
+    /// frame comes in.
+    pub fn turn_after_advance(&mut self) -> Result<(), TransportError> {
+        self.passes(true)
+    }
+
+    /// A [`turn`](Self::turn) for a caller that spins on it (a busy poll):
+    /// a turn that finds nothing to do reads no clock, except every
+    /// [`IDLE_TURNS_PER_CLOCK`]-th one in a row, which is when timers that
+    /// fell due meanwhile run. Where reading the clock traps (a guest
+    /// without a vDSO clock source), the clock would otherwise cost more
+    /// than the poll. A frame that comes in is stamped with a fresh reading.
+    pub fn poll_turn(&mut self) -> Result<(), TransportError> {
+        let due = self.idle_turns + 1 >= IDLE_TURNS_PER_CLOCK;
+        if due {
             self.advance();
-            let received = self.receive()? + self.release_delayed()?;
+        }
+        let before = self.now_reads;
+        let r = self.passes(due);
+        self.idle_turns = if self.now_reads == before { self.idle_turns + 1 } else { 0 };
+        r
+    }
+
+    /// The passes of a turn; `fresh`: the clock was read for it.
+    fn passes(&mut self, mut fresh: bool) -> Result<(), TransportError> {
+        if fresh {
+            self.now_reads += 1;
+        }
+        for pass in 0..256 {
+            if pass > 0 && pass % CLOCK_EVERY_PASSES == 0 {
+                self.advance();
+            }
+            let received = self.receive(&mut fresh)? + self.release_delayed()?;
             self.run_timers();
             let sent = self.flush()?;
             if sent == 0 && received == 0 {
@@ -254,6 +300,13 @@ impl Driver {
     pub fn engine_mut(&mut self, i: usize) -> (&mut rctb_engine::Endpoint, Instant) {
         let now = self.advance();
         (&mut self.endpoints[i].engine, now)
+    }
+
+    /// [`engine_mut`](Self::engine_mut) with the clock as last read (no new
+    /// reading): for verbs that start no protocol work (polling a CQ,
+    /// arming it), or right after an [`advance`](Self::advance).
+    pub fn engine_mut_at_last(&mut self, i: usize) -> (&mut rctb_engine::Endpoint, Instant) {
+        (&mut self.endpoints[i].engine, self.now)
     }
 
     /// Endpoint `i`'s socket counters.
@@ -451,7 +504,10 @@ impl Driver {
 
     /// Reads what the sockets hold (bounded per socket) and hands every
     /// good frame to its engine; returns how many frames were read.
-    fn receive(&mut self) -> Result<usize, TransportError> {
+    /// Reads every socket (a batch each); the first frame of a turn whose
+    /// clock was not read (`fresh` false) reads it, so frames are stamped
+    /// with the time they came.
+    fn receive(&mut self, fresh: &mut bool) -> Result<usize, TransportError> {
         let mut total = 0;
         for i in 0..self.endpoints.len() {
             for _ in 0..RX_BATCH {
@@ -476,6 +532,11 @@ impl Driver {
                     },
                 };
                 let Some(n) = got else { break };
+                if !*fresh {
+                    self.advance();
+                    self.now_reads += 1;
+                    *fresh = true;
+                }
                 total += 1;
                 self.handle_rx(i, n);
             }

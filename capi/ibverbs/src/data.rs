@@ -118,7 +118,8 @@ fn post_one(st: &mut rctb_udp::progress::State<Owner>, q: &Qp, wr: &sys::ibv_sen
         signaled: flags & sys::IBV_SEND_SIGNALED != 0,
         solicited: flags & sys::IBV_SEND_SOLICITED != 0,
     };
-    let (engine, now) = st.driver.engine_mut(0);
+    // The clock was read once for the whole list (`post_send`).
+    let (engine, now) = st.driver.engine_mut_at_last(0);
     engine.post_send(now, q.id, &send).map_err(|e| errno_of(&e))?;
     if inline && let Some(b) = q.bounce.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
         b.next += 1;
@@ -183,11 +184,12 @@ pub(crate) unsafe extern "C" fn post_send(
         // SAFETY: a live QP of a live context.
         let (q, ctx) = unsafe { (obj::<Qp, _>(qp), Context::from_ibv((*qp).context)) };
         let mut st = ctx.rt.progress.lock();
+        st.driver.advance();
         // SAFETY: the program's WR list and out pointer.
         let rc = unsafe { each_wr(wr, bad_wr, |w| post_one(&mut st, q, w)) };
         // The frames leave now, from this thread; what a turn leaves
         // (a long message) the progress thread sends.
-        let _ = st.turn();
+        let _ = st.turn_after_advance();
         let more = st.driver.next_wake().is_some_and(|w| w == rctb_core::time::Instant::ZERO);
         drop(st);
         if more {
@@ -224,7 +226,8 @@ pub(crate) unsafe extern "C" fn post_recv(
             // SAFETY: the WR's SGE list, valid for the call.
             let list = unsafe { sges(w.sg_list, w.num_sge) };
             let n = recv_sges(&st.owner, list, &mut engine_sges)?;
-            let (engine, now) = st.driver.engine_mut(0);
+            // A receive starts no protocol work: no clock reading for it.
+            let (engine, now) = st.driver.engine_mut_at_last(0);
             engine.post_recv(now, q.id, &RecvWr::new(w.wr_id, &engine_sges[..n])).map_err(|e| errno_of(&e))
         };
         // SAFETY: the program's WR list and out pointer.
@@ -282,7 +285,7 @@ fn wc_opcode(op: WcOpcode) -> sys::ibv_wc_opcode {
 fn take(st: &mut State<Owner>, cq: CqId, max: usize, out: *mut sys::ibv_wc) -> Result<usize, c_int> {
     let State { driver, owner, .. } = st;
     owner.scratch.clear();
-    let n = driver.engine_mut(0).0.poll_cq(cq, max, &mut owner.scratch).map_err(|e| errno_of(&e))?;
+    let n = driver.engine_mut_at_last(0).0.poll_cq(cq, max, &mut owner.scratch).map_err(|e| errno_of(&e))?;
     for (i, c) in owner.scratch.iter().enumerate() {
         let qp_num = owner.qps.get(&c.qp).map_or(0, |q| q.0);
         let mut wc = sys::ibv_wc {
@@ -322,8 +325,7 @@ pub(crate) unsafe extern "C" fn poll_cq(cq: *mut sys::ibv_cq, num_entries: c_int
             Err(_) => return -1,
         }
         // Empty: make progress here rather than wait for the thread.
-        let _ = st.turn();
-        st.note_poller();
+        let _ = st.poll_turn();
         match take(&mut st, c.id, max, wc) {
             Ok(n) => n as c_int,
             Err(_) => -1,
@@ -338,7 +340,7 @@ pub(crate) unsafe extern "C" fn req_notify_cq(cq: *mut sys::ibv_cq, solicited_on
         }
         // SAFETY: a live CQ of a live context.
         let (c, ctx) = unsafe { (obj::<Cq, _>(cq), Context::from_ibv((*cq).context)) };
-        let r = ctx.rt.progress.lock().driver.engine_mut(0).0.req_notify_cq(c.id, solicited_only != 0);
+        let r = ctx.rt.progress.lock().driver.engine_mut_at_last(0).0.req_notify_cq(c.id, solicited_only != 0);
         // The caller will block on the channel next: if it polled before,
         // the thread takes the sockets back now.
         ctx.rt.progress.stop_watching();
