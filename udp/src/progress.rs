@@ -27,7 +27,9 @@
 //!   as late each time, up to [`POLLER_WATCH_MAX`], so a spinning program is not interrupted 50,000
 //!   times a second (on a guest whose timers trap, that alone halves its
 //!   throughput). Woken by a frame, the thread first looks at the count:
-//!   if a poller polled since, the frame is the poller's.
+//!   if a poller polled since and holds the lock, the frame is the
+//!   poller's. A poller never waits for the thread: while the thread holds
+//!   the lock, a poll reports an empty CQ ([`Progress::try_lock`]).
 //! - A caller about to block (`ibv_req_notify_cq`) rings the doorbell if
 //!   the thread is watching ([`Progress::stop_watching`]), so the sockets
 //!   are not left alone for a watch interval.
@@ -36,7 +38,7 @@
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
 use std::thread::JoinHandle;
 
 use rctb_core::time::Duration;
@@ -169,6 +171,23 @@ impl<X: Owner> Progress<X> {
         self.shared.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// The driver and the owner's state if no other thread holds them
+    /// now; `None` if one does (the thread, turning the driver: a busy
+    /// poller may then report an empty poll rather than wait for it).
+    pub fn try_lock(&self) -> Option<MutexGuard<'_, State<X>>> {
+        match self.shared.state.try_lock() {
+            Ok(g) => Some(g),
+            Err(TryLockError::Poisoned(e)) => Some(e.into_inner()),
+            Err(TryLockError::WouldBlock) => None,
+        }
+    }
+
+    /// Counts a poll that found the lock taken ([`State::note_poller`]
+    /// without the lock).
+    pub fn note_poller(&self) {
+        self.shared.polls.fetch_add(1, Ordering::Relaxed);
+    }
+
     /// Wakes the thread (call it without the lock held, or it will wait for it).
     pub fn ring(&self) {
         ring(&self.shared.doorbell);
@@ -237,7 +256,7 @@ fn run<X: Owner>(shared: &Shared<X>, all: &OwnedFd, bell: &OwnedFd, timer: &Owne
         // held: the caller is inside a poll, and the frame is its; watch it
         // rather than wait for the lock. With the lock free, the caller may
         // be spinning on its memory instead (the target of a WRITE): turn.
-        if woke == Woke::Frame && polls != seen && shared.state.try_lock().is_err() {
+        if woke == Woke::Frame && polls != seen && matches!(shared.state.try_lock(), Err(TryLockError::WouldBlock)) {
             seen = watch_poller(shared, bell, timer, &mut events, polls);
         }
     }

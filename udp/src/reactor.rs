@@ -23,7 +23,7 @@
 //! idle reactor blocks in `poll(2)` ([`block`](Driver::block)) until a
 //! frame arrives or its next timer is due.
 
-use std::io;
+use std::io::{self, IoSlice};
 use std::net::SocketAddrV4;
 
 use rctb_core::time::{Duration, Instant};
@@ -32,6 +32,8 @@ use rctb_core::wire::roce::{AckKind, NakCode, Opcode};
 use rctb_engine::{EndpointConfig, Packet, PacketDrop, Resources};
 use rustix::event::{PollFd, PollFlags, Timespec};
 use rustix::io::Errno;
+use rustix::net::SocketAddrAny;
+use smallvec::SmallVec;
 
 use crate::config::{Dir, Fate, PathHook, UdpConfig};
 use crate::endpoint::Sockets;
@@ -69,6 +71,19 @@ pub(crate) struct Endpoint {
     pub sockets: Sockets,
     pub stats: UdpStats,
     pub hook: Option<PathHook>,
+    /// Datagrams encoded and not yet handed to the socket: a flush sends
+    /// them with one `sendmmsg` per [`TX_BURST`].
+    pub txq: Vec<Pending>,
+}
+
+/// One encoded datagram waiting for its `sendmmsg`.
+#[derive(Debug)]
+pub(crate) struct Pending {
+    /// The IPv4 and UDP headers (which the socket writes itself), then the
+    /// UDP payload from `start`.
+    buf: Vec<u8>,
+    start: usize,
+    to: SocketAddrV4,
 }
 
 /// The real clock of this backend (the only place it is read).
@@ -108,7 +123,6 @@ pub struct Driver {
     /// Frames a hook delayed ([`Fate::Delay`]), in the order held.
     delayed: Vec<Delayed>,
     pool: Vec<Vec<u8>>,
-    txbuf: Vec<u8>,
     rxbuf: Vec<u8>,
 }
 
@@ -150,7 +164,6 @@ impl Driver {
             pcap: None,
             delayed: Vec::new(),
             pool: Vec::new(),
-            txbuf: Vec::with_capacity(RX_BUF),
             rxbuf: vec![0; RX_BUF],
         }
     }
@@ -185,6 +198,7 @@ impl Driver {
             sockets,
             stats: UdpStats { raw_rx, ..UdpStats::default() },
             hook: cfg.hook.take(),
+            txq: Vec::with_capacity(TX_BURST),
         });
         Ok(index)
     }
@@ -435,6 +449,17 @@ impl Driver {
                 r?;
             }
         }
+        let r = self.flush_rc(now, sent);
+        // Whatever the outcome, nothing encoded stays behind.
+        let pending = self.send_pending();
+        let sent = r?;
+        pending?;
+        Ok(sent)
+    }
+
+    /// The RC part of [`flush`](Self::flush): up to [`TX_CHUNK`] frames,
+    /// [`TX_BURST`] per endpoint in turn.
+    fn flush_rc(&mut self, now: Instant, mut sent: usize) -> Result<usize, TransportError> {
         loop {
             let before = sent;
             for i in 0..self.endpoints.len() {
@@ -451,6 +476,7 @@ impl Driver {
                     self.recycle(tx.packet.payload);
                     r?;
                 }
+                self.send_queued(i)?;
             }
             if sent == before || sent >= TX_CHUNK {
                 return Ok(sent);
@@ -479,27 +505,63 @@ impl Driver {
             ep.stats.tx_dropped += 1;
             return Ok(());
         }
-        let Ok(start) = wire::encode(pkt, ep.local.port(), ep.peer_port, &mut self.txbuf) else {
+        let mut buf = self.pool.pop().unwrap_or_default();
+        let Ok(start) = wire::encode(pkt, ep.local.port(), ep.peer_port, &mut buf) else {
             ep.stats.tx_errors += 1;
+            self.recycle(buf);
             return Ok(());
         };
-        let (datagram, to) = (&self.txbuf[start..], SocketAddrV4::new(pkt.dst_ip, ep.peer_port));
+        let to = SocketAddrV4::new(pkt.dst_ip, ep.peer_port);
         match fate {
             Fate::Delay(d) => {
                 ep.stats.tx_delayed += 1;
-                let mut held = self.pool.pop().unwrap_or_default();
-                held.extend_from_slice(datagram);
+                buf.drain(..start);
                 let due = self.now + d;
-                self.delayed.push(Delayed { due, ep: i, held: Held::Tx { to, datagram: held } });
-                Ok(())
+                self.delayed.push(Delayed { due, ep: i, held: Held::Tx { to, datagram: buf } });
             }
             Fate::Duplicate => {
                 ep.stats.tx_duplicated += 1;
-                send_datagram(ep, datagram, to)?;
-                send_datagram(ep, datagram, to)
+                let mut twin = self.pool.pop().unwrap_or_default();
+                twin.extend_from_slice(&buf);
+                ep.txq.push(Pending { buf: twin, start, to });
+                ep.txq.push(Pending { buf, start, to });
             }
-            Fate::Pass | Fate::Drop => send_datagram(ep, datagram, to),
+            Fate::Pass | Fate::Drop => ep.txq.push(Pending { buf, start, to }),
         }
+        if self.endpoints[i].txq.len() >= TX_BURST {
+            self.send_queued(i)?;
+        }
+        Ok(())
+    }
+
+    /// Sends every endpoint's queued datagrams.
+    fn send_pending(&mut self) -> Result<(), TransportError> {
+        let mut first_error = None;
+        for i in 0..self.endpoints.len() {
+            if let Err(e) = self.send_queued(i) {
+                first_error.get_or_insert(e);
+            }
+        }
+        first_error.map_or(Ok(()), Err)
+    }
+
+    /// Sends endpoint `i`'s queued datagrams, [`TX_BURST`] per `sendmmsg`,
+    /// and gives their buffers back to the pool (all of them, even when a
+    /// socket error stops the sending: RC recovers the frames as lost).
+    fn send_queued(&mut self, i: usize) -> Result<(), TransportError> {
+        let mut q = std::mem::take(&mut self.endpoints[i].txq);
+        let mut r = Ok(());
+        for chunk in q.chunks(TX_BURST) {
+            r = send_burst(&mut self.endpoints[i], chunk);
+            if r.is_err() {
+                break;
+            }
+        }
+        for p in q.drain(..) {
+            self.recycle(p.buf);
+        }
+        self.endpoints[i].txq = q;
+        r
     }
 
     /// Reads what the sockets hold (bounded per socket) and hands every
@@ -600,6 +662,46 @@ impl Driver {
 }
 
 /// Puts one encoded datagram on endpoint `ep`'s socket, counting it.
+/// One `sendmmsg` of up to [`TX_BURST`] datagrams, again past a datagram
+/// the kernel refused for a passing reason (counted as a send error, as
+/// [`send_datagram`] counts it).
+fn send_burst(ep: &mut Endpoint, chunk: &[Pending]) -> Result<(), TransportError> {
+    use rustix::net::{MMsgHdr, SendAncillaryBuffer, SendFlags};
+    let addrs: SmallVec<[SocketAddrAny; TX_BURST]> = chunk.iter().map(|p| SocketAddrAny::from(p.to)).collect();
+    let iovs: SmallVec<[[IoSlice<'_>; 1]; TX_BURST]> =
+        chunk.iter().map(|p| [IoSlice::new(&p.buf[p.start.min(p.buf.len())..])]).collect();
+    let mut controls: SmallVec<[SendAncillaryBuffer<'_, '_, '_>; TX_BURST]> =
+        chunk.iter().map(|_| SendAncillaryBuffer::default()).collect();
+    let mut msgs: SmallVec<[MMsgHdr<'_>; TX_BURST]> = addrs
+        .iter()
+        .zip(&iovs)
+        .zip(controls.iter_mut())
+        .map(|((addr, iov), control)| MMsgHdr::new_with_addr(addr, iov, control))
+        .collect();
+    let mut at = 0;
+    while at < msgs.len() {
+        match rustix::net::sendmmsg(&ep.sockets.udp, &mut msgs[at..], SendFlags::empty()) {
+            Ok(0) => break,
+            Ok(n) => {
+                for p in &chunk[at..at + n] {
+                    ep.stats.tx_frames += 1;
+                    ep.stats.tx_bytes += (p.buf.len() - p.start.min(p.buf.len())) as u64;
+                }
+                at += n;
+            }
+            Err(Errno::INTR) => {}
+            // A full socket buffer, no route, an ICMP error from an earlier
+            // datagram: this frame is lost, and RC recovers as from any loss.
+            Err(e) if is_transient(&io::Error::from(e)) => {
+                ep.stats.tx_errors += 1;
+                at += 1;
+            }
+            Err(e) => return Err(os("sendmmsg", e.into())),
+        }
+    }
+    Ok(())
+}
+
 fn send_datagram(ep: &mut Endpoint, datagram: &[u8], to: SocketAddrV4) -> Result<(), TransportError> {
     match ep.sockets.udp.send_to(datagram, to) {
         Ok(_) => {

@@ -10,6 +10,7 @@
 //! spins on its CQ makes progress without waiting for the thread.
 
 use std::ffi::c_int;
+use std::sync::atomic::Ordering;
 
 use rctb_core::transport::*;
 
@@ -317,7 +318,18 @@ pub(crate) unsafe extern "C" fn poll_cq(cq: *mut sys::ibv_cq, num_entries: c_int
         }
         // SAFETY: a live CQ of a live context.
         let (c, ctx) = unsafe { (obj::<Cq, _>(cq), Context::from_ibv((*cq).context)) };
-        let mut st = ctx.rt.progress.lock();
+        // The progress thread is turning the driver: a busy poller (its CQ
+        // never armed) hears "nothing yet" rather than wait for it, and
+        // comes back at once. A CQ used with events waits.
+        let mut st = if c.armed_ever.load(Ordering::Relaxed) {
+            ctx.rt.progress.lock()
+        } else {
+            let Some(st) = ctx.rt.progress.try_lock() else {
+                ctx.rt.progress.note_poller();
+                return 0;
+            };
+            st
+        };
         let max = num_entries as usize;
         match take(&mut st, c.id, max, wc) {
             Ok(0) => {}
@@ -340,6 +352,7 @@ pub(crate) unsafe extern "C" fn req_notify_cq(cq: *mut sys::ibv_cq, solicited_on
         }
         // SAFETY: a live CQ of a live context.
         let (c, ctx) = unsafe { (obj::<Cq, _>(cq), Context::from_ibv((*cq).context)) };
+        c.armed_ever.store(true, Ordering::Relaxed);
         let r = ctx.rt.progress.lock().driver.engine_mut_at_last(0).0.req_notify_cq(c.id, solicited_only != 0);
         // The caller will block on the channel next: if it polled before,
         // the thread takes the sockets back now.

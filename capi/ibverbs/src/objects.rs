@@ -65,6 +65,11 @@ pub(crate) struct Cq {
     /// by `ibv_ack_cq_events`: destroy waits until the two meet.
     pub events: Mutex<(u32, u32)>,
     pub acked: std::sync::Condvar,
+    /// Whether the program ever armed this CQ (`ibv_req_notify_cq`). A CQ
+    /// used with events is never polled with the lock untaken: a poll that
+    /// reported it empty while it held completions older than the arming
+    /// would leave them there with no event to come.
+    pub armed_ever: std::sync::atomic::AtomicBool,
 }
 
 #[repr(C)]

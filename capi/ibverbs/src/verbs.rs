@@ -671,6 +671,7 @@ export!(
             id,
             events: Mutex::new((0, 0)),
             acked: std::sync::Condvar::new(),
+            armed_ever: std::sync::atomic::AtomicBool::new(false),
         });
         let ptr = Box::into_raw(cq);
         let link =
