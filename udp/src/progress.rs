@@ -117,7 +117,41 @@ impl<X: Owner> State<X> {
     }
 }
 
+/// What the thread did, counted (for a stats report: how a program and
+/// the thread share the driver).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ThreadCounts {
+    /// Turns the thread made (each under the lock).
+    pub turns: u64,
+    /// Times it started watching a poller.
+    pub watches: u64,
+    /// Watches that ended with the count of polls standing still.
+    pub watch_ends_still: u64,
+    /// Watches that ended with the doorbell.
+    pub watch_ends_bell: u64,
+    /// Frames that woke it while a poller held the lock (it watched).
+    pub frames_left_to_poller: u64,
+    /// Polls that found the lock taken and reported nothing.
+    pub polls_lock_taken: u64,
+}
+
+#[derive(Debug, Default)]
+struct Counters {
+    turns: AtomicU64,
+    watches: AtomicU64,
+    watch_ends_still: AtomicU64,
+    watch_ends_bell: AtomicU64,
+    frames_left_to_poller: AtomicU64,
+    polls_lock_taken: AtomicU64,
+}
+
+fn bump(c: &AtomicU64) {
+    c.fetch_add(1, Ordering::Relaxed);
+}
+
 struct Shared<X> {
+    counts: Counters,
     state: Mutex<State<X>>,
     doorbell: OwnedFd,
     /// The same count as [`State::polls`].
@@ -159,7 +193,13 @@ impl<X: Owner> Progress<X> {
         }
         let polls = Arc::new(AtomicU64::new(0));
         let state = State { driver, owner, stop: false, polls: polls.clone(), error: None };
-        let shared = Arc::new(Shared { state: Mutex::new(state), doorbell, polls, watching: AtomicBool::new(false) });
+        let shared = Arc::new(Shared {
+            counts: Counters::default(),
+            state: Mutex::new(state),
+            doorbell,
+            polls,
+            watching: AtomicBool::new(false),
+        });
         let s = shared.clone();
         let thread = std::thread::Builder::new().name(name.into()).spawn(move || run(&s, &all, &bell, &timer))?;
         Ok(Progress { shared, thread: Some(thread) })
@@ -186,6 +226,21 @@ impl<X: Owner> Progress<X> {
     /// without the lock).
     pub fn note_poller(&self) {
         self.shared.polls.fetch_add(1, Ordering::Relaxed);
+        bump(&self.shared.counts.polls_lock_taken);
+    }
+
+    /// What the thread did so far.
+    pub fn thread_counts(&self) -> ThreadCounts {
+        let c = &self.shared.counts;
+        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        ThreadCounts {
+            turns: get(&c.turns),
+            watches: get(&c.watches),
+            watch_ends_still: get(&c.watch_ends_still),
+            watch_ends_bell: get(&c.watch_ends_bell),
+            frames_left_to_poller: get(&c.frames_left_to_poller),
+            polls_lock_taken: get(&c.polls_lock_taken),
+        }
     }
 
     /// Wakes the thread (call it without the lock held, or it will wait for it).
@@ -232,6 +287,7 @@ fn run<X: Owner>(shared: &Shared<X>, all: &OwnedFd, bell: &OwnedFd, timer: &Owne
             if let Err(e) = st.turn() {
                 st.error.get_or_insert(e);
             }
+            bump(&shared.counts.turns);
             (st.driver.next_wake(), st.driver.last_now())
         };
         let polls = shared.polls.load(Ordering::Relaxed);
@@ -257,6 +313,7 @@ fn run<X: Owner>(shared: &Shared<X>, all: &OwnedFd, bell: &OwnedFd, timer: &Owne
         // rather than wait for the lock. With the lock free, the caller may
         // be spinning on its memory instead (the target of a WRITE): turn.
         if woke == Woke::Frame && polls != seen && matches!(shared.state.try_lock(), Err(TryLockError::WouldBlock)) {
+            bump(&shared.counts.frames_left_to_poller);
             seen = watch_poller(shared, bell, timer, &mut events, polls);
         }
     }
@@ -276,15 +333,18 @@ fn watch_poller<X: Owner>(
     mut seen: u64,
 ) -> u64 {
     shared.watching.store(true, Ordering::Relaxed);
+    bump(&shared.counts.watches);
     let mut every = POLLER_GRACE;
     let mut moved = 0;
     loop {
         arm(timer, every);
         if wait(shared, bell, timer, events, None) == Woke::Doorbell {
+            bump(&shared.counts.watch_ends_bell);
             break;
         }
         let now = shared.polls.load(Ordering::Relaxed);
         if now == seen {
+            bump(&shared.counts.watch_ends_still);
             break;
         }
         seen = now;

@@ -333,7 +333,13 @@ pub(crate) unsafe extern "C" fn poll_cq(cq: *mut sys::ibv_cq, num_entries: c_int
         let max = num_entries as usize;
         match take(&mut st, c.id, max, wc) {
             Ok(0) => {}
-            Ok(n) => return n as c_int,
+            Ok(n) => {
+                // A poll that finds completions is a poller's too: the
+                // thread leaves the sockets to it (it turns when it finds
+                // the CQ empty).
+                st.note_poller();
+                return n as c_int;
+            }
             Err(_) => return -1,
         }
         // Empty: make progress here rather than wait for the thread.

@@ -268,11 +268,17 @@ impl Runtime {
 
     /// The device's counts, as one line for people or one JSON object.
     pub fn report(&self, json: bool) -> String {
+        let t = self.progress.thread_counts();
         let st = self.progress.lock();
         let d = &st.driver;
         let (udp, eng, ep) = (d.stats(0), d.engine_stats(), d.engine(0).counters());
         if json {
             serde_json::json!({
+                "thread": {
+                    "turns": t.turns, "watches": t.watches, "watch_ends_still": t.watch_ends_still,
+                    "watch_ends_bell": t.watch_ends_bell, "frames_left_to_poller": t.frames_left_to_poller,
+                    "polls_lock_taken": t.polls_lock_taken,
+                },
                 "device": self.device.name(), "addr": self.device.ip.to_string(),
                 "frames_sent": udp.tx_frames, "frames_received": udp.rx_frames,
                 "retransmitted": eng.retransmitted, "timeouts": eng.timeouts,
