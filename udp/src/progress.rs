@@ -27,9 +27,10 @@
 //!   as late each time, up to [`POLLER_WATCH_MAX`], so a spinning program is not interrupted 50,000
 //!   times a second (on a guest whose timers trap, that alone halves its
 //!   throughput). Woken by a frame, the thread first looks at the count:
-//!   if a poller polled since and holds the lock, the frame is the
-//!   poller's. A poller never waits for the thread: while the thread holds
-//!   the lock, a poll reports an empty CQ ([`Progress::try_lock`]).
+//!   if it moved since the last look, the frame is the caller's, and the
+//!   thread watches. A poller never waits for the thread: while the thread
+//!   holds the lock, a poll reports an empty CQ ([`Progress::try_lock`]).
+//!   Posts count too ([`State::note_poller`]): they turn the driver.
 //! - A caller about to block (`ibv_req_notify_cq`) rings the doorbell if
 //!   the thread is watching ([`Progress::stop_watching`]), so the sockets
 //!   are not left alone for a watch interval.
@@ -130,7 +131,7 @@ pub struct ThreadCounts {
     pub watch_ends_still: u64,
     /// Watches that ended with the doorbell.
     pub watch_ends_bell: u64,
-    /// Frames that woke it while a poller held the lock (it watched).
+    /// Frames that woke it after the caller polled or posted (it watched).
     pub frames_left_to_poller: u64,
     /// Polls that found the lock taken and reported nothing.
     pub polls_lock_taken: u64,
@@ -224,7 +225,7 @@ impl<X: Owner> Progress<X> {
 
     /// Counts a poll that found the lock taken ([`State::note_poller`]
     /// without the lock).
-    pub fn note_poller(&self) {
+    pub fn note_poll_lock_taken(&self) {
         self.shared.polls.fetch_add(1, Ordering::Relaxed);
         bump(&self.shared.counts.polls_lock_taken);
     }
@@ -308,11 +309,15 @@ fn run<X: Owner>(shared: &Shared<X>, all: &OwnedFd, bell: &OwnedFd, timer: &Owne
         };
         let woke = wait(shared, all, timer, &mut events, timeout.as_ref());
         let polls = shared.polls.load(Ordering::Relaxed);
-        // A frame, a caller that polled since the last look, and the lock
-        // held: the caller is inside a poll, and the frame is its; watch it
-        // rather than wait for the lock. With the lock free, the caller may
-        // be spinning on its memory instead (the target of a WRITE): turn.
-        if woke == Woke::Frame && polls != seen && matches!(shared.state.try_lock(), Err(TryLockError::WouldBlock)) {
+        // A frame, and a caller that polled or posted since the last look:
+        // the frame is the caller's; watch it rather than take the lock
+        // from it. (Taking the lock whenever it is free costs, on a guest
+        // whose system calls trap, a turn of the thread and a context
+        // switch of the caller per operation: the caller is between two
+        // calls more often than in one.) A caller that now spins on its
+        // memory (the target of a WRITE) stops the count, and the first
+        // look hands the frame to the thread.
+        if woke == Woke::Frame && polls != seen {
             bump(&shared.counts.frames_left_to_poller);
             seen = watch_poller(shared, bell, timer, &mut events, polls);
         }

@@ -191,6 +191,8 @@ pub(crate) unsafe extern "C" fn post_send(
         // The frames leave now, from this thread; what a turn leaves
         // (a long message) the progress thread sends.
         let _ = st.turn_after_advance();
+        // A post turned the driver: to the thread, as good as a poll.
+        st.note_poller();
         let more = st.driver.next_wake().is_some_and(|w| w == rctb_core::time::Instant::ZERO);
         drop(st);
         if more {
@@ -325,7 +327,7 @@ pub(crate) unsafe extern "C" fn poll_cq(cq: *mut sys::ibv_cq, num_entries: c_int
             ctx.rt.progress.lock()
         } else {
             let Some(st) = ctx.rt.progress.try_lock() else {
-                ctx.rt.progress.note_poller();
+                ctx.rt.progress.note_poll_lock_taken();
                 return 0;
             };
             st
