@@ -112,6 +112,20 @@ impl<X: Owner> State<X> {
         r
     }
 
+    /// [`Driver::poll_receive`], then the owner's [`Owner::after_turn`],
+    /// and the poll counted.
+    pub fn poll_receive(&mut self) -> Result<usize, TransportError> {
+        let r = self.driver.poll_receive();
+        self.owner.after_turn(&mut self.driver);
+        self.note_poller();
+        r
+    }
+
+    /// [`Driver::poll_flush`].
+    pub fn poll_flush(&mut self) -> Result<usize, TransportError> {
+        self.driver.poll_flush()
+    }
+
     /// A caller is spinning on a poll and turns the driver itself.
     pub fn note_poller(&mut self) {
         self.polls.fetch_add(1, Ordering::Relaxed);
@@ -247,6 +261,16 @@ impl<X: Owner> Progress<X> {
     /// Wakes the thread (call it without the lock held, or it will wait for it).
     pub fn ring(&self) {
         ring(&self.shared.doorbell);
+    }
+
+    /// A caller left frames to send and may make no call soon: if the
+    /// thread is not watching it (and so may sleep until its next
+    /// deadline), ring it (without the lock held). A watching thread sends
+    /// them at its first look that finds the caller quiet.
+    pub fn nudge(&self) {
+        if !self.shared.watching.load(Ordering::Relaxed) {
+            self.ring();
+        }
     }
 
     /// A caller that polled is about to block: if the thread watches it,

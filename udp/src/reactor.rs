@@ -243,6 +243,32 @@ impl Driver {
         r
     }
 
+    /// The receiving half of a [`poll_turn`](Self::poll_turn): reads the
+    /// sockets (one batch each), releases delayed frames and runs the
+    /// timers, reading the clock as `poll_turn` does, and sends nothing:
+    /// a poller hands its caller the completions first, and the ACKs
+    /// those frames call for leave with its next call
+    /// ([`poll_flush`](Self::poll_flush), or any turn). Returns how many
+    /// frames came in.
+    pub fn poll_receive(&mut self) -> Result<usize, TransportError> {
+        let mut fresh = self.idle_turns + 1 >= IDLE_TURNS_PER_CLOCK;
+        if fresh {
+            self.advance();
+            self.now_reads += 1;
+        }
+        let before = self.now_reads;
+        let received = self.receive(&mut fresh)? + self.release_delayed()?;
+        self.run_timers();
+        self.idle_turns = if self.now_reads == before && received == 0 { self.idle_turns + 1 } else { 0 };
+        Ok(received)
+    }
+
+    /// The sending half of a [`poll_turn`](Self::poll_turn): what the
+    /// engines have to send, with the clock as last read.
+    pub fn poll_flush(&mut self) -> Result<usize, TransportError> {
+        self.flush()
+    }
+
     /// The passes of a turn; `fresh`: the clock was read for it.
     fn passes(&mut self, mut fresh: bool) -> Result<(), TransportError> {
         if fresh {

@@ -344,9 +344,19 @@ pub(crate) unsafe extern "C" fn poll_cq(cq: *mut sys::ibv_cq, num_entries: c_int
             }
             Err(_) => return -1,
         }
-        // Empty: make progress here rather than wait for the thread.
-        let _ = st.poll_turn();
-        match take(&mut st, c.id, max, wc) {
+        // Empty: make progress here rather than wait for the thread. The
+        // frames that came go to the program before the ACKs they call
+        // for leave: those go with its next call (a post, a poll) or, if it
+        // makes none, with the thread's next turn.
+        let _ = st.poll_receive();
+        let r = take(&mut st, c.id, max, wc);
+        if !matches!(r, Ok(n) if n > 0) {
+            let _ = st.poll_flush();
+        } else if st.driver.next_wake() == Some(rctb_core::time::Instant::ZERO) {
+            drop(st);
+            ctx.rt.progress.nudge();
+        }
+        match r {
             Ok(n) => n as c_int,
             Err(_) => -1,
         }

@@ -316,7 +316,13 @@ impl Runtime {
     /// Prints or appends the report where `RCTB_IBV_STATS` says, and
     /// writes out the capture.
     pub fn finish(&self) {
-        self.progress.lock().driver.flush_pcap();
+        {
+            let mut st = self.progress.lock();
+            // ACKs a last poll left for the program's next call, which
+            // will not come.
+            let _ = st.turn();
+            st.driver.flush_pcap();
+        }
         let Ok(cfg) = config::get() else { return };
         match &cfg.stats {
             None => {}

@@ -1000,6 +1000,9 @@ export!(
         // SAFETY: a live QP.
         let (q, ctx) = unsafe { (obj::<Qp, _>(qp), Context::from_ibv((*qp).context)) };
         let mut st = ctx.rt.progress.lock();
+        // The ACKs a last poll left for the next call leave first: the
+        // peer is owed them even if this QP goes.
+        let _ = st.turn();
         let engine = st.driver.engine_mut(0).0;
         if let Err(e) = engine.destroy_qp(q.id) {
             return errno_of(&e);
