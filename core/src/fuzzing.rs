@@ -262,10 +262,10 @@ pub fn hipobj_token(bytes: &[u8]) -> Result<(), String> {
 pub fn hipobj_checksum(bytes: &[u8]) -> Result<(), String> {
     use crate::wire::hipobj::Crc64Nvme;
     let text = String::from_utf8_lossy(bytes);
-    if let Ok(sum) = Crc64Nvme::parse(&text) {
-        if sum.to_header() != text {
-            return Err(format!("{text:?} parses to {sum:?}, which formats as {:?}", sum.to_header()));
-        }
+    if let Ok(sum) = Crc64Nvme::parse(&text)
+        && sum.to_header() != text
+    {
+        return Err(format!("{text:?} parses to {sum:?}, which formats as {:?}", sum.to_header()));
     }
     Ok(())
 }

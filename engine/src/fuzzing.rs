@@ -550,7 +550,7 @@ impl Verbs {
             atomic: None,
             atomic_ack: None,
             deth: None,
-            imm: (y % 3 != 0).then_some(0x1A00_0000 | u32::from(y)),
+            imm: (!y.is_multiple_of(3)).then_some(0x1A00_0000 | u32::from(y)),
             payload: vec![y; len as usize],
             corrupt: false,
         };

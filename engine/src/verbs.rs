@@ -359,7 +359,7 @@ impl Endpoint {
             // own check (a NAK invalid request) then sees only other
             // requesters' misaligned atomics.
             let addr = wr.op.remote().map_or(0, |r| r.addr);
-            if addr % ATOMIC_LEN as u64 != 0 {
+            if !addr.is_multiple_of(ATOMIC_LEN as u64) {
                 return Err(TransportError::invalid(
                     Verb::PostSend,
                     "remote_addr",

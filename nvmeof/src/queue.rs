@@ -537,12 +537,13 @@ impl Queue {
 
     fn finish_if_done(&mut self, cid: usize) {
         let Some(s) = self.slots.get_mut(cid) else { return };
-        if s.busy && s.send_done {
-            if let Some(resp) = s.response {
-                *s = FREE;
-                self.outstanding -= 1;
-                self.finished[cid] = Some(Ok(resp));
-            }
+        if s.busy
+            && s.send_done
+            && let Some(resp) = s.response
+        {
+            *s = FREE;
+            self.outstanding -= 1;
+            self.finished[cid] = Some(Ok(resp));
         }
     }
 

@@ -596,10 +596,10 @@ impl<T: Transport> RoceServer<T> {
             let result = n.map_err(RoceError::from).and_then(|_| {
                 let mut first = Ok(());
                 for c in &batch {
-                    if let Err(e) = self.on_completion(c, out) {
-                        if first.is_ok() {
-                            first = Err(e);
-                        }
+                    if let Err(e) = self.on_completion(c, out)
+                        && first.is_ok()
+                    {
+                        first = Err(e);
                     }
                 }
                 first
@@ -783,10 +783,10 @@ impl<T: Transport> RoceServer<T> {
         if let Some(cq) = self.cq.take() {
             note(self.t.destroy_cq(cq));
         }
-        if self.held_count == 0 {
-            if let Err(e) = self.free_slab() {
-                first.get_or_insert(e);
-            }
+        if self.held_count == 0
+            && let Err(e) = self.free_slab()
+        {
+            first.get_or_insert(e);
         }
         first.map_or(Ok(()), Err)
     }

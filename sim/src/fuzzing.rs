@@ -120,7 +120,7 @@ fn atomic_op(counter: &mut u64, i: usize, kind: Kind, size: u32, remote: RemoteA
     let orig = *counter;
     match kind {
         Kind::CompareSwap => {
-            let compare = if size % 2 == 0 { orig } else { !orig };
+            let compare = if size.is_multiple_of(2) { orig } else { !orig };
             let swap = (i as u64) << 40 | u64::from(size) << 8 | 0xC5;
             if compare == orig {
                 *counter = swap;

@@ -85,10 +85,10 @@ impl Discovery {
             return (Vec::new(), Instant::FAR_FUTURE);
         }
         let mut until = q.next_deadline().unwrap_or(Instant::FAR_FUTURE);
-        if let Step::Admin(a) = self.step {
-            if let Some(at) = a.poll_at().or(q.connect_deadline()) {
-                until = until.min(at);
-            }
+        if let Step::Admin(a) = self.step
+            && let Some(at) = a.poll_at().or(q.connect_deadline())
+        {
+            until = until.min(at);
         }
         (vec![q.cq()], until)
     }

@@ -346,7 +346,7 @@ impl<T: Transport> Controller<T> {
 /// the namespace.
 fn check_request(ns: &Namespace, slba: u64, buf: &Buffer) -> Result<(), NvmeError> {
     let lba = ns.lba_size();
-    if buf.len == 0 || buf.len % lba != 0 {
+    if buf.len == 0 || !buf.len.is_multiple_of(lba) {
         return Err(InvalidValue::new("length", buf.len, "must be a non-zero multiple of the LBA size").into());
     }
     if buf.offset.checked_add(buf.len).is_none_or(|end| end > buf.mr.len) {

@@ -336,10 +336,10 @@ impl NvmeCommand {
     /// and `offset` a multiple of 4, else [`ProtocolError::Field`]
     /// (`GetLogPage.length` or `GetLogPage.offset`).
     pub fn get_log_page(lid: u8, len: u32, offset: u64, sgl: Sgl) -> Result<Self, ProtocolError> {
-        if len == 0 || len % 4 != 0 {
+        if len == 0 || !len.is_multiple_of(4) {
             return Err(ProtocolError::field("GetLogPage", "length", len.into(), "a non-zero multiple of 4"));
         }
-        if offset % 4 != 0 {
+        if !offset.is_multiple_of(4) {
             return Err(ProtocolError::field("GetLogPage", "offset", offset, "a multiple of 4"));
         }
         Ok(NvmeCommand::GetLogPage { lid, lsp: 0, rae: false, nsid: 0, len, offset, sgl })

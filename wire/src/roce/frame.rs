@@ -218,7 +218,7 @@ fn split_pad(pad: u8, body: &[u8]) -> Result<(&[u8], &[u8]), RoceError> {
     };
     // Every header is a multiple of 4 bytes, so an unaligned body means the
     // sender's pad count (or length fields) is wrong.
-    if body.len() % 4 != 0 {
+    if !body.len().is_multiple_of(4) {
         return Err(RoceError::BadPad { pad, len: body.len(), rule: "payload plus pad must be a multiple of 4" });
     }
     body.split_at_checked(payload_len).ok_or(RoceError::BadPad {

@@ -39,7 +39,7 @@ impl Ipv4Options {
 
     /// Options from raw bytes; their length must be a multiple of 4, at most 40.
     pub fn new(bytes: &[u8]) -> Result<Self, RoceError> {
-        if bytes.len() > MAX_OPTIONS_LEN || bytes.len() % 4 != 0 {
+        if bytes.len() > MAX_OPTIONS_LEN || !bytes.len().is_multiple_of(4) {
             return Err(RoceError::BadField {
                 header: "IPv4",
                 field: "options",

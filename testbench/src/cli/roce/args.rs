@@ -445,11 +445,11 @@ pub fn rx_verdict(
         && counters.wrong_opcode == 0
         && counters.bad_length == 0
         && counters.bad_wr_id == 0;
-    if let Some(n) = want {
-        if check.frames != n {
-            lines.push(format!("  expected {n} frames, received {}", check.frames));
-            ok = false;
-        }
+    if let Some(n) = want
+        && check.frames != n
+    {
+        lines.push(format!("  expected {n} frames, received {}", check.frames));
+        ok = false;
     }
     if let Some(d) = done {
         lines.push(format!("  fpga: {} frames, {} bytes sent, {} failed sends", d.frames, d.bytes, d.errors));

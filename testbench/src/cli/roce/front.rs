@@ -134,7 +134,7 @@ pub fn roce_rx<T: Transport>(
         // is a read() each look).
         spins = spins.wrapping_add(1);
         let first = n > 0 && started.is_none();
-        if !first && !slept && stop.is_none() && spins % 4096 != 0 {
+        if !first && !slept && stop.is_none() && !spins.is_multiple_of(4096) {
             continue;
         }
         if done.is_none()
@@ -296,7 +296,7 @@ fn stream_frames<T: Transport>(
         // The clock (a system call on some VMs) is read after a sleep and
         // every 4096 turns only.
         spins = spins.wrapping_add(1);
-        if !slept && spins % 4096 != 0 {
+        if !slept && !spins.is_multiple_of(4096) {
             continue;
         }
         let now = engine.transport().now();

@@ -206,7 +206,7 @@ pub(super) fn validate(
         c.int(format!("{f}.mdts"), get(|x| x.mdts).unwrap_or(5), 1, 8, "1..=8 (4 KiB << mdts per command)") as u8;
     let in_capsule =
         c.int(format!("{f}.in_capsule"), get(|x| x.in_capsule).unwrap_or(4096), 0, 16384, "0..=16384 bytes") as u32;
-    if in_capsule % 16 != 0 {
+    if !in_capsule.is_multiple_of(16) {
         c.push(Invalid::rule(format!("{f}.in_capsule"), "must be a multiple of 16 (IOCCSZ counts 16-byte units)"));
     }
     let dur = |x: Option<DurationStr>, d: Duration| x.map_or(d, |v| v.0);
@@ -295,7 +295,7 @@ pub(super) fn validate(
     // Sizes: whole blocks, within one command and the namespace.
     let max_transfer = 4096u64 << mdts;
     let lba = lba_size as u64;
-    if cfg.min_size == 0 || cfg.min_size as u64 % lba != 0 || cfg.max_size as u64 % lba != 0 {
+    if cfg.min_size == 0 || !(cfg.min_size as u64).is_multiple_of(lba) || !(cfg.max_size as u64).is_multiple_of(lba) {
         c.push(Invalid::rule(
             format!("{field}.size"),
             format!("reads and writes are whole blocks: multiples of lba_size = {lba_size}, at least one"),

@@ -60,7 +60,7 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
 pub fn format_duration(d: Duration) -> String {
     let ns = d.as_nanos() as u64;
     for (unit, scale) in [("s", 1_000_000_000), ("ms", 1_000_000), ("us", 1_000)] {
-        if ns >= scale && ns % scale == 0 {
+        if ns >= scale && ns.is_multiple_of(scale) {
             return format!("{}{unit}", ns / scale);
         }
     }
