@@ -48,9 +48,9 @@ use crate::wire::{self, HEADERS_LEN, RxDrop};
 /// and ACKs never wait behind a long message.
 const TX_CHUNK: usize = 64;
 /// A long turn reads the clock again every this many passes.
-pub const CLOCK_EVERY_PASSES: usize = 16;
+const CLOCK_EVERY_PASSES: usize = 16;
 /// A busy poller's turns that find nothing read the clock once in this many.
-pub const IDLE_TURNS_PER_CLOCK: u32 = 8;
+const IDLE_TURNS_PER_CLOCK: u32 = 8;
 /// Frames one endpoint hands over before the next endpoint's turn in a
 /// pass (a NIC's transmit pipeline commits short bursts).
 const TX_BURST: usize = 16;
@@ -213,7 +213,7 @@ impl Driver {
     /// Everything that can be done without blocking, repeated until nothing
     /// moves (bounded): each pass reads the sockets, runs the timers that
     /// fell due, then sends at most a chunk. It reads the clock once, and
-    /// again every [`CLOCK_EVERY_PASSES`] passes of a long turn.
+    /// again every `CLOCK_EVERY_PASSES` (16) passes of a long turn.
     pub fn turn(&mut self) -> Result<(), TransportError> {
         self.advance();
         self.passes(true)
@@ -228,7 +228,7 @@ impl Driver {
 
     /// A [`turn`](Self::turn) for a caller that spins on it (a busy poll):
     /// a turn that finds nothing to do reads no clock, except every
-    /// [`IDLE_TURNS_PER_CLOCK`]-th one in a row, which is when timers that
+    /// `IDLE_TURNS_PER_CLOCK`-th (8th) one in a row, which is when timers that
     /// fell due meanwhile run. Where reading the clock traps (a guest
     /// without a vDSO clock source), the clock would otherwise cost more
     /// than the poll. A frame that comes in is stamped with a fresh reading.
