@@ -222,7 +222,7 @@ impl Fabric {
     ) -> PyResult<NvmeTargetModel> {
         let ip = parse_ip("ip", ip)?;
         let ready_delay = ns_of(ready_delay, "ready_delay")?;
-        if in_capsule_bytes % 16 != 0 || in_capsule_bytes > 1 << 20 {
+        if !in_capsule_bytes.is_multiple_of(16) || in_capsule_bytes > 1 << 20 {
             return Err(invalid(format!(
                 "in_capsule_bytes {in_capsule_bytes}: must be a multiple of 16, at most 1 MiB"
             )));
