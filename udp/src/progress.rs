@@ -17,7 +17,7 @@
 //!   rings the doorbell ([`Progress::ring`]) after letting the lock go, or
 //!   runs [`State::turn`] itself under the lock.
 //! - A caller that spins on its CQ turns the driver itself
-//!   ([`State::poll_turn`]: it must not wait for the thread) and counts its
+//!   ([`State::poll_receive`]: it must not wait for the thread) and counts its
 //!   polls ([`State::note_poller`]). The thread then leaves the sockets,
 //!   the deadlines and the lock to the poller, so the two do not fight over
 //!   every frame: it only looks at the count, with no lock and no turn,
@@ -91,16 +91,6 @@ impl<X: Owner> State<X> {
     pub fn turn(&mut self) -> Result<(), TransportError> {
         let r = self.driver.turn();
         self.owner.after_turn(&mut self.driver);
-        r
-    }
-
-    /// A [`Driver::poll_turn`] (the clock is read only when there is
-    /// something to stamp), then the owner's [`Owner::after_turn`], and the
-    /// poll counted ([`note_poller`](Self::note_poller)).
-    pub fn poll_turn(&mut self) -> Result<(), TransportError> {
-        let r = self.driver.poll_turn();
-        self.owner.after_turn(&mut self.driver);
-        self.note_poller();
         r
     }
 

@@ -226,27 +226,14 @@ impl Driver {
         self.passes(true)
     }
 
-    /// A [`turn`](Self::turn) for a caller that spins on it (a busy poll):
-    /// a turn that finds nothing to do reads no clock, except every
-    /// `IDLE_TURNS_PER_CLOCK`-th (8th) one in a row, which is when timers that
-    /// fell due meanwhile run. Where reading the clock traps (a guest
+    /// The receiving half of a busy poller's turn: reads the sockets (one
+    /// batch each), releases delayed frames and runs the timers, and sends
+    /// nothing. A poll that finds nothing reads no clock, except every
+    /// `IDLE_TURNS_PER_CLOCK`-th (8th) one in a row, which is when timers
+    /// that fell due meanwhile run: where reading the clock traps (a guest
     /// without a vDSO clock source), the clock would otherwise cost more
     /// than the poll. A frame that comes in is stamped with a fresh reading.
-    pub fn poll_turn(&mut self) -> Result<(), TransportError> {
-        let due = self.idle_turns + 1 >= IDLE_TURNS_PER_CLOCK;
-        if due {
-            self.advance();
-        }
-        let before = self.now_reads;
-        let r = self.passes(due);
-        self.idle_turns = if self.now_reads == before { self.idle_turns + 1 } else { 0 };
-        r
-    }
-
-    /// The receiving half of a [`poll_turn`](Self::poll_turn): reads the
-    /// sockets (one batch each), releases delayed frames and runs the
-    /// timers, reading the clock as `poll_turn` does, and sends nothing:
-    /// a poller hands its caller the completions first, and the ACKs
+    /// A poller hands its caller the completions first, and the ACKs
     /// those frames call for leave with its next call
     /// ([`poll_flush`](Self::poll_flush), or any turn). Returns how many
     /// frames came in.
@@ -263,7 +250,7 @@ impl Driver {
         Ok(received)
     }
 
-    /// The sending half of a [`poll_turn`](Self::poll_turn): what the
+    /// The sending half of a busy poller's turn: what the
     /// engines have to send, with the clock as last read.
     pub fn poll_flush(&mut self) -> Result<usize, TransportError> {
         self.flush()
