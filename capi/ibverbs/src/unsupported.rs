@@ -11,7 +11,7 @@
 //! the providers' own `ibv_device`s never exist here, and a provider that
 //! asks whether one of ours is its own reads NULL, see `device.rs`), so the
 //! distribution's own provider libraries load unchanged beside this one.
-//! `ibv_query_gid_type`, which `ibv_devinfo` calls, is real (`verbs.rs`).
+//! `ibv_query_gid_type`, which `ibv_devinfo` calls, is real (`verbs/context.rs`).
 
 use std::ffi::{c_int, c_void};
 use std::ptr::null_mut;
