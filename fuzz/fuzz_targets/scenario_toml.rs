@@ -2,7 +2,7 @@
 #![no_main]
 
 libfuzzer_sys::fuzz_target!(|data: &[u8]| {
-    if let Err(why) = rctb::fuzzing::scenario_toml(data) {
+    if let Err(why) = rctb_scenario::fuzzing::scenario_toml(data) {
         panic!("{why}");
     }
 });

@@ -4,8 +4,8 @@
 
 use pyo3::exceptions::{PyOSError, PyValueError};
 use pyo3::prelude::*;
-use rctb::scenario::Scenario;
-use rctb::{runner, sweep};
+use rctb_scenario::scenario::Scenario;
+use rctb_scenario::{runner, sweep};
 
 fn load(path: &str) -> PyResult<Scenario> {
     if !std::path::Path::new(path).is_file() {

@@ -60,7 +60,7 @@ enum Command {
         backend: Backend,
         /// udp: place a node, NAME=ADDR[:PORT][@NETNS] (NETNS: an `ip netns` name); repeatable.
         #[arg(long = "node", value_name = "NAME=ADDR[@NETNS]")]
-        nodes: Vec<rctb::udp_run::NodePlace>,
+        nodes: Vec<rctb_scenario::udp_run::NodePlace>,
     },
     /// Run a scenario over many seeds; print each failing seed with its replay command
     /// (`--json`, `--junit FILE` for CI; `rctb sweep merge` joins shards).

@@ -5,7 +5,7 @@
 use std::process::Command;
 
 use pcap_file::pcap::{PcapPacket, PcapReader, PcapWriter};
-use rctb::decode::{self, Frame};
+use rctb_scenario::decode::{self, Frame};
 
 const CAPTURES: [&str; 2] = ["rxe-send-write.pcap", "nvme-rdma.pcap"];
 

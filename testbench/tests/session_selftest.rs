@@ -2,10 +2,10 @@
 //! runs on rxe (ci/vm/checks.d/rcsession.sh), so its logic is covered
 //! without hardware.
 
-use rctb::pattern::StreamPattern;
-use rctb::session_selftest::{OpMix, SelftestConfig, SelftestReport, parse_size, run_sim, transfer_shape};
 use rctb_core::rcsession::{ServerConfig, Usage};
 use rctb_core::wire::hipobj::Op;
+use rctb_scenario::pattern::StreamPattern;
+use rctb_scenario::session_selftest::{OpMix, SelftestConfig, SelftestReport, parse_size, run_sim, transfer_shape};
 
 fn replay(cfg: &SelftestConfig) -> String {
     format!(

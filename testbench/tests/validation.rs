@@ -1,7 +1,7 @@
 //! Bad scenario files are refused with a useful message: syntax and type
 //! errors with line and column, broken rules with the field and the rule.
 
-use rctb::scenario::{Invalid, Scenario, ScenarioError};
+use rctb_scenario::scenario::{Invalid, Scenario, ScenarioError};
 
 const NODES: &str = r#"
 name = "v"

@@ -1,4 +1,4 @@
-//! `rctb decode`: the RoCEv2 frames of a pcap ([`crate::decode`]), one
+//! `rctb decode`: the RoCEv2 frames of a pcap ([`rctb_scenario::decode`]), one
 //! line (or JSON object) per frame. Exit status: 0 done, 2 when the file
 //! could not be read or decoded, or output failed.
 
@@ -14,7 +14,7 @@ pub fn decode(path: &str, json: bool) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let frames = match crate::decode::pcap(&bytes) {
+    let frames = match rctb_scenario::decode::pcap(&bytes) {
         Ok(f) => f,
         Err(e) => {
             eprintln!("rctb: {path}: {e}");

@@ -1,4 +1,4 @@
-//! `rctb rc-session selftest`: the front end of [`crate::session_selftest`]
+//! `rctb rc-session selftest`: the front end of [`rctb_scenario::session_selftest`]
 //! (its arguments, the backend it opens, the lines it prints). Exit status:
 //! 0 when every run passed, 1 when one failed, 2 when it could not run.
 
@@ -6,7 +6,7 @@ use rctb_core::rcsession::ServerConfig;
 use rctb_core::time::Duration;
 
 use crate::cli::backend;
-use crate::session_selftest::{OpMix, SelftestConfig, SelftestReport, parse_size, run, run_sim};
+use rctb_scenario::session_selftest::{OpMix, SelftestConfig, SelftestReport, parse_size, run, run_sim};
 
 /// Backends of `rctb rc-session selftest`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -60,8 +60,8 @@ pub struct SelftestArgs {
     /// Every object this size (instead of log-uniform sizes in min..=max).
     #[arg(long, value_parser = parse_size)]
     pub size: Option<u64>,
-    #[arg(long, value_enum, default_value_t = OpMix::Mixed)]
-    pub ops: OpMix,
+    #[arg(long, value_enum, default_value_t = Ops::Mixed)]
+    pub ops: Ops,
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
     /// Sessions in flight at once (one client QP each).
@@ -84,7 +84,7 @@ pub struct SelftestArgs {
     #[arg(long, default_value = "rctb-session")]
     pub bench_tool: String,
     /// Give up after this long (transport time: virtual on sim).
-    #[arg(long, default_value = "600s", value_parser = crate::scenario::parse_duration)]
+    #[arg(long, default_value = "600s", value_parser = rctb_scenario::scenario::parse_duration)]
     pub time_limit: Duration,
 }
 
@@ -96,7 +96,7 @@ impl SelftestArgs {
             max_size: self.max_size,
             fixed_size: self.size,
             draw_max: self.draw_max,
-            ops: self.ops,
+            ops: self.ops.into(),
             seed: self.seed,
             depth: self.depth,
             verify: !self.no_verify,
@@ -189,4 +189,25 @@ pub fn main(args: &RcSessionArgs) -> std::process::ExitCode {
         }
     }
     if all_passed { ExitCode::SUCCESS } else { ExitCode::from(1) }
+}
+
+/// `--ops`: the selftest's [`OpMix`], as clap names it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Ops {
+    /// GET and PUT, drawn per transfer.
+    Mixed,
+    /// Only GETs.
+    Get,
+    /// Only PUTs.
+    Put,
+}
+
+impl From<Ops> for OpMix {
+    fn from(o: Ops) -> OpMix {
+        match o {
+            Ops::Mixed => OpMix::Mixed,
+            Ops::Get => OpMix::Get,
+            Ops::Put => OpMix::Put,
+        }
+    }
 }

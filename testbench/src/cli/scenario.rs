@@ -10,10 +10,10 @@ use std::process::ExitCode;
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::cli::backend::Backend;
-use crate::scenario::Scenario;
-use crate::sweep::{self, SeedRecord, Shard};
-use crate::udp_run::NodePlace;
-use crate::{runner, udp_run};
+use rctb_scenario::scenario::Scenario;
+use rctb_scenario::sweep::{self, SeedRecord, Shard};
+use rctb_scenario::udp_run::NodePlace;
+use rctb_scenario::{runner, udp_run};
 
 fn load(path: &str) -> Result<Scenario, ExitCode> {
     Scenario::load(path).map_err(|e| {

@@ -55,7 +55,7 @@ impl Job for Conformance<'_> {
         let filter = self.filter;
         let select = |name: &str| name.contains(filter);
         let mut results = conformance::run_selected(a, b, &select, &mut |r: &CaseResult| println!("{}", r.line()));
-        results.extend(crate::udp_faults::run(a, b, filter, &mut |r: &CaseResult| println!("{}", r.line())));
+        results.extend(rctb_scenario::udp_faults::run(a, b, filter, &mut |r: &CaseResult| println!("{}", r.line())));
         let failed = results.iter().filter(|r| !r.passed()).count();
         println!("conformance: {} passed, {} failed", results.len() - failed, failed);
         if results.is_empty() {

@@ -16,11 +16,11 @@ use rctb_models::fpga::{EngineError, Payload, SetupError, StreamConfig as Engine
 use rctb_sim::{NodeConfig, Sim};
 use thiserror::Error;
 
-use crate::roce::check::FrameCheck;
-use crate::roce::handoff::{DoneMsg, HandoffError};
-use crate::roce::pair::{PairConfig, RocePair};
-use crate::scenario::parse_duration;
-use crate::traffic::Progress;
+use rctb_scenario::roce::check::FrameCheck;
+use rctb_scenario::roce::handoff::{DoneMsg, HandoffError};
+use rctb_scenario::roce::pair::{PairConfig, RocePair};
+use rctb_scenario::scenario::parse_duration;
+use rctb_scenario::traffic::Progress;
 
 /// Which transport the command runs on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -580,7 +580,7 @@ fn sim_report(
     let mut lines: Vec<String> = pair.handoff.iter().map(|l| format!("hand-off: {l}")).collect();
     let done =
         DoneMsg { frames: st.completed, bytes: stream_bytes(&sizes, st.completed), errors: st.errors.values().sum() };
-    lines.push(format!("hand-off: {}", crate::roce::handoff::Message::Done(done)));
+    lines.push(format!("hand-off: {}", rctb_scenario::roce::handoff::Message::Done(done)));
     let elapsed = st.data_time_nanos();
     // The server is gone; its counters live on in the stream stats.
     let counters = rctb_core::roce::RxCounters { frames: st.received, ..Default::default() };

@@ -14,8 +14,8 @@ use rctb_core::transport::{Idle, Mtu, Poller};
 use rctb_models::fpga::{FpgaEngine, setup_connection, teardown_connection};
 
 use super::args::*;
-use crate::roce::check::FrameCheck;
-use crate::roce::handoff::{Channel, DoneMsg, FpgaMsg, HandoffError, HandoffIn, HandoffOut, HostMsg, Message};
+use rctb_scenario::roce::check::FrameCheck;
+use rctb_scenario::roce::handoff::{Channel, DoneMsg, FpgaMsg, HandoffError, HandoffIn, HandoffOut, HostMsg, Message};
 
 /// Human output: stdout, unless the hand-off uses it.
 struct Console {

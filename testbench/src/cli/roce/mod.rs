@@ -1,6 +1,6 @@
 //! `rctb roce-rx` and `rctb fpga-emu`, the RoCEv2 receive server's front
 //! ends (the checks, hand-off and pair they share with the scenario engine
-//! are `crate::roce`):
+//! are `rctb_scenario::roce`):
 //!
 //! - [`args`]: the commands' arguments, validation and the simulator backend;
 //!   [`front`]: the front ends on a real transport, generic; [`verbs`]:

@@ -1,8 +1,8 @@
 //! Simulator bugs the testbench found, kept as regression tests: each is the
 //! smallest scenario that showed the bug.
 
-use rctb::runner;
-use rctb::scenario::Scenario;
+use rctb_scenario::runner;
+use rctb_scenario::scenario::Scenario;
 
 /// RDMA CM between ports of different MTUs: the active side used to keep its
 /// own port MTU while the passive side took the smaller one (the REP carried

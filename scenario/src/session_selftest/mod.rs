@@ -1,5 +1,5 @@
 //! The RC session selftest (`rctb rc-session selftest`; its front end is
-//! `crate::cli::rc_session`): the RC session server
+//! the `rctb` binary's `cli::rc_session`): the RC session server
 //! ([`rctb_core::rcsession`]) and its client in one process, on two
 //! endpoints of one backend: two simulated nodes (`--backend sim`), or two
 //! RDMA devices (`--backend verbs --device rxe1 --peer rxe0`: the client on
@@ -36,7 +36,7 @@ mod report;
 pub use report::{PhaseTimes, SelftestReport};
 
 /// Which operations a run does.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum OpMix {
     /// GET and PUT, drawn per transfer (the edges: both).
     Mixed,

@@ -5,8 +5,8 @@
 
 mod common;
 
-use rctb::report::Report;
-use rctb::scenario::{Invalid, Scenario, ScenarioError};
+use rctb_scenario::report::Report;
+use rctb_scenario::scenario::{Invalid, Scenario, ScenarioError};
 
 fn note<'a>(r: &'a Report, stream: &str) -> &'a str {
     let prefix = format!("{stream}: nvme: ");
@@ -23,7 +23,7 @@ fn figure(note: &str, what: &str) -> u64 {
         .unwrap_or_else(|| panic!("no number before {what:?} in {note}"))
 }
 
-fn check<'a>(r: &'a Report, what: &str) -> &'a rctb::expect::Check {
+fn check<'a>(r: &'a Report, what: &str) -> &'a rctb_scenario::expect::Check {
     r.checks.iter().find(|c| c.what.contains(what)).unwrap_or_else(|| panic!("no check {what:?}:\n{}", r.to_text()))
 }
 

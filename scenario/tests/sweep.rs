@@ -2,7 +2,7 @@
 
 mod common;
 
-use rctb::sweep::{Shard, run_seeds, shard_seeds};
+use rctb_scenario::sweep::{Shard, run_seeds, shard_seeds};
 
 #[test]
 fn twenty_seeds_of_quickstart_all_pass() {

@@ -27,9 +27,9 @@
 //! - Where the ACKs fall between requests (capture timing).
 //! - IP ids, QPNs, absolute PSNs, keys and addresses.
 
-use rctb::wiretrace::{self, Record};
 use rctb_conformance as conformance;
 use rctb_core::transport::Mtu;
+use rctb_scenario::wiretrace::{self, Record};
 use rctb_sim::{NodeConfig, Sim};
 
 /// The golden rxe trace: one list of lines per connection.

@@ -1,5 +1,5 @@
 //! The RoCEv2 receive server's test side, shared by the scenario engine and
-//! the `roce-rx` / `fpga-emu` front ends (`crate::cli::roce`):
+//! the `roce-rx` / `fpga-emu` front ends (the `rctb` binary's `cli::roce`):
 //!
 //! - [`handoff`]: the text hand-off between `rctb roce-rx` (host) and
 //!   `rctb fpga-emu` (FPGA engine), in place of register writes.

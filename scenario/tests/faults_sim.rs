@@ -1,20 +1,20 @@
-//! The targeted fault cases (`rctb::fault_cases`: PSN gap → NAK and
+//! The targeted fault cases (`rctb_scenario::fault_cases`: PSN gap → NAK and
 //! go-back-N, duplicate requests, lost ACK → the requester's timeout,
 //! atomics repeated or unacknowledged → answered from the saved result) on
 //! the simulator, from a seed: the same cases `rctb conformance --backend
 //! udp` runs over UDP and against rxe, here with exact counts of what the
 //! packet rule did and what the RC engine made of it.
 
-use rctb::fault_cases;
-use rctb::sim_faults::SimPath;
 use rctb_conformance::CaseResult;
 use rctb_core::transport::Mtu;
+use rctb_scenario::fault_cases;
+use rctb_scenario::sim_faults::SimPath;
 use rctb_sim::{FabricStats, LiveResources, NodeConfig, NodeId, Sim};
 
 /// Runs the cases matching `filter` on a fresh fabric from `seed`; returns
 /// the results, the fabric's counters and what the rule acted on.
 fn run(seed: u64, filter: &str) -> (Vec<CaseResult>, FabricStats, u64, String) {
-    let replay = format!("seed {seed}; replay: cargo test -p rctb --test faults_sim (cases {filter:?})");
+    let replay = format!("seed {seed}; replay: cargo test -p rctb-scenario --test faults_sim (cases {filter:?})");
     let sim = Sim::new(seed);
     let mtu = Mtu::Mtu1024;
     let a = sim.add_node(NodeConfig { mtu, ..NodeConfig::new("rxe1", "10.10.0.2".parse().unwrap()) }).unwrap();

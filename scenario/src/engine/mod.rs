@@ -1,7 +1,7 @@
 //! The scenario engine: a scenario file in, a report out. Nothing here
 //! parses a command line or prints; the `rctb` binary's `run` and `sweep`
 //! (and the python package) call it. Each module is re-exported at the
-//! crate root (`rctb::runner`, `rctb::scenario`, ...), its public path.
+//! crate root (`rctb_scenario::runner`, `rctb_scenario::scenario`, ...), its public path.
 
 pub mod counters;
 pub mod expect;

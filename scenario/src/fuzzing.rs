@@ -1,6 +1,6 @@
 //! Checks the fuzz targets run, kept here so `cargo test` replays every
 //! committed corpus file through the same code
-//! (`testbench/tests/fuzz_corpus.rs`). Not a stable API.
+//! (`scenario/tests/fuzz_corpus.rs`). Not a stable API.
 
 use crate::scenario::{Scenario, ScenarioError};
 

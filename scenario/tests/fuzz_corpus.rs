@@ -8,7 +8,7 @@ use std::path::Path;
 #[test]
 fn every_corpus_file_passes_the_scenario_toml_check() {
     let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    match rctb_core::fuzzing::replay(&repo, "scenario_toml", rctb::fuzzing::scenario_toml) {
+    match rctb_core::fuzzing::replay(&repo, "scenario_toml", rctb_scenario::fuzzing::scenario_toml) {
         Ok(n) => assert!(n > 0),
         Err(failures) => panic!("corpus failures:\n{failures}"),
     }

@@ -12,10 +12,10 @@
 //!   (rxe does not read it; the ICRC covers it either way).
 //! - Absolute PSNs, QPNs, rkeys and addresses: chosen per run on both.
 
-use rctb::wiretrace::{self, Connection};
 use rctb_conformance::Endpoints;
 use rctb_core::Instant;
 use rctb_core::transport::*;
+use rctb_scenario::wiretrace::{self, Connection};
 use rctb_sim::{NodeConfig, Sim};
 
 fn rxe_capture() -> Vec<Connection> {

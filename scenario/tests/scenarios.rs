@@ -4,8 +4,8 @@
 
 mod common;
 
-use rctb::report::{Report, StreamReport};
-use rctb::scenario::Scenario;
+use rctb_scenario::report::{Report, StreamReport};
+use rctb_scenario::scenario::Scenario;
 
 fn stream<'a>(r: &'a Report, name: &str) -> &'a StreamReport {
     r.streams.iter().find(|s| s.name == name).unwrap_or_else(|| panic!("no stream {name}"))
@@ -206,7 +206,7 @@ fn zero_length_messages_of_every_opcode_complete() {
              [[fabric.nodes]]\nname = \"b\"\nip = \"10.0.0.2\"\n\
              [[streams]]\nname = \"z\"\nop = \"{op}\"\nfrom = \"a\"\nto = \"b\"\ncount = 10\nsize = {{ min = 0, max = 1 }}\n"
         );
-        let scenario = rctb::scenario::Scenario::from_toml(&text, "zero").unwrap();
+        let scenario = rctb_scenario::scenario::Scenario::from_toml(&text, "zero").unwrap();
         let out = common::run(&scenario, 3, false);
         common::assert_passed(&format!("zero-{op}"), &out.report);
     }

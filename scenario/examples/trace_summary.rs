@@ -1,9 +1,9 @@
 //! Prints the RC connections of a pcap as normalized header sequences
-//! (`rctb::wiretrace`), the format of `testdata/traces/*.txt`:
+//! (`rctb_scenario::wiretrace`), the format of `testdata/traces/*.txt`:
 //!
 //! ```sh
-//! cargo run -p rctb --example trace_summary -- FILE.pcap          # one line per connection
-//! cargo run -p rctb --example trace_summary -- FILE.pcap 1 41     # connections 1..=41, every frame
+//! cargo run -p rctb-scenario --example trace_summary -- FILE.pcap          # one line per connection
+//! cargo run -p rctb-scenario --example trace_summary -- FILE.pcap 1 41     # connections 1..=41, every frame
 //! ```
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -12,7 +12,7 @@ fn main() {
         std::process::exit(2);
     };
     let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{path}: {e}"));
-    let conns = rctb::wiretrace::connections(&bytes).unwrap_or_else(|e| panic!("{path}: {e}"));
+    let conns = rctb_scenario::wiretrace::connections(&bytes).unwrap_or_else(|e| panic!("{path}: {e}"));
     let range = match (args.get(1), args.get(2)) {
         (Some(a), Some(b)) => Some((a.parse::<usize>().expect("FIRST"), b.parse::<usize>().expect("LAST"))),
         _ => None,
