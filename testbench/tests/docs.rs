@@ -6,6 +6,11 @@
 //! (`core/src/lib.rs`, `ci/hw-validate`, `gateway/src/http.rs:222`) exists,
 //! with its line number inside the file. Docs move and code moves; this is
 //! what tells a reader's dead end apart from a working link.
+//!
+//! And every `rctb` command in a shell block parses as the binary parses
+//! it; a synopsis (`rctb run SCENARIO [--seed N]`) names only flags its
+//! subcommand has. The scenario and target-file blocks are parsed by
+//! `scenario/tests/nvme_scenarios.rs` and `testbench/tests/validation.rs`.
 
 use std::collections::BTreeSet;
 use std::fs;
@@ -282,4 +287,216 @@ fn code_spans_and_paths_are_read_as_a_reader_sees_them() {
     assert_eq!(split_line_suffix("a/b.rs:10-20"), ("a/b.rs", Some(20)));
     assert_eq!(split_line_suffix("a/b.rs:80-82,187"), ("a/b.rs", Some(187)));
     assert_eq!(split_line_suffix("a/b.rs"), ("a/b.rs", None));
+}
+
+/// The fenced code blocks of a Markdown text: (line of the opening fence,
+/// its language, its lines).
+fn code_blocks(text: &str) -> Vec<(usize, String, Vec<String>)> {
+    let mut blocks = Vec::new();
+    let mut open: Option<(usize, String, Vec<String>)> = None;
+    for (i, line) in text.lines().enumerate() {
+        let trimmed = line.trim_start();
+        match open.as_mut() {
+            None if trimmed.starts_with("```") => {
+                open = Some((i + 1, trimmed.trim_start_matches('`').trim().to_string(), Vec::new()));
+            }
+            Some(_) if trimmed.starts_with("```") => blocks.push(open.take().expect("open")),
+            Some((_, _, lines)) => lines.push(line.to_string()),
+            None => {}
+        }
+    }
+    blocks
+}
+
+/// A command line split as a shell splits it: whitespace outside quotes;
+/// an unquoted word that starts with `#` ends the command, and so does a
+/// redirection, pipe or list operator. An expansion (`$VAR`, `${VAR}`,
+/// `$((...))`) stands for `1`: a value the docs cannot know, which parses
+/// as a number, a count or part of a path.
+fn shell_words(line: &str) -> Vec<String> {
+    let mut words = Vec::new();
+    let mut word = String::new();
+    let (mut in_word, mut quote) = (false, None);
+    let mut chars = line.chars().peekable();
+    while let Some(c) = chars.next() {
+        match (quote, c) {
+            (Some(q), c) if c == q => quote = None,
+            (q, '$') if q != Some('\'') => {
+                match chars.peek() {
+                    Some('(') => {
+                        let mut depth = 0;
+                        for c in chars.by_ref() {
+                            depth += match c {
+                                '(' => 1,
+                                ')' => -1,
+                                _ => 0,
+                            };
+                            if depth == 0 {
+                                break;
+                            }
+                        }
+                    }
+                    Some('{') => while chars.next().is_some_and(|c| c != '}') {},
+                    _ => while chars.next_if(|c| c.is_ascii_alphanumeric() || *c == '_').is_some() {},
+                }
+                word.push('1');
+                in_word = true;
+            }
+            (Some(_), c) => word.push(c),
+            (None, '\'' | '"') => {
+                quote = Some(c);
+                in_word = true;
+            }
+            (None, c) if c.is_whitespace() => {
+                if in_word {
+                    words.push(std::mem::take(&mut word));
+                    in_word = false;
+                }
+            }
+            (None, '#') if !in_word => break,
+            (None, '>' | '<' | '|' | ';' | '&') if !in_word => break,
+            (None, c) => {
+                word.push(c);
+                in_word = true;
+            }
+        }
+    }
+    if in_word {
+        words.push(word);
+    }
+    words
+}
+
+/// The commands of a shell block: continuation lines joined, and in a
+/// `console` block only the lines after a `$ ` prompt.
+fn commands(lang: &str, lines: &[String]) -> Vec<(usize, String)> {
+    let mut out = Vec::new();
+    let mut pending: Option<(usize, String)> = None;
+    for (i, line) in lines.iter().enumerate() {
+        let text = match (&pending, lang) {
+            (Some(_), _) => line.trim().to_string(),
+            (None, "console") => match line.trim_start().strip_prefix("$ ") {
+                Some(cmd) => cmd.to_string(),
+                None => continue,
+            },
+            (None, _) => line.trim().to_string(),
+        };
+        let (at, mut joined) = pending.take().unwrap_or((i, String::new()));
+        match text.strip_suffix('\\') {
+            Some(head) => {
+                joined.push_str(head.trim_end());
+                joined.push(' ');
+                pending = Some((at, joined));
+            }
+            None => {
+                joined.push_str(&text);
+                out.push((at, joined));
+            }
+        }
+    }
+    out
+}
+
+/// The arguments of an `rctb` invocation in a command, with `rctb` first:
+/// `rctb ...`, `target/release/rctb ...`, or `cargo run ... -p rctb -- ...`.
+fn rctb_invocation(words: &[String]) -> Option<Vec<String>> {
+    // `RCTB=target/debug/rctb script` hands the binary to a script: not a call.
+    if let Some(at) = words.iter().position(|w| w == "rctb" || (w.ends_with("/rctb") && !w.contains('='))) {
+        let before = &words[..at];
+        // `cargo test -p rctb`, `cargo build -p rctb` name the package, not the binary.
+        if !before.iter().any(|w| w == "-p" || w == "--package") {
+            return Some(words[at..].to_vec());
+        }
+    }
+    let cargo_run = words.windows(2).any(|w| w[0] == "cargo" && w[1] == "run");
+    let package = words.windows(2).any(|w| (w[0] == "-p" || w[0] == "--package") && w[1] == "rctb");
+    let dashes = words.iter().position(|w| w == "--")?;
+    (cargo_run && package && !words.iter().any(|w| w == "--example"))
+        .then(|| std::iter::once("rctb".to_string()).chain(words[dashes + 1..].iter().cloned()).collect())
+}
+
+/// A synopsis shows optional parts (`[--seed N]`), alternatives (`a|b`) or
+/// repetition (`...`); it is checked flag by flag, not parsed whole.
+fn is_synopsis(args: &[String]) -> bool {
+    args.iter().any(|w| w.contains('[') || w.contains(']') || w.contains("...") || w.contains('|'))
+}
+
+/// Each flag of a synopsis exists on the subcommand it is written after.
+fn synopsis_problems(args: &[String]) -> Vec<String> {
+    use clap::CommandFactory;
+    let mut cmd = rctb::cli::command::Cli::command();
+    cmd.build();
+    let mut words = args[1..].iter().peekable();
+    while let Some(sub) = words.peek().and_then(|w| cmd.find_subcommand(w.as_str())).cloned() {
+        cmd = sub;
+        words.next();
+    }
+    let mut problems = Vec::new();
+    for word in words {
+        let flag = word.trim_start_matches('[').trim_end_matches(']').split('=').next().unwrap_or("");
+        let known = if let Some(long) = flag.strip_prefix("--") {
+            cmd.get_arguments().any(|a| a.get_long() == Some(long))
+        } else if let Some(short) = flag.strip_prefix('-').filter(|s| s.chars().count() == 1) {
+            cmd.get_arguments().any(|a| a.get_short().map(String::from).as_deref() == Some(short))
+        } else {
+            true
+        };
+        if !known {
+            problems.push(format!("`{}` has no {flag}", cmd.get_name()));
+        }
+    }
+    problems
+}
+
+#[test]
+fn every_rctb_command_in_the_docs_parses() {
+    use clap::Parser;
+    let root = repo_root();
+    let mut docs = Vec::new();
+    markdown_files(&root, &mut docs);
+    let (mut parsed, mut synopses, mut problems) = (0, 0, Vec::new());
+    for doc in &docs {
+        let here = relative(&root, doc);
+        for (fence_line, lang, lines) in code_blocks(&fs::read_to_string(doc).unwrap()) {
+            if !matches!(lang.as_str(), "sh" | "console" | "bash" | "shell") {
+                continue;
+            }
+            for (i, command) in commands(&lang, &lines) {
+                let Some(args) = rctb_invocation(&shell_words(&command)) else { continue };
+                let at = format!("{here}:{}", fence_line + 1 + i);
+                if is_synopsis(&args) {
+                    synopses += 1;
+                    problems.extend(synopsis_problems(&args).into_iter().map(|p| format!("{at}: {p}")));
+                    continue;
+                }
+                parsed += 1;
+                match rctb::cli::command::Cli::try_parse_from(&args) {
+                    Ok(_) => {}
+                    Err(e) if matches!(e.kind(), clap::error::ErrorKind::DisplayVersion) => {}
+                    Err(e) => problems.push(format!("{at}: `{command}`:\n{}", e.render())),
+                }
+            }
+        }
+    }
+    // README's two commands, the nvme, object, udp and scenario pages: a
+    // scan that finds few has stopped reading the blocks.
+    assert!(parsed >= 25 && synopses >= 3, "only {parsed} commands and {synopses} synopses found: is the scan broken?");
+    assert!(problems.is_empty(), "{} rctb commands in the docs do not parse:\n{}", problems.len(), problems.join("\n"));
+}
+
+#[test]
+fn shell_words_and_invocations_read_as_a_shell_would() {
+    let words = shell_words(r#"RCTB_IBV_ADDR=127.0.0.2 rctb object get 's3://bk/a key' "F" # comment"#);
+    assert_eq!(words, ["RCTB_IBV_ADDR=127.0.0.2", "rctb", "object", "get", "s3://bk/a key", "F"]);
+    let words = shell_words("rctb sweep s.toml --shard $((JOB_INDEX + 1))/4 --start ${S} > out-$I.jsonl");
+    assert_eq!(words, ["rctb", "sweep", "s.toml", "--shard", "1/4", "--start", "1"]);
+    assert_eq!(rctb_invocation(&shell_words("RCTB=target/debug/rctb capi/ibverbs/tests/conformance.sh")), None);
+    let args = |line: &str| rctb_invocation(&shell_words(line));
+    assert_eq!(args("cargo run --release -p rctb -- run q.toml").unwrap(), ["rctb", "run", "q.toml"]);
+    assert_eq!(args("ip netns exec udp rctb decode x.pcap").unwrap(), ["rctb", "decode", "x.pcap"]);
+    assert_eq!(args("cargo test -p rctb --test cli"), None);
+    assert_eq!(args("cargo build --release -p rctb-ibverbs"), None);
+    let block = ["$ rctb nvme identify", "output line", "$ rctb run a \\", "  --seed 3"].map(String::from);
+    assert_eq!(commands("console", &block), [(0, "rctb nvme identify".into()), (2, "rctb run a --seed 3".into())]);
+    assert!(synopsis_problems(&shell_words("rctb run SCENARIO [--seed N] [--no-such-flag]")).len() == 1);
 }

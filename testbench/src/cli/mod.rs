@@ -2,6 +2,7 @@
 //! Public so the binary (its own crate target) can reach them; not an API.
 
 pub mod backend;
+pub mod command;
 pub mod conformance;
 pub mod decode;
 pub mod devices;
