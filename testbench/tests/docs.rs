@@ -11,6 +11,8 @@
 //! it; a synopsis (`rctb run SCENARIO [--seed N]`) names only flags its
 //! subcommand has. The scenario and target-file blocks are parsed by
 //! `scenario/tests/nvme_scenarios.rs` and `testbench/tests/validation.rs`.
+//! And every `protocols.md §N` a file cites is a section of
+//! docs/protocols.md.
 
 use std::collections::BTreeSet;
 use std::fs;
@@ -499,4 +501,75 @@ fn shell_words_and_invocations_read_as_a_shell_would() {
     let block = ["$ rctb nvme identify", "output line", "$ rctb run a \\", "  --seed 3"].map(String::from);
     assert_eq!(commands("console", &block), [(0, "rctb nvme identify".into()), (2, "rctb run a --seed 3".into())]);
     assert!(synopsis_problems(&shell_words("rctb run SCENARIO [--seed N] [--no-such-flag]")).len() == 1);
+}
+
+/// Every file of the repository with one of `extensions`, build output skipped.
+fn repo_files(dir: &Path, extensions: &[&str], out: &mut Vec<PathBuf>) {
+    let mut entries: Vec<_> = fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).collect();
+    entries.sort();
+    for path in entries {
+        if path.is_dir() {
+            if !is_skipped_dir(&path) {
+                repo_files(&path, extensions, out);
+            }
+        } else if path.extension().and_then(|x| x.to_str()).is_some_and(|x| extensions.contains(&x)) {
+            out.push(path);
+        }
+    }
+}
+
+/// The section numbers of docs/protocols.md: `## 2. NVMe-oF` is `2`,
+/// `### 2.7 Controller bring-up` is `2.7`.
+fn protocol_sections(text: &str) -> BTreeSet<String> {
+    text.lines()
+        .filter_map(|l| l.strip_prefix("### ").or_else(|| l.strip_prefix("## ")))
+        .filter_map(|h| h.split_whitespace().next())
+        .map(|n| n.trim_end_matches('.').to_string())
+        .filter(|n| !n.is_empty() && n.chars().all(|c| c.is_ascii_digit() || c == '.'))
+        .collect()
+}
+
+/// `protocols.md §2.7` (or `docs/protocols.md § 2`) in a text: the section
+/// numbers it cites, with their lines.
+fn protocol_citations(text: &str) -> Vec<(usize, String)> {
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let mut rest = line;
+        while let Some(at) = rest.find("protocols.md") {
+            rest = &rest[at + "protocols.md".len()..];
+            let Some(after) =
+                rest.char_indices().take(4).find(|(_, c)| *c == '§').map(|(j, _)| &rest[j + '§'.len_utf8()..])
+            else {
+                continue;
+            };
+            let number: String = after.trim_start().chars().take_while(|c| c.is_ascii_digit() || *c == '.').collect();
+            out.push((i + 1, number.trim_end_matches('.').to_string()));
+        }
+    }
+    out
+}
+
+#[test]
+fn every_protocols_md_section_the_code_cites_exists() {
+    let root = repo_root();
+    let sections = protocol_sections(&fs::read_to_string(root.join("docs/protocols.md")).unwrap());
+    assert!(sections.contains("0.4") && sections.contains("3"), "sections read: {sections:?}");
+    let mut files = Vec::new();
+    repo_files(&root, &["rs", "md", "py", "sh", "toml", "c"], &mut files);
+    let (mut cited, mut problems) = (0, Vec::new());
+    for file in files {
+        let Ok(text) = fs::read_to_string(&file) else { continue };
+        for (line, number) in protocol_citations(&text) {
+            cited += 1;
+            if !sections.contains(&number) {
+                problems.push(format!("{}:{line}: protocols.md \u{a7}{number} is no section", relative(&root, &file)));
+            }
+        }
+    }
+    assert!(cited >= 20, "only {cited} citations found: is the scan broken?");
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+    assert_eq!(
+        protocol_citations("see docs/protocols.md §2.7, and protocols.md § 1."),
+        [(1, "2.7".into()), (1, "1".into())]
+    );
 }
