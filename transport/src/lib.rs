@@ -21,6 +21,7 @@
 
 #![warn(missing_docs)]
 
+pub mod seed;
 pub mod time;
 
 mod cm;
