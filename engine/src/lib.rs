@@ -110,6 +110,7 @@
 //! - [`packet`](Packet): a RoCEv2 packet with its headers decoded, and the
 //!   UDP source port rule.
 //! - `idmap.rs`: dense id-indexed maps for the per-packet lookups.
+//! - `pcap` (feature `pcap`): the capture of sent packets both owners write.
 
 #![warn(missing_docs)]
 
@@ -120,6 +121,8 @@ pub mod fuzzing;
 mod idmap;
 mod memory;
 mod packet;
+#[cfg(feature = "pcap")]
+pub mod pcap;
 pub mod rc;
 mod verbs;
 

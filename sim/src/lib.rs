@@ -85,7 +85,6 @@ pub mod fuzzing;
 #[doc(hidden)]
 pub mod fuzzing_rcsession;
 mod node;
-mod pcap;
 mod rng;
 mod stats;
 mod transport;
@@ -280,12 +279,12 @@ impl Sim {
 
     /// Starts recording every frame into a pcap.
     pub fn enable_pcap(&self) {
-        self.world.borrow_mut().pcap = Some(pcap::PcapSink::new());
+        self.world.borrow_mut().pcap = Some(rctb_engine::pcap::PcapSink::in_memory());
     }
 
     /// The pcap recorded so far (recording stops).
     pub fn take_pcap(&self) -> Option<Vec<u8>> {
-        self.world.borrow_mut().pcap.take().map(|p| p.into_bytes())
+        self.world.borrow_mut().pcap.take().map(|p| p.into_inner())
     }
 
     /// Verbs objects (PDs, MRs, CQs, QPs) alive on one node.

@@ -19,7 +19,6 @@ use rctb_engine::{CmMessage, CmTransmit, Packet, PacketDrop};
 use crate::config::{CmFaultStats, CmFaults, FaultAction, LinkConfig, LinkFaults};
 use crate::faults::Rules;
 use crate::node::Node;
-use crate::pcap::PcapSink;
 use crate::rng::SimRng;
 use crate::stats::FabricStats;
 
@@ -229,7 +228,7 @@ pub(crate) struct World {
     pub cm_faults: CmFaults,
     cm_rng: SimRng,
     pub cm_stats: CmFaultStats,
-    pub pcap: Option<PcapSink>,
+    pub pcap: Option<rctb_engine::pcap::PcapSink<Vec<u8>>>,
     /// Peer models run after every instant (see `actor.rs`).
     pub actors: Vec<crate::actor::ActorSlot>,
     pub next_actor: u64,
