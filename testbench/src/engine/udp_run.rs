@@ -151,6 +151,7 @@ impl Fabric for UdpFabric {
             retransmitted: e.retransmitted,
             timeouts: e.timeouts,
             dropped_no_qp: e.dropped_no_qp,
+            cm_sent: e.cm_sent,
             ..FabricStats::default()
         }
     }
