@@ -4,7 +4,9 @@
 //! One `u64` seed decides everything: node keys and PSNs, link faults, the
 //! order of simultaneous events. Time is virtual and jumps to the next event
 //! when nothing else can happen. The same seed and the same code give the same
-//! trace and the same pcap bytes.
+//! trace and the same pcap bytes. Each node, link direction, the fault rules
+//! and the CM faults draw from their own generator, derived from the seed and
+//! a label by `rctb_core::transport::seed` (whose docs give the convention).
 //!
 //! ```
 //! use rctb_sim::{NodeConfig, Sim};

@@ -6,34 +6,39 @@
 //!
 //! # The convention
 //!
-//! Randomness is passed as a [`Seed`]. One seed decides a whole run; a
-//! component that owns part of the run takes the `Seed` it is given and
-//! hands each of its parts a child, `seed.derive(label)`, named by a stable
-//! label (`"node/a"`, `"rules"`, `"rcsession/workload"`). Adding a part, or
-//! drawing more in one, therefore shifts no other part's draws. Where a
-//! part needs a stream of random values it starts one from its seed,
-//! [`Seed::rng`]; only at the leaves, the RC engine's `Endpoint`, the
-//! session manager and the object store, does a caller hand over that
-//! generator itself (`Box<dyn RngCore>` or `R: RngCore`), so that their
-//! tests can put a counter in its place.
+//! Randomness is passed as a `u64` seed. One seed decides a whole run
+//! (`Sim::new(seed)`, `UdpReactor::new(Some(seed))`, a scenario's `seed`);
+//! a component that owns part of the run takes the seed it is given and
+//! hands each of its parts the seed [`derive`]`(seed, label)`, named by a
+//! stable label (`"node/a"`, `"rules"`, `"rcsession/workload"`), never a
+//! seed made by other arithmetic. Adding a part, or drawing more in one,
+//! therefore shifts no other part's draws. A part that needs a stream of
+//! random values starts one from its seed, [`SeededRng::new`] (or
+//! [`SeededRng::child`]`(seed, label)`, both steps at once). Only the
+//! leaves that draw, the RC engine's `Endpoint`, the session manager and
+//! the object store, take the generator itself (`Box<dyn RngCore>` or
+//! `R: RngCore`), so that their tests can put a counter in its place; their
+//! owner starts it from a derived seed.
 //!
 //! # The derivation
 //!
-//! `seed.derive(label)` is `splitmix64(seed ^ fnv1a(label))`: FNV-1a 64
+//! `derive(seed, label)` is `splitmix64(seed ^ fnv1a(label))`: FNV-1a 64
 //! hashes the label the same on every platform and run (unlike `Hash`),
 //! and splitmix64, whose every input bit reaches every output bit, mixes
-//! it with the seed. [`Seed::rng`] seeds ChaCha8 with the value
+//! it with the seed. [`SeededRng::new`] seeds ChaCha8 with the value
 //! (`ChaCha8Rng::seed_from_u64`). The simulator's nodes, links, fault rules
 //! and CM faults, the UDP backend's endpoints and loss, and the models'
-//! workloads all derive this way, so one seed gives a UDP endpoint the same
-//! memory keys as the simulated node of the same name. Changing any step
-//! changes every seeded output (reports, pcaps): the tests in
+//! workloads and NVMe target faults all derive this way, so one seed gives
+//! a UDP endpoint the same memory keys as the simulated node of the same
+//! name. Changing any step changes every seeded output (reports, pcaps):
 //! `sim/tests/determinism.rs` and the testbench's snapshots hold it.
 //!
-//! The testbench's message patterns (`StreamPattern`) key their streams
-//! with the same two functions in another order,
-//! `splitmix64(seed ^ splitmix64(fnv1a(stream)))`; that key is kept as it
-//! is, because it decides every scenario's payload bytes.
+//! Two older derivations are kept as they are, because they decide seeded
+//! outputs: the testbench's message patterns (`StreamPattern`) key a
+//! stream with the same two functions in another order,
+//! `splitmix64(seed ^ splitmix64(fnv1a(stream)))`; and a few session
+//! servers are seeded with their run's seed xor a constant (see the
+//! repository's docs/guide.md, "Seeds and replay lines").
 
 /// The FNV-1a 64-bit offset basis: the hash of no bytes.
 pub const FNV1A_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
@@ -63,50 +68,20 @@ pub fn splitmix64(mut x: u64) -> u64 {
     x ^ (x >> 31)
 }
 
-/// The seed of a run or of one part of it (see the [module docs](self)).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct Seed(u64);
-
-impl Seed {
-    /// The seed whose value is `value` (a run's seed, as the user gives it).
-    #[inline]
-    pub const fn new(value: u64) -> Self {
-        Seed(value)
-    }
-
-    /// The seed's value.
-    #[inline]
-    pub const fn get(self) -> u64 {
-        self.0
-    }
-
-    /// The seed of the part named `label`: `splitmix64(seed ^ fnv1a(label))`,
-    /// independent of every other label's.
-    #[inline]
-    pub fn derive(self, label: &str) -> Seed {
-        Seed(splitmix64(self.0 ^ fnv1a(label.as_bytes())))
-    }
-
-    /// A generator started from this seed (ChaCha8).
-    #[cfg(feature = "rng")]
-    pub fn rng(self) -> SeededRng {
-        SeededRng::new(self)
-    }
-}
-
-impl From<u64> for Seed {
-    fn from(value: u64) -> Self {
-        Seed(value)
-    }
+/// The seed of the part named `label` of a run (or part) seeded `seed`:
+/// `splitmix64(seed ^ fnv1a(label))`, independent of every other label's.
+#[inline]
+pub fn derive(seed: u64, label: &str) -> u64 {
+    splitmix64(seed ^ fnv1a(label.as_bytes()))
 }
 
 #[cfg(feature = "rng")]
 mod rng {
-    use super::Seed;
+    use super::derive;
     use rand_chacha::ChaCha8Rng;
     use rand_core::{RngCore, SeedableRng};
 
-    /// A deterministic generator (ChaCha8 seeded with a [`Seed`]'s value)
+    /// A deterministic generator (ChaCha8 seeded with a `u64` seed)
     /// with the few draws the simulator, the UDP backend and the models
     /// need. It is an [`RngCore`], so the RC engine can draw its keys and
     /// CM PSNs from it.
@@ -114,17 +89,17 @@ mod rng {
     pub struct SeededRng(ChaCha8Rng);
 
     impl SeededRng {
-        /// ChaCha8 seeded with `seed`'s value.
+        /// ChaCha8 seeded with `seed` (`ChaCha8Rng::seed_from_u64`).
         #[inline]
-        pub fn new(seed: Seed) -> Self {
-            SeededRng(ChaCha8Rng::seed_from_u64(seed.get()))
+        pub fn new(seed: u64) -> Self {
+            SeededRng(ChaCha8Rng::seed_from_u64(seed))
         }
 
-        /// The generator of the part `label` of the run seeded `seed`:
-        /// `Seed::new(seed).derive(label).rng()`.
+        /// The generator of the part `label` of the run (or part) seeded
+        /// `seed`: `SeededRng::new(derive(seed, label))`.
         #[inline]
         pub fn child(seed: u64, label: &str) -> Self {
-            Seed::new(seed).derive(label).rng()
+            SeededRng::new(derive(seed, label))
         }
 
         /// The next 32 random bits.
@@ -196,10 +171,9 @@ mod tests {
 
     #[test]
     fn children_differ_by_label_and_repeat_by_seed() {
-        let s = Seed::new(7);
-        assert_eq!(s.derive("node/a"), s.derive("node/a"));
-        assert_ne!(s.derive("node/a"), s.derive("node/b"));
-        assert_ne!(s.derive("node/a"), Seed::new(8).derive("node/a"));
-        assert_eq!(s.derive("x").get(), splitmix64(7 ^ fnv1a(b"x")));
+        assert_eq!(derive(7, "node/a"), derive(7, "node/a"));
+        assert_ne!(derive(7, "node/a"), derive(7, "node/b"));
+        assert_ne!(derive(7, "node/a"), derive(8, "node/a"));
+        assert_eq!(derive(7, "x"), splitmix64(7 ^ fnv1a(b"x")));
     }
 }

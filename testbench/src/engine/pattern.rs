@@ -8,7 +8,7 @@
 //!
 //! The keys come from the shared derivation functions
 //! (`rctb_core::transport::seed`), in an order of their own: a stream's key
-//! is `splitmix64(seed ^ splitmix64(fnv1a(stream)))`, not `Seed::derive`'s
+//! is `splitmix64(seed ^ splitmix64(fnv1a(stream)))`, not `derive`'s
 //! `splitmix64(seed ^ fnv1a(stream))`. It stays so because it decides every
 //! scenario's payload bytes (and so the reports and pcaps).
 
