@@ -72,8 +72,17 @@ impl PacketClass {
     }
 }
 
-/// Counts of the packets an owner's endpoints sent (see the [module
-/// docs](self)). Every field is a count of packets unless named otherwise.
+/// Counts of the packets an owner's endpoints sent, by [`PacketClass`],
+/// kept alike by the simulator and the udp reactor. Every field is a count
+/// of packets unless named otherwise.
+///
+/// CM messages, retransmissions included, are counted in `cm_sent` only,
+/// on both backends: the simulator carries them as values
+/// ([`Endpoint::poll_cm_transmit`](crate::Endpoint::poll_cm_transmit),
+/// [`count_cm_message`](Self::count_cm_message)), never as frames, and the
+/// udp reactor sends them as QP1 frames
+/// ([`Endpoint::poll_cm_packet`](crate::Endpoint::poll_cm_packet)), which
+/// its capture shows, so a udp capture holds `frames_sent + cm_sent` frames.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SentCounts {
     /// RC frames sent (CM MADs are in `cm_sent`).

@@ -9,7 +9,7 @@
 //! Randomness is passed as a `u64` seed. One seed decides a whole run
 //! (`Sim::new(seed)`, `UdpReactor::new(Some(seed))`, a scenario's `seed`);
 //! a component that owns part of the run takes the seed it is given and
-//! hands each of its parts the seed [`derive`]`(seed, label)`, named by a
+//! hands each of its parts the seed [`derive()`]`(seed, label)`, named by a
 //! stable label (`"node/a"`, `"rules"`, `"rcsession/workload"`), never a
 //! seed made by other arithmetic. Adding a part, or drawing more in one,
 //! therefore shifts no other part's draws. A part that needs a stream of
