@@ -109,21 +109,28 @@
 //! - `memory.rs`: registered regions, key and bound checks, gather/scatter.
 //! - [`packet`](Packet): a RoCEv2 packet with its headers decoded, and the
 //!   UDP source port rule.
+//! - [`counts`](SentCounts): the classification and counts of sent packets
+//!   both owners keep.
 //! - `idmap.rs`: dense id-indexed maps for the per-packet lookups.
+//! - `pcap` (feature `pcap`): the capture of sent packets both owners write.
 
 #![warn(missing_docs)]
 
 pub mod cm;
+mod counts;
 mod endpoint;
 #[doc(hidden)]
 pub mod fuzzing;
 mod idmap;
 mod memory;
 mod packet;
+#[cfg(feature = "pcap")]
+pub mod pcap;
 pub mod rc;
 mod verbs;
 
 pub use cm::{CM_MAX_RETRIES, CM_QP_TIMEOUT, CM_RESPONSE_TIMEOUT, CM_TIMEOUT, CmMessage, CmTransmit, cm_time};
+pub use counts::{PacketClass, SentCounts};
 pub use endpoint::{Endpoint, EndpointConfig, EndpointCounters, PacketDrop, Resources, Transmit};
 pub use memory::ExternalMemory;
 pub use packet::{OUTER_HEADERS_LEN, Packet, udp_src_port};

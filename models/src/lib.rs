@@ -48,7 +48,9 @@
 //!   `wait`. The tests here run the models on the simulator
 //!   (`rctb-sim` is a dev-dependency only).
 //! - **Time and randomness come in.** Every clock read is the transport's
-//!   `now()`; every draw comes from a seed the caller gives ([`SeededRng`]).
+//!   `now()`; every draw comes from a seed the caller gives, by a generator
+//!   derived from it and a label ([`SeededRng`]: the convention is
+//!   `rctb_core::transport::seed`'s).
 //! - **Errors.** Configuration is checked when a model is built (a typed
 //!   error naming the field and the rule). A peer's protocol errors are
 //!   answered on the wire as the real device answers them; a local failure

@@ -30,15 +30,15 @@ use crate::errors::{engine_err, invalid};
 use crate::sim::{FABRIC_ID, Fabric, FabricState};
 use crate::udp::{UDP_ID, UdpNetwork, UdpState};
 
-/// A deterministic PSN/key source drawn from the fabric's seed (SplitMix64).
+/// A deterministic PSN/key source drawn from the fabric's seed: the
+/// SplitMix64 generator, whose n-th value is `splitmix64` of the seed plus
+/// n - 1 golden-ratio steps (`splitmix64` adds the step itself).
 fn seeded(seed: u64) -> impl FnMut() -> u32 {
     let mut x = seed;
     move || {
+        let z = rctb_core::transport::seed::splitmix64(x);
         x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = x;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        (z ^ (z >> 31)) as u32
+        z as u32
     }
 }
 

@@ -4,7 +4,9 @@
 //! One `u64` seed decides everything: node keys and PSNs, link faults, the
 //! order of simultaneous events. Time is virtual and jumps to the next event
 //! when nothing else can happen. The same seed and the same code give the same
-//! trace and the same pcap bytes.
+//! trace and the same pcap bytes. Each node, link direction, the fault rules
+//! and the CM faults draw from their own generator, derived from the seed and
+//! a label by `rctb_core::transport::seed` (whose docs give the convention).
 //!
 //! ```
 //! use rctb_sim::{NodeConfig, Sim};
@@ -85,7 +87,6 @@ pub mod fuzzing;
 #[doc(hidden)]
 pub mod fuzzing_rcsession;
 mod node;
-mod pcap;
 mod rng;
 mod stats;
 mod transport;
@@ -280,12 +281,12 @@ impl Sim {
 
     /// Starts recording every frame into a pcap.
     pub fn enable_pcap(&self) {
-        self.world.borrow_mut().pcap = Some(pcap::PcapSink::new());
+        self.world.borrow_mut().pcap = Some(rctb_engine::pcap::PcapSink::in_memory());
     }
 
     /// The pcap recorded so far (recording stops).
     pub fn take_pcap(&self) -> Option<Vec<u8>> {
-        self.world.borrow_mut().pcap.take().map(|p| p.into_bytes())
+        self.world.borrow_mut().pcap.take().map(|p| p.into_inner())
     }
 
     /// Verbs objects (PDs, MRs, CQs, QPs) alive on one node.

@@ -1,13 +1,15 @@
-//! Fabric-wide counters.
+//! Fabric-wide counters. The counts of sent packets by kind are
+//! `rctb_engine::SentCounts`, which the udp backend keeps the same way (its
+//! docs say how CM messages are counted).
 
-use rctb_core::wire::roce::{AckKind, NakCode, Opcode};
-use rctb_engine::Packet;
+use rctb_engine::SentCounts;
 
 /// What the fabric saw. Every field is a count of packets unless named
 /// otherwise.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct FabricStats {
-    /// Frames put on the wire (also those a fault then lost).
+    /// RC frames put on the wire (also those a fault then lost). CM
+    /// messages are not frames here: they are counted in `cm_sent`.
     pub frames_sent: u64,
     /// Ethernet bytes put on the wire (without preamble and FCS).
     pub bytes_sent: u64,
@@ -55,32 +57,36 @@ pub struct FabricStats {
     pub delayed: u64,
     /// Kept by a hold (`Sim::hold`) on arrival, to be delivered on release.
     pub held: u64,
+    /// CM messages the endpoints sent, retransmissions included (also
+    /// those a partition or a CM fault then lost).
+    pub cm_sent: u64,
 }
 
 impl FabricStats {
-    /// Counts a frame of `wire_len` bytes (`pkt.wire_len()`).
+    /// These stats with the sent-packet counts `c` (kept apart, in the
+    /// classification the udp backend shares).
     #[inline]
-    pub(crate) fn count_tx(&mut self, pkt: &Packet, wire_len: usize) {
-        self.frames_sent += 1;
-        self.bytes_sent += wire_len as u64;
-        let op = pkt.bth.opcode;
-        // The two usual packets first: an ACK, then a request (which has
-        // no count of its own).
-        if op == Opcode::ACKNOWLEDGE {
-            if let Some(aeth) = pkt.aeth {
-                match aeth.kind() {
-                    AckKind::Ack { .. } => self.acks += 1,
-                    AckKind::RnrNak { .. } => self.rnr_naks += 1,
-                    AckKind::Nak(NakCode::PsnSequenceError) => self.seq_naks += 1,
-                    _ => self.other_naks += 1,
-                }
-            }
-        } else if op.is_response() {
-            if op.is_read_response() {
-                self.read_responses += 1;
-            } else if op == Opcode::ATOMIC_ACKNOWLEDGE {
-                self.atomic_acks += 1;
-            }
-        }
+    pub(crate) fn with_sent(mut self, c: &SentCounts) -> Self {
+        let SentCounts {
+            frames_sent,
+            bytes_sent,
+            acks,
+            rnr_naks,
+            seq_naks,
+            other_naks,
+            read_responses,
+            atomic_acks,
+            cm_sent,
+        } = *c;
+        self.frames_sent = frames_sent;
+        self.bytes_sent = bytes_sent;
+        self.acks = acks;
+        self.rnr_naks = rnr_naks;
+        self.seq_naks = seq_naks;
+        self.other_naks = other_naks;
+        self.read_responses = read_responses;
+        self.atomic_acks = atomic_acks;
+        self.cm_sent = cm_sent;
+        self
     }
 }

@@ -14,12 +14,11 @@ use std::collections::{BTreeMap, BTreeSet, BinaryHeap, VecDeque};
 use std::net::Ipv4Addr;
 
 use rctb_core::time::{Duration, Instant};
-use rctb_engine::{CmMessage, CmTransmit, Packet, PacketDrop};
+use rctb_engine::{CmMessage, CmTransmit, Packet, PacketDrop, SentCounts};
 
 use crate::config::{CmFaultStats, CmFaults, FaultAction, LinkConfig, LinkFaults};
 use crate::faults::Rules;
 use crate::node::Node;
-use crate::pcap::PcapSink;
 use crate::rng::SimRng;
 use crate::stats::FabricStats;
 
@@ -225,11 +224,13 @@ pub(crate) struct World {
     /// Nodes crashed and not booted since (their actors do not run).
     pub down_nodes: usize,
     pub stats: FabricStats,
+    /// The sent packets by kind (`stats` has the rest of the counts).
+    pub sent: SentCounts,
     /// Loss and duplication of CM messages, with their own random stream.
     pub cm_faults: CmFaults,
     cm_rng: SimRng,
     pub cm_stats: CmFaultStats,
-    pub pcap: Option<PcapSink>,
+    pub pcap: Option<rctb_engine::pcap::PcapSink<Vec<u8>>>,
     /// Peer models run after every instant (see `actor.rs`).
     pub actors: Vec<crate::actor::ActorSlot>,
     pub next_actor: u64,
@@ -260,6 +261,7 @@ impl World {
             by_hand: false,
             down_nodes: 0,
             stats: FabricStats::default(),
+            sent: SentCounts::default(),
             cm_faults: CmFaults::default(),
             cm_rng: SimRng::child(seed, "cm"),
             cm_stats: CmFaultStats::default(),
@@ -525,7 +527,7 @@ impl World {
     /// What the fabric counted, with the endpoints' retransmissions and
     /// timeouts.
     pub fn stats(&self) -> FabricStats {
-        let mut s = self.stats;
+        let mut s = self.stats.with_sent(&self.sent);
         for n in &self.nodes {
             let c = n.ep.counters();
             s.retransmitted += c.retransmitted;
@@ -555,6 +557,7 @@ impl World {
     #[inline(never)]
     fn sync_cm(&mut self, node: NodeIdx) {
         while let Some(cm) = self.nodes[node].ep.poll_cm_transmit() {
+            self.sent.count_cm_message();
             self.send_cm(node, cm);
         }
     }
@@ -675,7 +678,7 @@ impl World {
     #[inline(always)]
     fn transmit(&mut self, from: NodeIdx, slot: u32, wire_len: usize, done: Instant) {
         let pkt = &self.in_flight[slot as usize];
-        self.stats.count_tx(pkt, wire_len);
+        self.sent.count(pkt, wire_len);
         let dst_ip = pkt.dst_ip;
         let route = self.route(from, dst_ip);
         if let Some(pcap) = self.pcap.as_mut() {

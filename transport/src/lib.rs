@@ -18,9 +18,15 @@
 //!   only for local misuse or OS failure, and always names the verb.
 //! - Destroying a parent with live children is refused (`Busy`), as verbs
 //!   returns EBUSY.
+//!
+//! Randomness is passed as a `u64` seed, each part of a run getting the
+//! seed derived from its owner's and a stable label ([`seed`], which holds
+//! the one copy of the derivation and, with the `rng` feature, the seeded
+//! ChaCha8 generator every backend and model draws from).
 
 #![warn(missing_docs)]
 
+pub mod seed;
 pub mod time;
 
 mod cm;

@@ -19,6 +19,8 @@ use std::str::FromStr;
 
 use rctb_core::time::Duration;
 use rctb_engine::Packet;
+// splitmix64's finalizer: every input bit reaches every output bit.
+use rctb_transport::seed::splitmix64 as mix;
 use thiserror::Error;
 
 use crate::config::{Dir, Fate, PathHook};
@@ -215,14 +217,6 @@ fn packet_key(dir: Dir, pkt: &Packet) -> u64 {
         }
     }
     k
-}
-
-/// splitmix64's finalizer: every input bit reaches every output bit.
-fn mix(mut x: u64) -> u64 {
-    x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    x ^ (x >> 31)
 }
 
 /// A uniform value in [0, 1) from 53 bits of `x`.

@@ -119,6 +119,8 @@ pub struct Driver {
     pub(crate) endpoints: Vec<Endpoint>,
     /// What the engines sent and were given (their own counters apart).
     counters: EngineStats,
+    /// The sent frames by kind (`counters` has the rest of the counts).
+    sent: rctb_engine::SentCounts,
     pcap: Option<PcapSink>,
     /// Frames a hook delayed ([`Fate::Delay`]), in the order held.
     delayed: Vec<Delayed>,
@@ -161,6 +163,7 @@ impl Driver {
             idle_turns: 0,
             endpoints: Vec::new(),
             counters: EngineStats::default(),
+            sent: rctb_engine::SentCounts::default(),
             pcap: None,
             delayed: Vec::new(),
             pool: Vec::new(),
@@ -353,7 +356,7 @@ impl Driver {
 
     /// The engines' counters with what the reactor counted around them.
     pub fn engine_stats(&self) -> EngineStats {
-        let mut s = self.counters;
+        let mut s = self.counters.with_sent(&self.sent);
         for e in &self.endpoints {
             let c = e.engine.counters();
             s.retransmitted += c.retransmitted;
@@ -507,7 +510,7 @@ impl Driver {
     /// Counts and records one frame endpoint `i`'s engine sent, then puts
     /// it through the hook onto the socket.
     fn transmit(&mut self, i: usize, pkt: &Packet) -> Result<(), TransportError> {
-        self.counters.count_tx(pkt);
+        self.sent.count(pkt, pkt.wire_len());
         if let Some(pcap) = self.pcap.as_mut() {
             let dst = self.endpoints.iter().find(|e| e.engine.ip() == pkt.dst_ip).map_or([0xff; 6], |e| e.mac);
             pcap.record(self.now, self.endpoints[i].mac, dst, pkt);

@@ -50,11 +50,14 @@ pub struct UdpStats {
 
 /// What the RC engines of a reactor's endpoints did, summed over them
 /// (the names are those of the simulator's `FabricStats`, for what a real
-/// network leaves this backend to count). Frames are RoCEv2 packets.
+/// network leaves this backend to count). Frames are RoCEv2 packets. The
+/// sent frames are classified and counted by `rctb_engine::SentCounts`, as
+/// the simulator counts them: CM MADs are in `cm_sent` only, not in
+/// `frames_sent` and `bytes_sent` (the capture shows both).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct EngineStats {
-    /// Frames the engines transmitted (also those a hook then lost or a
-    /// socket refused).
+    /// RC frames the engines transmitted (also those a hook then lost or
+    /// a socket refused); CM MADs are counted in `cm_sent`.
     pub frames_sent: u64,
     /// Their Ethernet bytes (without preamble and FCS), as the capture
     /// shows them.
@@ -90,26 +93,29 @@ pub struct EngineStats {
 }
 
 impl EngineStats {
-    pub(crate) fn count_tx(&mut self, pkt: &rctb_engine::Packet) {
-        use rctb_core::wire::roce::{AckKind, NakCode, Opcode};
-        self.frames_sent += 1;
-        self.bytes_sent += pkt.wire_len() as u64;
-        let op = pkt.bth.opcode;
-        if pkt.deth.is_some() {
-            self.cm_sent += 1;
-        } else if op.is_read_response() {
-            self.read_responses += 1;
-        } else if op == Opcode::ATOMIC_ACKNOWLEDGE {
-            self.atomic_acks += 1;
-        } else if op == Opcode::ACKNOWLEDGE
-            && let Some(aeth) = pkt.aeth
-        {
-            match aeth.kind() {
-                AckKind::Ack { .. } => self.acks += 1,
-                AckKind::RnrNak { .. } => self.rnr_naks += 1,
-                AckKind::Nak(NakCode::PsnSequenceError) => self.seq_naks += 1,
-                _ => self.other_naks += 1,
-            }
-        }
+    /// These stats with the sent-frame counts `c` (kept apart, in the
+    /// classification the simulator shares).
+    pub(crate) fn with_sent(mut self, c: &rctb_engine::SentCounts) -> Self {
+        let rctb_engine::SentCounts {
+            frames_sent,
+            bytes_sent,
+            acks,
+            rnr_naks,
+            seq_naks,
+            other_naks,
+            read_responses,
+            atomic_acks,
+            cm_sent,
+        } = *c;
+        self.frames_sent = frames_sent;
+        self.bytes_sent = bytes_sent;
+        self.acks = acks;
+        self.rnr_naks = rnr_naks;
+        self.seq_naks = seq_naks;
+        self.other_naks = other_naks;
+        self.read_responses = read_responses;
+        self.atomic_acks = atomic_acks;
+        self.cm_sent = cm_sent;
+        self
     }
 }

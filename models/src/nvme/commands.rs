@@ -388,15 +388,10 @@ impl NvmeTarget {
 /// A namespace's NGUID: the same for the same subsystem NQN and NSID
 /// (FNV-1a over both, twice), as stable as nvmet's configured one.
 fn nguid(nqn: &str, nsid: u32) -> [u8; 16] {
-    let fnv = |seed: u64| {
-        let mut h = seed;
-        for b in nqn.bytes().chain(nsid.to_le_bytes()) {
-            h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
-        }
-        h
-    };
+    use rctb_transport::seed::{FNV1A_OFFSET, fnv1a_extend};
+    let fnv = |basis: u64| fnv1a_extend(fnv1a_extend(basis, nqn.as_bytes()), &nsid.to_le_bytes());
     let mut id = [0u8; 16];
-    id[..8].copy_from_slice(&fnv(0xcbf2_9ce4_8422_2325).to_be_bytes());
+    id[..8].copy_from_slice(&fnv(FNV1A_OFFSET).to_be_bytes());
     id[8..].copy_from_slice(&fnv(0x6c62_272e_07bb_0142).to_be_bytes());
     id
 }

@@ -5,18 +5,18 @@
 //! a replay of the same seed produces the same bytes. Keying by the stream's
 //! name (not its position) means adding a stream to a scenario does not change
 //! what the other streams send.
+//!
+//! The keys come from the shared derivation functions
+//! (`rctb_core::transport::seed`), in an order of their own: a stream's key
+//! is `splitmix64(seed ^ splitmix64(fnv1a(stream)))`, not `derive`'s
+//! `splitmix64(seed ^ fnv1a(stream))`. It stays so because it decides every
+//! scenario's payload bytes (and so the reports and pcaps).
 
-/// splitmix64: a good 64-bit mixer, used to derive independent keys.
-pub fn splitmix64(mut x: u64) -> u64 {
-    x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    x ^ (x >> 31)
-}
+pub use rctb_core::transport::seed::splitmix64;
 
 /// FNV-1a of a label: stable across runs and platforms (unlike `Hash`).
 pub fn label_hash(label: &str) -> u64 {
-    label.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ b as u64).wrapping_mul(0x0100_0000_01b3))
+    rctb_core::transport::seed::fnv1a(label.as_bytes())
 }
 
 /// What a key is used for, so sizes, immediates and payloads of one message

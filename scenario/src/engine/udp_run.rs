@@ -151,6 +151,10 @@ impl Fabric for UdpFabric {
             retransmitted: e.retransmitted,
             timeouts: e.timeouts,
             dropped_no_qp: e.dropped_no_qp,
+            atomic_acks: e.atomic_acks,
+            atomics_replayed: e.atomics_replayed,
+            seq_naks_ignored: e.seq_naks_ignored,
+            cm_sent: e.cm_sent,
             ..FabricStats::default()
         }
     }

@@ -676,9 +676,7 @@ fn rate(len: u64, elapsed: Duration) -> String {
 }
 
 /// FNV-1a 64 of the data: a short fingerprint to compare runs.
-pub fn fnv1a(data: &[u8]) -> u64 {
-    data.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3))
-}
+pub use rctb_core::transport::seed::fnv1a;
 
 /// The discovery log as `nvme discover` prints it.
 pub fn discovery_text(log: &DiscoveryLog) -> String {
