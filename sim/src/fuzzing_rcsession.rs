@@ -57,6 +57,12 @@ pub struct Reached {
     pub cancelled: u32,
 }
 
+/// A session id the manager did not hand out, chosen by `k` (the same `k`
+/// names the same id).
+fn unknown_session(k: u8) -> SessionId {
+    SessionId::parse(&format!("{k:032x}")).expect("32 lowercase hex digits are a session id")
+}
+
 /// Runs one byte-driven call sequence; `Err` says which invariant broke.
 pub fn session_calls(bytes: &[u8]) -> Result<(), String> {
     session_calls_reached(bytes).map(|_| ())
@@ -94,7 +100,7 @@ pub fn session_calls_reached(bytes: &[u8]) -> Result<Reached, String> {
     let mut leases: Vec<StagingLease> = Vec::new();
     let mut views: Vec<PutView> = Vec::new();
     let pick_with_cookie = |v: &[(SessionId, u32)], k: u8| {
-        v.get(usize::from(k) % v.len().max(1)).copied().unwrap_or((SessionId(u128::from(k)), 1))
+        v.get(usize::from(k) % v.len().max(1)).copied().unwrap_or_else(|| (unknown_session(k), 1))
     };
     let pick = |v: &[(SessionId, u32)], k: u8| pick_with_cookie(v, k).0;
     for _ in 0..96 {

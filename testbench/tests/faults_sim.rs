@@ -9,7 +9,7 @@ use rctb::fault_cases;
 use rctb::sim_faults::SimPath;
 use rctb_conformance::CaseResult;
 use rctb_core::transport::Mtu;
-use rctb_sim::{FabricStats, LiveResources, NodeConfig, NodeId, Sim};
+use rctb_sim::{FabricStats, LiveResources, NodeConfig, Sim};
 
 /// Runs the cases matching `filter` on a fresh fabric from `seed`; returns
 /// the results, the fabric's counters and what the rule acted on.
@@ -25,7 +25,7 @@ fn run(seed: u64, filter: &str) -> (Vec<CaseResult>, FabricStats, u64, String) {
     let failed: Vec<String> = results.iter().filter(|r| !r.passed()).map(|r| r.line()).collect();
     assert!(failed.is_empty(), "fault cases failed on the simulator:\n{}\n{replay}", failed.join("\n"));
     assert_eq!(sim.live_resources(), LiveResources::default(), "a case leaked; {replay}");
-    assert_eq!((a, b), (NodeId(0), NodeId(1)));
+    assert_eq!((a.index(), b.index()), (0, 1));
     (results, sim.stats(), path.last_acted(), replay)
 }
 

@@ -216,8 +216,12 @@ pub fn format_hex_u32(v: u32) -> String {
 }
 
 /// A session id: 128 random bits, written as 32 lowercase hex digits.
+///
+/// The session manager draws them; everyone else gets one from
+/// [`SessionId::parse`] (a peer's id arrives as text), so no code path
+/// builds an id from a guessed number.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct SessionId(pub u128);
+pub struct SessionId(pub(crate) u128);
 
 impl SessionId {
     /// Parses exactly 32 lowercase hex digits. The gateway answers a

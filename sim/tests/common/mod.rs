@@ -5,9 +5,11 @@
 
 use rctb_core::time::{Duration, Instant};
 use rctb_core::transport::*;
-use rctb_sim::{LinkConfig, NodeConfig, Sim, SimTransport};
+use rctb_sim::{LinkConfig, NodeConfig, NodeId, Sim, SimTransport};
 
 pub struct Side {
+    /// The node, as the fabric handed it out (fault verbs name it).
+    pub node: NodeId,
     pub t: SimTransport,
     pub pd: PdId,
     pub cq: CqId,
@@ -72,7 +74,7 @@ fn side(sim: &Sim, name: &str, ip: &str, cfg: &PairConfig, access: Access) -> Si
     let mr = t.reg_mr(pd, cfg.mr_len, access).unwrap();
     let qp =
         t.create_qp(&QpInit { pd, send_cq: cq, recv_cq: cq, caps: cfg.caps, sq_sig_all: false, srq: None }).unwrap();
-    Side { t, pd, cq, qp, mr }
+    Side { node, t, pd, cq, qp, mr }
 }
 
 fn bring_up(s: &mut Side, cfg: &PairConfig, peer_qpn: u32, peer_ip: &str, rq_psn: Psn, sq_psn: Psn) {

@@ -354,7 +354,8 @@ impl Sut {
     }
 
     fn call(&mut self, c: &Call) -> Result<(), RcError> {
-        let id = |s: usize| self.ids.get(s).copied().unwrap_or(SessionId(u128::MAX));
+        let unknown = SessionId::parse("ffffffffffffffffffffffffffffffff").unwrap();
+        let id = |s: usize| self.ids.get(s).copied().unwrap_or(unknown);
         let m = &mut self.rig.m;
         match *c {
             Call::Prepare { op, who, size, bad } => {

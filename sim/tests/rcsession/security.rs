@@ -83,7 +83,7 @@ fn every_status_code_is_reached() {
     let lease = m.borrow_staging(&g).unwrap();
     expect(m.finish_staging(lease, true, 10, &"e".repeat(128), ""), Status::Trunc);
     // NO_SESSION, SESSION (owner and cookie), STALE (READY after CANCEL with a lease out).
-    expect(m.finish_prepare(&SessionId(1), true), Status::NoSession);
+    expect(m.finish_prepare(&SessionId::parse("00000000000000000000000000000001").unwrap(), true), Status::NoSession);
     let p = prepare_put(m, &put_req(alice(), 10)).unwrap().session;
     expect(m.ready(&ready_req(mallory(), p, 0xC0)).map(|_| ()), Status::Session);
     expect(m.ready(&ready_req(alice(), p, 0xC1)).map(|_| ()), Status::Session);
@@ -284,7 +284,7 @@ fn session_ids_do_not_repeat_across_a_million_sessions() {
     let mut ids = BTreeSet::new();
     for _ in 0..SESSIONS {
         let id = m.prepare(&put_req(alice(), 1)).unwrap().session;
-        assert!(ids.insert(id.0), "session id {id} repeated");
+        assert!(ids.insert(id), "session id {id} repeated");
         m.cancel(&id, &alice()).unwrap();
     }
     assert_eq!(m.usage().sessions, 0);
