@@ -52,7 +52,7 @@ mod io;
 
 use std::net::SocketAddrV4;
 
-use super::error::NvmeError;
+use super::error::{ConnectError, NvmeError};
 use super::protocol::Completion;
 use super::protocol::*;
 use super::queue::{Queue, QueueConfig};

@@ -268,7 +268,8 @@ impl NvmeStream {
         let host = self.host.take().expect("connect once");
         let mut ctrl = match Controller::connect(host, self.config()) {
             Ok(c) => c,
-            Err((t, e)) => {
+            Err(e) => {
+                let (t, e) = e.into_parts();
                 self.host = Some(t);
                 return Err(e.to_string());
             }
