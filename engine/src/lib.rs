@@ -115,6 +115,7 @@
 
 pub mod cm;
 mod endpoint;
+#[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzzing;
 mod idmap;

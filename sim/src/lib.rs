@@ -80,8 +80,10 @@
 mod actor;
 mod config;
 pub mod faults;
+#[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzzing;
+#[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzzing_rcsession;
 mod node;

@@ -68,7 +68,7 @@
 //!
 //! The front ends (`src/cli/`, doc-hidden, not an API): one module per
 //! subcommand group of the `rctb` binary, and `cli::backend`, the one
-//! backend opener (`sim | udp | verbs`). `fuzzing` (doc-hidden) holds what
+//! backend opener (`sim | udp | verbs`). `fuzzing` (doc-hidden, feature `fuzzing`) holds what
 //! the fuzz targets call.
 
 #![warn(missing_docs)]
@@ -84,6 +84,7 @@ pub use engine::{
 #[doc(hidden)]
 pub mod cli;
 pub mod fault_cases;
+#[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod roce;
