@@ -63,6 +63,7 @@ pub use roundtrip::{RoundtripReport, roundtrip};
 
 /// Why a client call failed.
 #[derive(Debug, Error)]
+#[non_exhaustive]
 pub enum ObjectError {
     /// The gateway answered an error (S3-style XML body).
     /// `capabilities`: the answer's `x-amz-rdma-capabilities`, when it had

@@ -301,9 +301,9 @@ fn header_error(e: HeaderError) -> ErrorReply {
         HeaderError::Param(p) => p.into(),
         HeaderError::Token(t) => RcError::Token(t).into(),
         HeaderError::Checksum(c) => RcError::Checksum(c).into(),
-        other @ (HeaderError::Missing { .. } | HeaderError::Repeated { .. } | HeaderError::Range) => {
-            ErrorReply::bad(other.to_string())
-        }
+        // Missing, Repeated, Range, and any a later parser adds: the
+        // request is malformed.
+        other => ErrorReply::bad(other.to_string()),
     }
 }
 

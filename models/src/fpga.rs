@@ -66,6 +66,7 @@ fn state_code(s: QpState) -> u8 {
 
 /// Local misuse of the register file.
 #[derive(Clone, Debug, PartialEq, Eq, Error)]
+#[non_exhaustive]
 pub enum EngineError {
     /// An address outside the engine's register file.
     #[error("register {0:#x} is not part of the engine")]
@@ -597,6 +598,7 @@ pub struct FpgaParams {
 
 /// Why the setup sequence failed.
 #[derive(Clone, Debug, PartialEq, Eq, Error)]
+#[non_exhaustive]
 pub enum SetupError {
     /// A parameter out of its range.
     #[error("invalid setup parameter: {0}")]

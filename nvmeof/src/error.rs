@@ -11,6 +11,7 @@ use crate::transport::{InvalidValue, TransportError, UnreachableReason, WcStatus
 
 /// Everything an NVMe-oF operation can fail with.
 #[derive(Clone, Debug, PartialEq, Eq, Error)]
+#[non_exhaustive]
 pub enum NvmeError {
     /// A local verb failed (names the verb).
     #[error(transparent)]
@@ -133,6 +134,7 @@ fn unreachable_text(r: UnreachableReason) -> &'static str {
         UnreachableReason::NoRoute => "no route (nothing answered)",
         UnreachableReason::NoListener => "nothing listens on that port",
         UnreachableReason::Timeout => "the connection attempt timed out",
+        _ => "the connection attempt failed",
     }
 }
 

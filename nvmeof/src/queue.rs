@@ -231,6 +231,8 @@ impl Queue {
             CmEvent::Unreachable { reason, .. } => NvmeError::Unreachable { addr: self.addr, reason: *reason },
             CmEvent::Disconnected { .. } => NvmeError::Disconnected { qid: self.qid },
             CmEvent::ConnectRequest { .. } => return,
+            // An event a later transport adds answers no connect of ours.
+            _ => return,
         };
         // Nothing was posted but receives: the queue is released by its
         // owner (close), its QP never reached RTS.

@@ -68,6 +68,7 @@ impl Default for ClientConfig {
 
 /// A client-side failure.
 #[derive(Clone, Debug, PartialEq, Eq, Error)]
+#[non_exhaustive]
 pub enum ClientError {
     /// A local verb failed (the error names the verb).
     #[error(transparent)]

@@ -180,6 +180,7 @@ pub enum LimitKind {
 
 /// An error of the session API. [`RcError::status`] gives its ABI code.
 #[derive(Clone, Debug, PartialEq, Eq, Error)]
+#[non_exhaustive]
 pub enum RcError {
     /// An `x-amz-rdma-*` parameter broke its rule: ARG, or TRUNC for
     /// [`ParamError::TooLong`].

@@ -31,6 +31,7 @@ const HOP_LIMIT: u8 = 64;
 
 /// Errors of the receive server.
 #[derive(Clone, Debug, PartialEq, Eq, Error)]
+#[non_exhaustive]
 pub enum RoceError {
     /// A configuration value or argument broke a rule: also an `fpga_qpn`
     /// above 24 bits, or a queue depth above the device's `max_qp_wr` or

@@ -93,6 +93,7 @@ impl Default for LinkConfig {
 /// Each is one of the fault verbs of [`Sim`](crate::Sim) (see the crate's
 /// `faults` docs for what each does); an unknown name makes it a no-op.
 #[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub enum FaultAction {
     /// Cut both directions between two nodes (by name): [`Sim::partition`](crate::Sim::partition).
     Partition {

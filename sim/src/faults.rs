@@ -179,6 +179,7 @@ impl PacketMatch {
 
 /// What a [`PacketRule`] does to a packet it acts on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum PacketAction {
     /// Lost on the link.
     Drop,

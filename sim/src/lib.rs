@@ -133,6 +133,7 @@ impl NodeId {
 
 /// Errors building a fabric.
 #[derive(Clone, Debug, PartialEq, Eq, Error)]
+#[non_exhaustive]
 pub enum SimError {
     /// Two nodes with one name.
     #[error("node name {0:?} is already used")]

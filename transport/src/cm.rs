@@ -91,6 +91,7 @@ impl AcceptParams {
 
 /// Why a connection attempt failed without a REJ from the peer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum UnreachableReason {
     /// Nothing answered the address (no route, partition, node down).
     NoRoute,
@@ -104,6 +105,7 @@ pub enum UnreachableReason {
 
 /// An RDMA CM event.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum CmEvent {
     /// A peer asks to connect to one of our listeners.
     ConnectRequest {

@@ -74,6 +74,7 @@ impl SrqInit {
 /// An asynchronous event (`struct ibv_async_event`): something that
 /// happened to a resource outside any work request's completion.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum AsyncEvent {
     /// `IBV_EVENT_CQ_ERR`: a completion was lost because the CQ was full.
     /// A receive-side completion that does not fit also moves its QP to

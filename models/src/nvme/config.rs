@@ -229,6 +229,7 @@ pub struct TargetStats {
 
 /// Local failures of the model (transport misuse, not host errors).
 #[derive(Clone, Debug, PartialEq, Eq, Error)]
+#[non_exhaustive]
 pub enum TargetError {
     /// A configuration value broke its rule (named).
     #[error("target config: {0}")]

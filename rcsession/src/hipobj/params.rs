@@ -18,6 +18,7 @@ pub const MAX_TARGET_LEN: usize = 2047;
 
 /// A parameter that broke a rule.
 #[derive(Clone, Debug, PartialEq, Eq, Error)]
+#[non_exhaustive]
 pub enum ParamError {
     /// ARG: the value is malformed or out of range.
     #[error("x-amz-rdma-{field}: {rule}")]

@@ -55,6 +55,9 @@ pub fn error_kind(e: &NvmeError) -> &'static str {
         | NvmeError::NotReady { .. }
         | NvmeError::Unsupported(_) => "controller",
         NvmeError::Transport(_) | NvmeError::Invalid(_) | NvmeError::Build(_) => "local",
+        // An error a later initiator adds counts as local until it gets a
+        // kind of its own here.
+        _ => "local",
     }
 }
 

@@ -89,6 +89,7 @@ pub fn describe(faults: &[ScheduledFault]) -> Vec<String> {
                 FaultAction::Release { a, b } => format!("{a}-{b} release"),
                 FaultAction::Crash { node } => format!("{node} crash"),
                 FaultAction::Bounce { node } => format!("{node} bounce"),
+                other => format!("{other:?}"),
             };
             format!("swarm {}: {what}", f.at)
         })
