@@ -287,6 +287,7 @@ impl Progress for NoProgress {}
 
 /// The client's knobs beyond [`ClientConfig`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct TransferOptions {
     /// READY attempts after BUSY before giving up.
     pub max_busy_retries: u32,

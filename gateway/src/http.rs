@@ -51,6 +51,7 @@ pub const CAPABILITIES: (&str, &str) = ("x-amz-rdma-capabilities", "mp");
 
 /// What a gateway is started with beyond its parts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct GatewayOptions {
     /// Test mode: READY with `x-amz-rdma-qpn: 0` runs the C layer's
     /// control-plane-only data phase (nothing moves, the answer says

@@ -91,6 +91,8 @@ struct EngineQp {
 /// What to stream: frame `i` goes on `channels[i % channels.len()]` with
 /// length `sizes[i % sizes.len()]`, ring position `i mod 2^24`, and is posted
 /// no earlier than `start + i * gap`. At most `window` sends are outstanding.
+// Not non_exhaustive: every field is the caller's choice (there is no
+// default stream), so callers build it whole.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct StreamConfig {
     /// The channels frames go on, in turn.
@@ -584,6 +586,8 @@ impl<T: Transport> FpgaEngine<T> {
 }
 
 /// What the setup sequence returns (surf `RoCEv2FpgaParams`).
+// Not non_exhaustive: the values the surf hand-off carries, fixed by that
+// protocol.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FpgaParams {
     /// The engine's QP number, for the host's RTR.

@@ -328,7 +328,7 @@ fn a_full_queue_is_its_own_error() {
     let s = setup(14, TargetConfig::new(NQN));
     let mut t = s.host.clone();
     let pd = t.alloc_pd().unwrap();
-    let cfg = QueueConfig { addr: s.addr, qid: 0, depth: 4, cntlid: 0, in_capsule: 0, timeout: Duration::from_secs(1) };
+    let cfg = QueueConfig::new(s.addr, 4, Duration::from_secs(1));
     let mut q = Queue::connect(&mut t, pd, &cfg).unwrap();
     // Nothing is sent until Connect; Property Gets before it still hold slots.
     let cmd = NvmeCommand::PropertyGet { size: PropSize::Eight, offset: REG_CAP };

@@ -26,6 +26,7 @@ const DATA_WR: u64 = 7;
 
 /// The client's knobs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ClientConfig {
     /// IB port of the client's QP (1-based; default 1).
     pub port: u8,

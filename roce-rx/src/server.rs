@@ -88,6 +88,8 @@ pub enum RoceError {
 
 /// What the FPGA engine needs from the host (rogue `getHostParams`), plus the
 /// rkey for engines that write rather than send.
+// Not non_exhaustive: mirrors rogue's host parameters, which the hand-off
+// carries field by field.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct HostParams {
     /// The host QP's number: the FPGA's RTR dest QPN.

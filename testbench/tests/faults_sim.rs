@@ -17,8 +17,20 @@ fn run(seed: u64, filter: &str) -> (Vec<CaseResult>, FabricStats, u64, String) {
     let replay = format!("seed {seed}; replay: cargo test -p rctb --test faults_sim (cases {filter:?})");
     let sim = Sim::new(seed);
     let mtu = Mtu::Mtu1024;
-    let a = sim.add_node(NodeConfig { mtu, ..NodeConfig::new("rxe1", "10.10.0.2".parse().unwrap()) }).unwrap();
-    let b = sim.add_node(NodeConfig { mtu, ..NodeConfig::new("rxe0", "10.10.0.1".parse().unwrap()) }).unwrap();
+    let a = sim
+        .add_node({
+            let mut node_config = NodeConfig::new("rxe1", "10.10.0.2".parse().unwrap());
+            node_config.mtu = mtu;
+            node_config
+        })
+        .unwrap();
+    let b = sim
+        .add_node({
+            let mut node_config = NodeConfig::new("rxe0", "10.10.0.1".parse().unwrap());
+            node_config.mtu = mtu;
+            node_config
+        })
+        .unwrap();
     let (mut ta, mut tb) = (sim.transport(a), sim.transport(b));
     let mut path = SimPath::new(&sim, a, b);
     let results = fault_cases::run(&mut ta, &mut tb, &mut path, filter, &mut |r| eprintln!("{}", r.line()));

@@ -25,6 +25,7 @@ pub const MAX_REJ_PRIVATE_DATA: usize = 148;
 
 /// Parameters of an active connect.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ConnectParams {
     /// The passive side's IPv4 address and CM port (NVMe-oF: 4420).
     pub remote: SocketAddrV4,
@@ -64,6 +65,7 @@ impl ConnectParams {
 
 /// Parameters of a passive accept.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct AcceptParams {
     /// How to create the accepted connection's QP; `cm_accept` brings it to RTS.
     pub qp: QpInit,

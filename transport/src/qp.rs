@@ -30,6 +30,9 @@ impl Default for QpCaps {
 }
 
 /// Everything needed to create an RC queue pair.
+// Not non_exhaustive, as InitAttr, RtrAttr and RtsAttr below: these mirror
+// the verbs attribute structs for RC, every field a choice the caller must
+// make; a field verbs adds should break callers, not default silently.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct QpInit {
     /// The protection domain whose regions this QP's WRs may name.

@@ -514,7 +514,7 @@ impl<T: Transport> Controller<T> {
 
 /// The admin queue's configuration.
 pub(super) fn admin_queue(cfg: &ControllerConfig) -> QueueConfig {
-    QueueConfig { addr: cfg.addr, qid: 0, depth: ADMIN_QUEUE_DEPTH, cntlid: 0, in_capsule: 0, timeout: cfg.timeout }
+    QueueConfig::new(cfg.addr, ADMIN_QUEUE_DEPTH, cfg.timeout)
 }
 
 /// Sends Fabrics Connect on `q` (its data at the end of the scratch region).

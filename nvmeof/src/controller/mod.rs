@@ -65,6 +65,7 @@ pub use discovery::{Discovery, discover};
 
 /// How to connect to a controller.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ControllerConfig {
     /// The target's NVMe/RDMA listener (normally port 4420,
     /// [`NVME_RDMA_PORT`]); every queue connects there.

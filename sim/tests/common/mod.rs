@@ -67,7 +67,13 @@ pub struct Pair {
 }
 
 fn side(sim: &Sim, name: &str, ip: &str, cfg: &PairConfig, access: Access) -> Side {
-    let node = sim.add_node(NodeConfig { mtu: Mtu::Mtu4096, ..NodeConfig::new(name, ip.parse().unwrap()) }).unwrap();
+    let node = sim
+        .add_node({
+            let mut node_config = NodeConfig::new(name, ip.parse().unwrap());
+            node_config.mtu = Mtu::Mtu4096;
+            node_config
+        })
+        .unwrap();
     let mut t = sim.transport(node);
     let pd = t.alloc_pd().unwrap();
     let cq = t.create_cq(4096).unwrap();
