@@ -159,6 +159,7 @@ impl ReadyOutcome {
 
 /// Which limit refused a PREPARE (checked in this order).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[non_exhaustive]
 pub enum LimitKind {
     /// Live sessions of the whole server ([`Limits::max_sessions`](super::Limits::max_sessions)).
     Sessions,
