@@ -530,12 +530,8 @@ mod verbs {
                 }
             }
         };
-        opts.server = {
-            let mut server_config = opts.server;
-            server_config.port = port;
-            server_config.gid_index = gid_index;
-            server_config
-        };
+        opts.server.port = port;
+        opts.server.gid_index = gid_index;
         let cfg = opts.server;
         eprintln!("rctb object serve: {name} port {port} GID index {gid_index}");
         Ok(serve_with(
@@ -624,12 +620,8 @@ mod udp {
         let at = endpoint(dev)?;
         // Bind once here so a taken port is a usage error, not a dead engine.
         drop(open("server", at)().map_err(|e| Failure::Usage(format!("--device {at}: {e}")))?);
-        opts.server = {
-            let mut server_config = opts.server;
-            server_config.port = dev.port;
-            server_config.gid_index = gid(dev)?;
-            server_config
-        };
+        opts.server.port = dev.port;
+        opts.server.gid_index = gid(dev)?;
         let cfg = opts.server;
         eprintln!("rctb object serve: udp endpoint {at}");
         Ok(serve_with(opts, move |rng| SessionManager::new(open("server", at)()?, rng, cfg), Pacing::REAL))
