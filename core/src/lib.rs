@@ -41,6 +41,7 @@
 
 #![warn(missing_docs)]
 
+#[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod wire;

@@ -25,6 +25,7 @@ use crate::rc::{Built, QpCounters, RcQp, RecvCtx, RoutedCompletion, Srq};
 
 /// What an endpoint is: its name, address and port.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct EndpointConfig {
     /// The host's name (the device is named after it).
     pub name: String,

@@ -635,6 +635,7 @@ impl Verbs {
                     check!(self.qps.iter().any(|q| q.qp == qp), "{ev:?} names no accepted QP")
                 }
                 AsyncEvent::Other { .. } => return Err(format!("{ev:?} from the engine")),
+                _ => return Err(format!("{ev:?}, an event this check does not know, from the engine")),
             }
         }
         Ok(())

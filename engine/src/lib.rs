@@ -119,6 +119,7 @@
 pub mod cm;
 mod counts;
 mod endpoint;
+#[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzzing;
 mod idmap;

@@ -216,7 +216,8 @@ impl Pinger {
                 // Six transport retries, not rdma_cm's usual 7: rxe never spends
                 // a retry count of 7, and a dead peer must end the run with
                 // RETRY_EXC_ERR rather than keep it retrying forever.
-                let params = ConnectParams { retry_count: 6, ..ConnectParams::new(self.server, init, Vec::new()) };
+                let mut params = ConnectParams::new(self.server, init, Vec::new());
+                params.retry_count = 6;
                 let (conn, qp) = t.cm_connect(&params)?;
                 self.state = State::Connecting { res: Resources { pd, cq, mr, conn, qp } };
                 self.step(t)

@@ -18,7 +18,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 use rc_pingpong::{Echo, PORT, PingError, Pinger};
 use rctb_core::Transport;
 use rctb_core::time::{Duration, Instant};
-use rctb_sim::{LinkConfig, LinkFaults, NodeConfig, Sim, SimTransport};
+use rctb_sim::{LinkConfig, NodeConfig, Sim, SimTransport};
 use rctb_udp::{UdpConfig, UdpTransport};
 
 #[derive(Debug, Parser)]
@@ -172,7 +172,9 @@ fn sim(count: u64, seed: u64, drop: f64) -> Result<String, String> {
     let sim = Sim::new(seed);
     let c = sim.add_node(NodeConfig::new("client", Ipv4Addr::new(10, 0, 0, 1))).map_err(|e| e.to_string())?;
     let s = sim.add_node(NodeConfig::new("server", Ipv4Addr::new(10, 0, 0, 2))).map_err(|e| e.to_string())?;
-    sim.set_default_link(LinkConfig { faults: LinkFaults { drop, ..LinkFaults::default() }, ..LinkConfig::default() });
+    let mut link = LinkConfig::default();
+    link.faults.drop = drop;
+    sim.set_default_link(link);
     let mut echo = Echo::default();
     sim.add_actor(s, Box::new(move |t: &mut SimTransport| echo.step(t).expect("the echo server")));
     let mut p = Pinger::new(SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 2), PORT), count);

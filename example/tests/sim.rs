@@ -12,7 +12,7 @@ use rc_pingpong::{Echo, PORT, PingError, Pinger};
 use rctb_core::time::{Duration, Instant};
 use rctb_core::transport::*;
 use rctb_core::wire::roce::Opcode;
-use rctb_sim::{NodeConfig, PacketAction, PacketMatch, PacketRule, Sim, SimTransport};
+use rctb_sim::{LinkConfig, LinkFaults, NodeConfig, PacketAction, PacketMatch, PacketRule, Sim, SimTransport};
 
 // ---- 2. A simulated fabric in a test -------------------------------------
 
@@ -93,14 +93,14 @@ fn a_fault_sweep_every_seed_converges_after_the_storm() {
     let mut failed = Vec::new();
     for seed in 0..64 {
         let (sim, mut t, echo, server) = fabric(seed);
-        let faults = rctb_sim::LinkFaults {
-            drop: 0.03,
-            duplicate: 0.02,
-            reorder: 0.05,
-            reorder_window: Duration::from_micros(5),
-            ..Default::default()
-        };
-        sim.set_default_link(rctb_sim::LinkConfig { faults, ..Default::default() });
+        let mut faults = LinkFaults::default();
+        faults.drop = 0.03;
+        faults.duplicate = 0.02;
+        faults.reorder = 0.05;
+        faults.reorder_window = Duration::from_micros(5);
+        let mut link = LinkConfig::default();
+        link.faults = faults;
+        sim.set_default_link(link);
         let (a, b) = ("client".to_string(), "server".to_string());
         for (at, action) in [
             (100, rctb_sim::FaultAction::Partition { a: a.clone(), b: b.clone() }),
@@ -137,8 +137,12 @@ proptest! {
         count in 1u64..40,
     ) {
         let (sim, mut t, echo, server) = fabric(seed);
-        let faults = rctb_sim::LinkFaults { drop, duplicate, ..Default::default() };
-        sim.set_default_link(rctb_sim::LinkConfig { faults, ..Default::default() });
+        let mut faults = LinkFaults::default();
+        faults.drop = drop;
+        faults.duplicate = duplicate;
+        let mut link = LinkConfig::default();
+        link.faults = faults;
+        sim.set_default_link(link);
         let mut p = Pinger::new(server, count);
         let r = p.run(&mut t, Duration::from_secs(30)).map(<[Duration]>::len);
         prop_assert_eq!(r, Ok(count as usize), "{}", replay(seed, "every_echo"));

@@ -71,6 +71,7 @@ struct UsersFile {
 
 /// Why a users file or the environment gives no users.
 #[derive(Debug, Error)]
+#[non_exhaustive]
 pub enum UsersError {
     /// The file could not be read.
     #[error("{path}: {source}")]
@@ -185,6 +186,7 @@ pub struct Principal {
 
 /// Why a request is not authenticated (HTTP 403).
 #[derive(Clone, Debug, PartialEq, Eq, Error)]
+#[non_exhaustive]
 pub enum AuthError {
     /// No `Authorization` header.
     #[error("missing Authorization header")]

@@ -63,6 +63,7 @@ pub use roundtrip::{RoundtripReport, roundtrip};
 
 /// Why a client call failed.
 #[derive(Debug, Error)]
+#[non_exhaustive]
 pub enum ObjectError {
     /// The gateway answered an error (S3-style XML body).
     /// `capabilities`: the answer's `x-amz-rdma-capabilities`, when it had
@@ -286,6 +287,7 @@ impl Progress for NoProgress {}
 
 /// The client's knobs beyond [`ClientConfig`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct TransferOptions {
     /// READY attempts after BUSY before giving up.
     pub max_busy_retries: u32,

@@ -31,6 +31,7 @@ use crate::store::{ObjectMeta, ObjectPath, StoreError};
 
 /// Why a job failed: the session API's error, or the backend's.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum EngineError {
     /// The session server refused or failed.
     #[error(transparent)]

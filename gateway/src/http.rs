@@ -51,6 +51,7 @@ pub const CAPABILITIES: (&str, &str) = ("x-amz-rdma-capabilities", "mp");
 
 /// What a gateway is started with beyond its parts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct GatewayOptions {
     /// Test mode: READY with `x-amz-rdma-qpn: 0` runs the C layer's
     /// control-plane-only data phase (nothing moves, the answer says
@@ -301,9 +302,9 @@ fn header_error(e: HeaderError) -> ErrorReply {
         HeaderError::Param(p) => p.into(),
         HeaderError::Token(t) => RcError::Token(t).into(),
         HeaderError::Checksum(c) => RcError::Checksum(c).into(),
-        other @ (HeaderError::Missing { .. } | HeaderError::Repeated { .. } | HeaderError::Range) => {
-            ErrorReply::bad(other.to_string())
-        }
+        // Missing, Repeated, Range, and any a later parser adds: the
+        // request is malformed.
+        other => ErrorReply::bad(other.to_string()),
     }
 }
 

@@ -16,6 +16,7 @@ use rctb_core::wire::hipobj::{PrepareHeaders, PrincipalId};
 use crate::client::{ControlPlane, ObjectError, ReadyAnswer};
 
 /// What to run.
+// Not non_exhaustive: the load's four numbers, all the caller's choice.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LoadOptions {
     /// Concurrent clients.

@@ -25,6 +25,8 @@ use crate::http::{Gateway, GatewayOptions, serve};
 use crate::store::FsStore;
 
 /// What `serve_*` needs.
+// Not non_exhaustive: every field is required (no default root, users or
+// seed); what may grow goes in the non_exhaustive GatewayOptions and ServerConfig.
 #[derive(Debug)]
 pub struct ServeOptions {
     /// The object store's directory.

@@ -51,6 +51,7 @@ const TMP_DIR: &str = ".tmp";
 
 /// Why a backend call failed.
 #[derive(Debug, Error)]
+#[non_exhaustive]
 pub enum StoreError {
     /// The bucket name breaks a rule.
     #[error("bucket: {0}")]

@@ -18,7 +18,15 @@ use rctb_gateway::http::GatewayOptions;
 use rctb_gateway::store::{ObjectPath, ObjectStore, StoreError};
 
 fn big_rig(capacity: u64, clients: usize) -> RigOptions {
-    RigOptions { clients, client: ClientConfig { capacity, ..ClientConfig::default() }, ..RigOptions::default() }
+    RigOptions {
+        clients,
+        client: {
+            let mut client_config = ClientConfig::default();
+            client_config.capacity = capacity;
+            client_config
+        },
+        ..RigOptions::default()
+    }
 }
 
 /// Waits (yielding) until `cond` holds on the engine.
@@ -127,10 +135,17 @@ async fn concurrent_clients_each_get_their_own_bytes() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn limits_answer_429_and_free_up() {
-    let limits = Limits { max_sessions: 2, ..Limits::generous() };
-    let rig =
-        Rig::start(RigOptions { server: ServerConfig { limits, ..ServerConfig::default() }, ..RigOptions::default() })
-            .await;
+    let mut limits = Limits::generous();
+    limits.max_sessions = 2;
+    let rig = Rig::start(RigOptions {
+        server: {
+            let mut server_config = ServerConfig::default();
+            server_config.limits = limits;
+            server_config
+        },
+        ..RigOptions::default()
+    })
+    .await;
     let h = |t: &'static str| {
         vec![
             ("x-amz-rdma-protocol", "hipobj-rc-v2"),
@@ -158,7 +173,8 @@ async fn limits_answer_429_and_free_up() {
 /// NAKs, READY answers 409 BUSY; the client's retry then succeeds.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn busy_is_409_and_the_client_retries() {
-    let server = ServerConfig { rnr_retry: 0, ..ServerConfig::default() };
+    let mut server = ServerConfig::default();
+    server.rnr_retry = 0;
     let rig = Rig::start(RigOptions { server, ..RigOptions::default() }).await;
     let data = pattern(10_000, 4);
     rig.store.put(&ObjectPath::new("bk", "busy").unwrap(), &data).unwrap();
@@ -173,7 +189,8 @@ async fn busy_is_409_and_the_client_retries() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_raw_busy_ready_is_409() {
-    let server = ServerConfig { rnr_retry: 0, ..ServerConfig::default() };
+    let mut server = ServerConfig::default();
+    server.rnr_retry = 0;
     let rig = Rig::start(RigOptions { server, ..RigOptions::default() }).await;
     let data = pattern(3000, 5);
     rig.store.put(&ObjectPath::new("bk", "o").unwrap(), &data).unwrap();
@@ -191,7 +208,8 @@ async fn a_raw_busy_ready_is_409() {
 /// no data moves, the reply says `size` bytes, and a PUT commits nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn control_plane_only_ready_over_http() {
-    let gateway = GatewayOptions { control_plane_only: true, ..GatewayOptions::default() };
+    let mut gateway = GatewayOptions::default();
+    gateway.control_plane_only = true;
     let rig = Rig::start(RigOptions { clients: 0, gateway, ..RigOptions::default() }).await;
     let cp = rig.control_plane(ALICE);
     let h = PrepareHeaders {

@@ -11,7 +11,8 @@ use rctb_gateway::load::{LoadOptions, run};
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_control_plane_load_has_no_errors() {
     // The load's READYs use QPN 0: the server runs in the test mode.
-    let gateway = GatewayOptions { control_plane_only: true, ..GatewayOptions::default() };
+    let mut gateway = GatewayOptions::default();
+    gateway.control_plane_only = true;
     let rig = Rig::start(RigOptions { clients: 0, gateway, ..RigOptions::default() }).await;
     let opts = LoadOptions { clients: 16, prepares: 600, size: 4096, bucket: "load".into() };
     let report = run(&opts, |_| {

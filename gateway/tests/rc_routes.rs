@@ -37,7 +37,11 @@ fn ready_headers<'a>(session: &'a str, qpn: &'a str) -> Vec<(&'a str, &'a str)> 
 }
 
 fn test_mode() -> GatewayOptions {
-    GatewayOptions { control_plane_only: true, ..GatewayOptions::default() }
+    {
+        let mut gateway_options = GatewayOptions::default();
+        gateway_options.control_plane_only = true;
+        gateway_options
+    }
 }
 
 async fn prepare(rig: &Rig, op: &str, target: &str, size: &str) -> Answer {
@@ -96,7 +100,8 @@ fn seed_objects(rig: &Rig) {
 /// key rule) before any session exists.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn targets_decode_and_classify_as_versitygw() {
-    let gateway = GatewayOptions { max_part_number: 500, ..GatewayOptions::default() };
+    let mut gateway = GatewayOptions::default();
+    gateway.max_part_number = 500;
     let rig = Rig::start(RigOptions { clients: 0, gateway, ..RigOptions::default() }).await;
     seed_objects(&rig);
     // (op, target, size, status, code, message contains)
@@ -265,7 +270,8 @@ async fn ready_outcomes_answer_by_their_own_codes() {
         (Case::Wire, 502, "RdmaTransferFailed", "WIRE_FAIL"),
     ];
     for (case, status, code, outcome) in table {
-        let server = ServerConfig { t_exec: Duration::from_millis(100), ..ServerConfig::default() };
+        let mut server = ServerConfig::default();
+        server.t_exec = Duration::from_millis(100);
         let rig = Rig::start(RigOptions { server, ..RigOptions::default() }).await;
         rig.store.put(&ObjectPath::new("bk", "src").unwrap(), &pattern(3000, 4)).unwrap();
         let data = pattern(3000, 1);
@@ -339,7 +345,11 @@ async fn capabilities_are_advertised_once_a_session_exists() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn client_uploads_parts_over_rc_and_reads_them_back_with_get_part() {
     let rig = Rig::start(RigOptions {
-        client: ClientConfig { capacity: 1 << 20, ..ClientConfig::default() },
+        client: {
+            let mut client_config = ClientConfig::default();
+            client_config.capacity = 1 << 20;
+            client_config
+        },
         ..RigOptions::default()
     })
     .await;

@@ -15,6 +15,7 @@ use thiserror::Error;
 
 /// Why [`detect_gid_index`] found no usable GID.
 #[derive(Debug, Error)]
+#[non_exhaustive]
 pub enum GidDetectError {
     /// The port's `gid_attrs/types` directory could not be listed.
     #[error("cannot list {path}: {source}")]

@@ -66,6 +66,7 @@ fn state_code(s: QpState) -> u8 {
 
 /// Local misuse of the register file.
 #[derive(Clone, Debug, PartialEq, Eq, Error)]
+#[non_exhaustive]
 pub enum EngineError {
     /// An address outside the engine's register file.
     #[error("register {0:#x} is not part of the engine")]
@@ -90,6 +91,8 @@ struct EngineQp {
 /// What to stream: frame `i` goes on `channels[i % channels.len()]` with
 /// length `sizes[i % sizes.len()]`, ring position `i mod 2^24`, and is posted
 /// no earlier than `start + i * gap`. At most `window` sends are outstanding.
+// Not non_exhaustive: every field is the caller's choice (there is no
+// default stream), so callers build it whole.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct StreamConfig {
     /// The channels frames go on, in turn.
@@ -583,6 +586,8 @@ impl<T: Transport> FpgaEngine<T> {
 }
 
 /// What the setup sequence returns (surf `RoCEv2FpgaParams`).
+// Not non_exhaustive: the values the surf hand-off carries, fixed by that
+// protocol.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FpgaParams {
     /// The engine's QP number, for the host's RTR.
@@ -597,6 +602,7 @@ pub struct FpgaParams {
 
 /// Why the setup sequence failed.
 #[derive(Clone, Debug, PartialEq, Eq, Error)]
+#[non_exhaustive]
 pub enum SetupError {
     /// A parameter out of its range.
     #[error("invalid setup parameter: {0}")]

@@ -26,7 +26,7 @@
 //! target.faults_mut().response_delay = rctb_core::time::Duration::from_millis(5); // a slow target
 //! sim.add_actor(node, Box::new(move |t: &mut SimTransport| target.run(t)));
 //! let cfg = ControllerConfig::new("10.0.0.2:4420".parse().unwrap(), Nqn::new(nqn).unwrap(), [7; 16]);
-//! let mut c = Controller::connect(sim.transport(host), cfg).map_err(|(_, e)| e).unwrap();
+//! let mut c = Controller::connect(sim.transport(host), cfg).map_err(|e| e.into_error()).unwrap();
 //! assert_eq!(c.active_namespaces().unwrap(), vec![1, 2]);
 //! ```
 //!

@@ -43,7 +43,7 @@ fn pattern(len: usize, seed: u8) -> Vec<u8> {
 #[test]
 fn connect_identify_write_read_flush() {
     let s = setup(1, TargetConfig::new(NQN));
-    let mut c = Controller::connect(s.host.clone(), config(s.addr)).map_err(|(_, e)| e).expect("connect");
+    let mut c = Controller::connect(s.host.clone(), config(s.addr)).map_err(|e| e.into_error()).expect("connect");
     assert_eq!(c.info().subnqn, NQN);
     assert_eq!(c.max_transfer(), 128 * 1024);
     assert_eq!(c.active_namespaces().unwrap(), vec![1, 2]);
@@ -75,7 +75,7 @@ fn connect_identify_write_read_flush() {
 }
 
 fn connect(s: &Setup, cfg: ControllerConfig) -> Controller<SimTransport> {
-    Controller::connect(s.host.clone(), cfg).map_err(|(_, e)| e).expect("connect")
+    Controller::connect(s.host.clone(), cfg).map_err(|e| e.into_error()).expect("connect")
 }
 
 #[test]
@@ -97,7 +97,7 @@ fn wrong_nqn_and_wrong_port_are_clear_errors() {
     let s = setup(3, TargetConfig::new(NQN));
     let mut cfg = config(s.addr);
     cfg.subnqn = Nqn::new("nqn.2026-01.io.rctb:nobody").unwrap();
-    let (_, e) = Controller::connect(s.host.clone(), cfg).unwrap_err();
+    let e = Controller::connect(s.host.clone(), cfg).unwrap_err().into_error();
     assert!(matches!(e, NvmeError::ConnectInvalid { .. }), "{e:?}");
     assert_eq!(
         e.to_string(),
@@ -105,7 +105,7 @@ fn wrong_nqn_and_wrong_port_are_clear_errors() {
     );
     let mut cfg = config(SocketAddrV4::new(*s.addr.ip(), 4421));
     cfg.timeout = Duration::from_secs(1);
-    let (_, e) = Controller::connect(s.host.clone(), cfg).unwrap_err();
+    let e = Controller::connect(s.host.clone(), cfg).unwrap_err().into_error();
     assert_eq!(e.to_string(), "cannot reach an NVMe/RDMA target at 10.0.0.2:4421: nothing listens on that port");
     s.sim.run_until(s.sim.now() + Duration::from_millis(10));
     assert_eq!(s.sim.live_resources().qps, 0, "failed connects leave nothing behind");
@@ -328,7 +328,7 @@ fn a_full_queue_is_its_own_error() {
     let s = setup(14, TargetConfig::new(NQN));
     let mut t = s.host.clone();
     let pd = t.alloc_pd().unwrap();
-    let cfg = QueueConfig { addr: s.addr, qid: 0, depth: 4, cntlid: 0, in_capsule: 0, timeout: Duration::from_secs(1) };
+    let cfg = QueueConfig::new(s.addr, 4, Duration::from_secs(1));
     let mut q = Queue::connect(&mut t, pd, &cfg).unwrap();
     // Nothing is sent until Connect; Property Gets before it still hold slots.
     let cmd = NvmeCommand::PropertyGet { size: PropSize::Eight, offset: REG_CAP };
@@ -355,14 +355,14 @@ fn bring_up_errors_are_clear() {
     cfg.ready_delay = Duration::from_secs(3);
     let s = setup(15, cfg);
     let start = s.sim.now();
-    let (_, e) = Controller::connect(s.host.clone(), config(s.addr)).unwrap_err();
+    let e = Controller::connect(s.host.clone(), config(s.addr)).unwrap_err().into_error();
     assert!(matches!(e, NvmeError::NotReady { waited } if waited >= Duration::from_secs(1)), "{e:?}");
     assert!(s.sim.now() - start < Duration::from_secs(2), "bounded by CAP.TO, not the target's delay");
     // A target that requires in-band authentication.
     let mut cfg = TargetConfig::new(NQN);
     cfg.require_auth = true;
     let s = setup(16, cfg);
-    let (_, e) = Controller::connect(s.host.clone(), config(s.addr)).unwrap_err();
+    let e = Controller::connect(s.host.clone(), config(s.addr)).unwrap_err().into_error();
     assert_eq!(e, NvmeError::AuthRequired);
     assert!(e.to_string().contains("requires authentication"));
     s.sim.run_until(s.sim.now() + Duration::from_millis(10));

@@ -51,7 +51,7 @@ impl Rig {
     }
 
     fn start(&self, host: usize, cfg: ControllerConfig) -> Controller<SimTransport> {
-        Controller::start(self.hosts[host].clone(), cfg).map_err(|(_, e)| e).expect("start (local verbs only)")
+        Controller::start(self.hosts[host].clone(), cfg).map_err(|e| e.into_error()).expect("start (local verbs only)")
     }
 
     /// Where a failure can be replayed from.

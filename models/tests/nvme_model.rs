@@ -68,7 +68,9 @@ fn connect(host: &SimTransport, addr: SocketAddrV4, depth: u16, queues: u16) -> 
     cfg.queue_depth = depth;
     cfg.io_queues = queues;
     cfg.timeout = TIMEOUT;
-    Controller::connect(host.clone(), cfg).map_err(|(_, e)| e).expect("connect (faults are off while connecting)")
+    Controller::connect(host.clone(), cfg)
+        .map_err(|e| e.into_error())
+        .expect("connect (faults are off while connecting)")
 }
 
 fn fill_bytes(fill: u8, len: usize) -> Vec<u8> {

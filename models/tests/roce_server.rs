@@ -7,7 +7,7 @@ use rctb_core::roce::*;
 use rctb_core::time::Duration;
 use rctb_core::transport::*;
 use rctb_models::fpga::*;
-use rctb_sim::{NodeConfig, Sim, SimTransport};
+use rctb_sim::{LinkConfig, LinkFaults, NodeConfig, Sim, SimTransport};
 
 const HOST_IP: &str = "10.0.0.1";
 const FPGA_IP: &str = "10.0.0.2";
@@ -35,8 +35,14 @@ fn rig(seed: u64) -> Rig {
 
 fn rig_mtu(seed: u64, mtu: Mtu) -> Rig {
     let sim = Sim::new(seed);
-    let node =
-        |name: &str, ip: &str| sim.add_node(NodeConfig { mtu, ..NodeConfig::new(name, ip.parse().unwrap()) }).unwrap();
+    let node = |name: &str, ip: &str| {
+        sim.add_node({
+            let mut node_config = NodeConfig::new(name, ip.parse().unwrap());
+            node_config.mtu = mtu;
+            node_config
+        })
+        .unwrap()
+    };
     let host = node("host", HOST_IP);
     let fpga = node("fpga", FPGA_IP);
     let engine = FpgaEngine::new(sim.transport(fpga), HOST_IP.parse().unwrap(), 1);
@@ -501,8 +507,11 @@ fn signalling_one_send_in_n_completes_exactly_the_stream() {
 fn signalled_streams_survive_packet_loss() {
     for (seed, n) in [(70, 1), (71, 4), (72, 7)] {
         let mut r = rig(seed);
-        let faults = rctb_sim::LinkFaults { drop: 0.03, ..Default::default() };
-        r.sim.set_default_link(rctb_sim::LinkConfig { faults, ..Default::default() });
+        let mut faults = LinkFaults::default();
+        faults.drop = 0.03;
+        let mut link = LinkConfig::default();
+        link.faults = faults;
+        r.sim.set_default_link(link);
         let (mut server, _) = connect(&mut r, server_cfg(64, 4096), 15);
         r.engine.set_signal_every(n).unwrap();
         let s = stream(200);

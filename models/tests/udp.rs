@@ -12,7 +12,11 @@ use rctb_udp::{UdpConfig, UdpReactor};
 #[test]
 fn session_pair_moves_objects_intact_between_udp_endpoints() {
     let reactor = UdpReactor::new(Some(11));
-    let cfg = |name: &str, ip: &str| UdpConfig { mtu: Mtu::Mtu1024, ..UdpConfig::new(name, ip.parse().unwrap()) };
+    let cfg = |name: &str, ip: &str| {
+        let mut udp_config = UdpConfig::new(name, ip.parse().unwrap());
+        udp_config.mtu = Mtu::Mtu1024;
+        udp_config
+    };
     let server = reactor.endpoint(cfg("server", "127.92.0.1")).expect("bind 127.92.0.1:4791");
     let client = reactor.endpoint(cfg("client", "127.92.0.2")).expect("bind 127.92.0.2:4791");
     let mut pair = SessionPair::new(3, 70_000, server, client).expect("a server and a client on udp");

@@ -11,6 +11,7 @@ use crate::transport::{InvalidValue, TransportError, UnreachableReason, WcStatus
 
 /// Everything an NVMe-oF operation can fail with.
 #[derive(Clone, Debug, PartialEq, Eq, Error)]
+#[non_exhaustive]
 pub enum NvmeError {
     /// A local verb failed (names the verb).
     #[error(transparent)]
@@ -133,6 +134,7 @@ fn unreachable_text(r: UnreachableReason) -> &'static str {
         UnreachableReason::NoRoute => "no route (nothing answered)",
         UnreachableReason::NoListener => "nothing listens on that port",
         UnreachableReason::Timeout => "the connection attempt timed out",
+        _ => "the connection attempt failed",
     }
 }
 
@@ -143,5 +145,77 @@ impl NvmeError {
             NvmeError::Status { error, .. } | NvmeError::ConnectInvalid { error, .. } => Some(*error),
             _ => None,
         }
+    }
+}
+
+/// Bringing a controller up failed ([`Controller::connect`] or
+/// [`Controller::start`]): the error, and the transport handed back so the
+/// caller can retry on it or close it.
+///
+/// It is a [`std::error::Error`] whose [`source`](std::error::Error::source)
+/// is the [`NvmeError`], so `?` carries it into `Box<dyn Error>` (and into
+/// `anyhow` when `T` is `Send + Sync + 'static`); `?` into a function that
+/// returns [`NvmeError`] drops the transport and keeps the error.
+///
+/// [`Controller::connect`]: crate::Controller::connect
+/// [`Controller::start`]: crate::Controller::start
+pub struct ConnectError<T> {
+    transport: T,
+    error: NvmeError,
+}
+
+impl<T> ConnectError<T> {
+    pub(crate) fn new(transport: T, error: NvmeError) -> Self {
+        ConnectError { transport, error }
+    }
+
+    /// Why the bring-up failed.
+    pub fn error(&self) -> &NvmeError {
+        &self.error
+    }
+
+    /// The transport the bring-up ran on (everything it made is released).
+    pub fn transport(&self) -> &T {
+        &self.transport
+    }
+
+    /// The transport, for another attempt; the error is dropped.
+    pub fn into_transport(self) -> T {
+        self.transport
+    }
+
+    /// The error; the transport is dropped.
+    pub fn into_error(self) -> NvmeError {
+        self.error
+    }
+
+    /// The transport and the error.
+    pub fn into_parts(self) -> (T, NvmeError) {
+        (self.transport, self.error)
+    }
+}
+
+// By hand, not derived: a transport need not be `Debug` for its error to be.
+impl<T> std::fmt::Debug for ConnectError<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ConnectError").field("error", &self.error).finish_non_exhaustive()
+    }
+}
+
+impl<T> std::fmt::Display for ConnectError<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("NVMe-oF controller bring-up failed")
+    }
+}
+
+impl<T> std::error::Error for ConnectError<T> {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.error)
+    }
+}
+
+impl<T> From<ConnectError<T>> for NvmeError {
+    fn from(e: ConnectError<T>) -> Self {
+        e.error
     }
 }

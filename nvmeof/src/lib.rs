@@ -29,5 +29,5 @@ pub mod queue;
 pub use controller::{
     Buffer, Controller, ControllerConfig, ControllerState, Discovery, GpuFlush, MemoryKind, Namespace, Ticket, discover,
 };
-pub use error::NvmeError;
+pub use error::{ConnectError, NvmeError};
 pub use queue::{Queue, QueueConfig};

@@ -40,6 +40,7 @@ use crate::transport::*;
 
 /// How a queue is set up.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct QueueConfig {
     /// The target's NVMe/RDMA listener the RDMA CM request goes to.
     pub addr: SocketAddrV4,
@@ -54,6 +55,15 @@ pub struct QueueConfig {
     pub in_capsule: u32,
     /// Per-command timeout.
     pub timeout: Duration,
+}
+
+impl QueueConfig {
+    /// An admin queue of `depth` entries to `addr` (queue id 0, controller
+    /// id 0, no in-capsule data), each command timing out after `timeout`;
+    /// an I/O queue sets `qid`, `cntlid` and `in_capsule` after.
+    pub fn new(addr: SocketAddrV4, depth: u16, timeout: Duration) -> Self {
+        QueueConfig { addr, qid: 0, depth, cntlid: 0, in_capsule: 0, timeout }
+    }
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -231,6 +241,8 @@ impl Queue {
             CmEvent::Unreachable { reason, .. } => NvmeError::Unreachable { addr: self.addr, reason: *reason },
             CmEvent::Disconnected { .. } => NvmeError::Disconnected { qid: self.qid },
             CmEvent::ConnectRequest { .. } => return,
+            // An event a later transport adds answers no connect of ours.
+            _ => return,
         };
         // Nothing was posted but receives: the queue is released by its
         // owner (close), its QP never reached RTS.

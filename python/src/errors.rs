@@ -55,6 +55,8 @@ pub fn nvme_err(e: NvmeError) -> PyErr {
         | NvmeError::UnknownCid { .. }
         | NvmeError::ControllerFatal
         | NvmeError::Unsupported(_) => PyRuntimeError::new_err(text),
+        // An error a later initiator adds: RuntimeError until it gets its own.
+        _ => PyRuntimeError::new_err(text),
     }
 }
 

@@ -207,7 +207,7 @@ impl NvmeController {
                         .ok_or_else(|| "the fabric is gone".to_string())
                         .and_then(|f| f.transport_of(source.as_deref()))
                         .map_err(invalid)?;
-                    let c = Controller::connect(t, cfg).map_err(|(_, e)| nvme_err(e))?;
+                    let c = Controller::connect(t, cfg).map_err(|e| nvme_err(e.into_error()))?;
                     let state = ControllerState {
                         ctrl: AnyController::Sim(Box::new(c)),
                         namespaces: BTreeMap::new(),
@@ -408,7 +408,7 @@ fn verbs_job(source: Option<String>, cfg: ControllerConfig) -> PyResult<ConnectJ
     let engine = Arc::new(Engine::start("verbs").map_err(|e| invalid(format!("starting the engine: {e}")))?);
     let job = Box::new(move |s: &mut State| {
         let t = crate::verbs::open_device(source.as_deref())?;
-        let c = Controller::connect(t, cfg).map_err(|(_, e)| nvme_err(e))?;
+        let c = Controller::connect(t, cfg).map_err(|e| nvme_err(e.into_error()))?;
         let id = s.insert(ControllerState {
             ctrl: AnyController::Verbs(Box::new(c)),
             namespaces: BTreeMap::new(),

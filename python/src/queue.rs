@@ -114,16 +114,12 @@ impl NvmeQueue {
     ) -> PyResult<Self> {
         let ip: Ipv4Addr =
             host.parse().map_err(|_| invalid(format!("host {host:?}: rctb connects to an IPv4 address")))?;
-        let cfg = QueueConfig {
-            addr: SocketAddrV4::new(ip, port),
-            qid,
-            depth,
-            cntlid: controller_id,
-            in_capsule: 0,
-            // The seed times each execute() on its own; the queue's own
-            // deadline only bounds the connect.
-            timeout: Duration::from_secs(30),
-        };
+        // The seed times each execute() on its own; the queue's own
+        // deadline only bounds the connect.
+        let mut cfg = QueueConfig::new(SocketAddrV4::new(ip, port), depth, Duration::from_secs(30));
+        cfg.qid = qid;
+        cfg.cntlid = controller_id;
+        cfg.in_capsule = 0;
         // The fabric's engine thread owns the simulated transports; a
         // verbs queue gets an engine thread of its own, as a verbs
         // Controller does.

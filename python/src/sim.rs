@@ -17,7 +17,7 @@ use pyo3::types::PyDict;
 use rctb_core::time::{Duration, Instant};
 use rctb_core::transport::Mtu;
 use rctb_models::nvme::{NamespaceConfig, NvmeTarget, SubsystemConfig, TargetConfig};
-use rctb_sim::{Actor, FaultAction, LinkConfig, LinkFaults, NodeConfig, ScheduledFault, Sim, SimTransport};
+use rctb_sim::{Actor, FaultAction, LinkConfig, NodeConfig, ScheduledFault, Sim, SimTransport};
 
 use crate::engine::{Engine, State};
 use crate::errors::{engine_err, invalid};
@@ -278,17 +278,14 @@ impl Fabric {
                 return Err(invalid(format!("{field} {p}: a probability must be 0.0..=1.0")));
             }
         }
-        let cfg = LinkConfig {
-            latency: ns_of(latency, "latency")?,
-            faults: LinkFaults {
-                drop,
-                duplicate,
-                reorder,
-                reorder_window: ns_of(reorder_window, "reorder_window")?,
-                corrupt,
-                jitter: ns_of(jitter, "jitter")?,
-            },
-        };
+        let mut cfg = LinkConfig::default();
+        cfg.latency = ns_of(latency, "latency")?;
+        cfg.faults.drop = drop;
+        cfg.faults.duplicate = duplicate;
+        cfg.faults.reorder = reorder;
+        cfg.faults.reorder_window = ns_of(reorder_window, "reorder_window")?;
+        cfg.faults.corrupt = corrupt;
+        cfg.faults.jitter = ns_of(jitter, "jitter")?;
         self.with_state(py, move |f| {
             let na = f.sim.node(&a).map_err(|e| e.to_string())?;
             let nb = f.sim.node(&b).map_err(|e| e.to_string())?;

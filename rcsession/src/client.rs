@@ -26,6 +26,7 @@ const DATA_WR: u64 = 7;
 
 /// The client's knobs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ClientConfig {
     /// IB port of the client's QP (1-based; default 1).
     pub port: u8,
@@ -68,6 +69,7 @@ impl Default for ClientConfig {
 
 /// A client-side failure.
 #[derive(Clone, Debug, PartialEq, Eq, Error)]
+#[non_exhaustive]
 pub enum ClientError {
     /// A local verb failed (the error names the verb).
     #[error(transparent)]

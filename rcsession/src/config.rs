@@ -7,6 +7,7 @@ use crate::time::Duration;
 /// PREPARE, except `max_user_qps`, where zero means unlimited (each session
 /// owns one QP, so it bounds the user's session count like the global one).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Limits {
     /// Live sessions on the whole server.
     pub max_sessions: u32,
@@ -45,6 +46,7 @@ pub const DEFAULT_STAGE_SLOTS: u32 = 32;
 
 /// The session server's configuration.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ServerConfig {
     /// IB port (1-based; 0 is taken as 1, as the reference server does).
     pub port: u8,

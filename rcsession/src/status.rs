@@ -159,6 +159,7 @@ impl ReadyOutcome {
 
 /// Which limit refused a PREPARE (checked in this order).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[non_exhaustive]
 pub enum LimitKind {
     /// Live sessions of the whole server ([`Limits::max_sessions`](super::Limits::max_sessions)).
     Sessions,
@@ -180,6 +181,7 @@ pub enum LimitKind {
 
 /// An error of the session API. [`RcError::status`] gives its ABI code.
 #[derive(Clone, Debug, PartialEq, Eq, Error)]
+#[non_exhaustive]
 pub enum RcError {
     /// An `x-amz-rdma-*` parameter broke its rule: ARG, or TRUNC for
     /// [`ParamError::TooLong`].

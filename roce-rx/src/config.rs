@@ -27,6 +27,7 @@ pub enum GidIndex {
 /// Host-side configuration: which FPGA, which device and port, and the size
 /// of the receive slab.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ServerConfig {
     fpga_ip: Ipv4Addr,
     device: String,
@@ -152,6 +153,7 @@ impl ServerConfigBuilder {
 /// `rnr_retry` and `retry_count` only matter on the FPGA's (sending) side; the
 /// host QP uses §1's fixed values.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub struct TransportConfig {
     pmtu: Mtu,
     min_rnr_timer: RnrTimer,

@@ -31,6 +31,7 @@ const HOP_LIMIT: u8 = 64;
 
 /// Errors of the receive server.
 #[derive(Clone, Debug, PartialEq, Eq, Error)]
+#[non_exhaustive]
 pub enum RoceError {
     /// A configuration value or argument broke a rule: also an `fpga_qpn`
     /// above 24 bits, or a queue depth above the device's `max_qp_wr` or
@@ -87,6 +88,8 @@ pub enum RoceError {
 
 /// What the FPGA engine needs from the host (rogue `getHostParams`), plus the
 /// rkey for engines that write rather than send.
+// Not non_exhaustive: mirrors rogue's host parameters, which the hand-off
+// carries field by field.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct HostParams {
     /// The host QP's number: the FPGA's RTR dest QPN.

@@ -55,6 +55,7 @@ pub struct FieldTooWide {
 /// A word that is not a valid answer, from [`Rx::decode`] (and, for the bus
 /// type, from [`Tx::decode`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Error)]
+#[non_exhaustive]
 pub enum RxError {
     /// The 2-bit bus type is 3, which names no request kind.
     #[error("bus type {0} is not PD (0), MR (1) or QP (2)")]

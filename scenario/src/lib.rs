@@ -67,7 +67,8 @@
 //!   conformance --backend udp` adds them to the suite of crate
 //!   [`rctb_conformance`]).
 //!
-//! `fuzzing` (doc-hidden) holds what the fuzz targets call.
+//! `fuzzing` (doc-hidden, feature `fuzzing`) holds what the fuzz targets
+//! call.
 
 #![warn(missing_docs)]
 
@@ -80,6 +81,7 @@ pub use engine::{
 };
 
 pub mod fault_cases;
+#[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod roce;

@@ -9,7 +9,7 @@ use rctb_conformance::CaseResult;
 use rctb_core::transport::Mtu;
 use rctb_scenario::fault_cases;
 use rctb_scenario::sim_faults::SimPath;
-use rctb_sim::{FabricStats, LiveResources, NodeConfig, NodeId, Sim};
+use rctb_sim::{FabricStats, LiveResources, NodeConfig, Sim};
 
 /// Runs the cases matching `filter` on a fresh fabric from `seed`; returns
 /// the results, the fabric's counters and what the rule acted on.
@@ -17,15 +17,27 @@ fn run(seed: u64, filter: &str) -> (Vec<CaseResult>, FabricStats, u64, String) {
     let replay = format!("seed {seed}; replay: cargo test -p rctb-scenario --test faults_sim (cases {filter:?})");
     let sim = Sim::new(seed);
     let mtu = Mtu::Mtu1024;
-    let a = sim.add_node(NodeConfig { mtu, ..NodeConfig::new("rxe1", "10.10.0.2".parse().unwrap()) }).unwrap();
-    let b = sim.add_node(NodeConfig { mtu, ..NodeConfig::new("rxe0", "10.10.0.1".parse().unwrap()) }).unwrap();
+    let a = sim
+        .add_node({
+            let mut node_config = NodeConfig::new("rxe1", "10.10.0.2".parse().unwrap());
+            node_config.mtu = mtu;
+            node_config
+        })
+        .unwrap();
+    let b = sim
+        .add_node({
+            let mut node_config = NodeConfig::new("rxe0", "10.10.0.1".parse().unwrap());
+            node_config.mtu = mtu;
+            node_config
+        })
+        .unwrap();
     let (mut ta, mut tb) = (sim.transport(a), sim.transport(b));
     let mut path = SimPath::new(&sim, a, b);
     let results = fault_cases::run(&mut ta, &mut tb, &mut path, filter, &mut |r| eprintln!("{}", r.line()));
     let failed: Vec<String> = results.iter().filter(|r| !r.passed()).map(|r| r.line()).collect();
     assert!(failed.is_empty(), "fault cases failed on the simulator:\n{}\n{replay}", failed.join("\n"));
     assert_eq!(sim.live_resources(), LiveResources::default(), "a case leaked; {replay}");
-    assert_eq!((a, b), (NodeId(0), NodeId(1)));
+    assert_eq!((a.index(), b.index()), (0, 1));
     (results, sim.stats(), path.last_acted(), replay)
 }
 

@@ -45,7 +45,7 @@ fn spread(seed: u64, queues: u16, qd: usize, ios: u64) -> Spread {
     let mut cfg = ControllerConfig::new(SocketAddrV4::new(tip, NVME_RDMA_PORT), Nqn::new(NQN).unwrap(), [7; 16]);
     cfg.io_queues = queues;
     cfg.queue_depth = 128; // the CLI's default -Q
-    let mut c = Controller::connect(sim.transport(host), cfg).map_err(|(_, e)| e).expect("connect");
+    let mut c = Controller::connect(sim.transport(host), cfg).map_err(|e| e.into_error()).expect("connect");
     c.set_poll_mode(PollMode::Event);
     let qids: Vec<u16> = c.io_queues().iter().map(|q| q.qid()).collect();
     assert_eq!(qids.len(), queues as usize, "the controller made the queues asked for");

@@ -28,8 +28,18 @@ fn simulated() -> Vec<Connection> {
     let sim = Sim::new(7);
     let mtu = Mtu::Mtu1024;
     let (n1, n0) = (
-        sim.add_node(NodeConfig { mtu, ..NodeConfig::new("rxe1", "10.10.0.2".parse().unwrap()) }).unwrap(),
-        sim.add_node(NodeConfig { mtu, ..NodeConfig::new("rxe0", "10.10.0.1".parse().unwrap()) }).unwrap(),
+        sim.add_node({
+            let mut node_config = NodeConfig::new("rxe1", "10.10.0.2".parse().unwrap());
+            node_config.mtu = mtu;
+            node_config
+        })
+        .unwrap(),
+        sim.add_node({
+            let mut node_config = NodeConfig::new("rxe0", "10.10.0.1".parse().unwrap());
+            node_config.mtu = mtu;
+            node_config
+        })
+        .unwrap(),
     );
     sim.enable_pcap();
     let (mut t1, mut t0) = (sim.transport(n1), sim.transport(n0));

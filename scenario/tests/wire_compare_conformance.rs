@@ -52,8 +52,20 @@ fn rxe() -> Vec<Vec<String>> {
 fn simulated() -> Vec<Vec<String>> {
     let sim = Sim::new(1);
     let mtu = Mtu::Mtu1024;
-    let a = sim.add_node(NodeConfig { mtu, ..NodeConfig::new("rxe1", "10.10.0.2".parse().unwrap()) }).unwrap();
-    let b = sim.add_node(NodeConfig { mtu, ..NodeConfig::new("rxe0", "10.10.0.1".parse().unwrap()) }).unwrap();
+    let a = sim
+        .add_node({
+            let mut node_config = NodeConfig::new("rxe1", "10.10.0.2".parse().unwrap());
+            node_config.mtu = mtu;
+            node_config
+        })
+        .unwrap();
+    let b = sim
+        .add_node({
+            let mut node_config = NodeConfig::new("rxe0", "10.10.0.1".parse().unwrap());
+            node_config.mtu = mtu;
+            node_config
+        })
+        .unwrap();
     sim.enable_pcap();
     let results = conformance::run(&mut sim.transport(a), &mut sim.transport(b), "", &mut |_| {});
     assert!(results.iter().all(|r| r.passed()), "the suite passes on the simulator");

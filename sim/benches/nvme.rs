@@ -36,7 +36,7 @@ fn controller() -> (Sim, Controller<SimTransport>, Namespace) {
     let addr = SocketAddrV4::new("10.0.0.2".parse().unwrap(), NVME_RDMA_PORT);
     let mut cfg = ControllerConfig::new(addr, Nqn::new(NQN).unwrap(), [9; 16]);
     cfg.queue_depth = 64;
-    let mut c = Controller::connect(sim.transport(h), cfg).map_err(|(_, e)| e).unwrap();
+    let mut c = Controller::connect(sim.transport(h), cfg).map_err(|e| e.into_error()).unwrap();
     let ns = c.namespace(2).unwrap();
     (sim, c, ns)
 }

@@ -50,9 +50,10 @@ impl<A: Actor> Actor for Rc<RefCell<A>> {
     }
 }
 
-/// Identifies a registered actor.
+/// Identifies a registered actor. Only [`Sim::add_actor`](crate::Sim::add_actor)
+/// hands ids out.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct ActorId(pub u64);
+pub struct ActorId(pub(crate) u64);
 
 pub(crate) struct ActorSlot {
     pub id: ActorId,

@@ -7,6 +7,7 @@ use rctb_core::transport::Mtu;
 
 /// A simulated host with one RoCEv2 port.
 #[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub struct NodeConfig {
     /// The node's name (unique in the fabric; scenarios and faults use it).
     pub name: String,
@@ -27,6 +28,7 @@ impl NodeConfig {
 
 /// Per-packet fault probabilities of one link direction.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[non_exhaustive]
 pub struct LinkFaults {
     /// Probability a packet is lost.
     pub drop: f64,
@@ -57,6 +59,7 @@ impl LinkFaults {
 /// timeout, but never in two outcomes. Draws come from a random stream of
 /// their own: turning them on changes no packet's fate.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[non_exhaustive]
 pub struct CmFaults {
     /// Probability a CM message is lost.
     pub drop: f64,
@@ -75,6 +78,7 @@ pub struct CmFaultStats {
 
 /// One direction of a link.
 #[derive(Clone, Copy, Debug, PartialEq)]
+#[non_exhaustive]
 pub struct LinkConfig {
     /// One-way propagation latency.
     pub latency: Duration,
@@ -93,6 +97,7 @@ impl Default for LinkConfig {
 /// Each is one of the fault verbs of [`Sim`](crate::Sim) (see the crate's
 /// `faults` docs for what each does); an unknown name makes it a no-op.
 #[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub enum FaultAction {
     /// Cut both directions between two nodes (by name): [`Sim::partition`](crate::Sim::partition).
     Partition {

@@ -179,6 +179,7 @@ impl PacketMatch {
 
 /// What a [`PacketRule`] does to a packet it acts on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum PacketAction {
     /// Lost on the link.
     Drop,
@@ -236,9 +237,10 @@ impl PacketRule {
     }
 }
 
-/// Identifies an installed rule.
+/// Identifies an installed rule. Only the fabric that installs a rule hands
+/// its id out.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct RuleId(pub u64);
+pub struct RuleId(pub(crate) u64);
 
 /// What a rule saw.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

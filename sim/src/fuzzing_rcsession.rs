@@ -57,6 +57,12 @@ pub struct Reached {
     pub cancelled: u32,
 }
 
+/// A session id the manager did not hand out, chosen by `k` (the same `k`
+/// names the same id).
+fn unknown_session(k: u8) -> SessionId {
+    SessionId::parse(&format!("{k:032x}")).expect("32 lowercase hex digits are a session id")
+}
+
 /// Runs one byte-driven call sequence; `Err` says which invariant broke.
 pub fn session_calls(bytes: &[u8]) -> Result<(), String> {
     session_calls_reached(bytes).map(|_| ())
@@ -66,23 +72,20 @@ pub fn session_calls(bytes: &[u8]) -> Result<(), String> {
 pub fn session_calls_reached(bytes: &[u8]) -> Result<Reached, String> {
     let mut reached = Reached::default();
     let mut b = Bytes(bytes.iter());
-    let limits = Limits {
-        max_sessions: u32::from(b.u8() % 6),
-        max_staging_bytes: u64::from(b.u8() % 8) * 4096,
-        max_qps: u32::from(b.u8() % 6),
-        max_user_sessions: u32::from(b.u8() % 5),
-        max_user_staging_bytes: u64::from(b.u8() % 8) * 4096,
-        max_user_qps: u32::from(b.u8() % 4),
-    };
-    let cfg = ServerConfig {
-        limits,
-        t_prep: Duration::from_millis(u64::from(b.u8() % 4) * 50),
-        t_exec: Duration::from_millis(u64::from(b.u8() % 4) * 50),
-        max_ready_slots: u32::from(b.u8() % 3),
-        max_stage_slots: u32::from(b.u8() % 3),
-        rnr_retry: 0,
-        ..ServerConfig::default()
-    };
+    let mut limits = Limits::generous();
+    limits.max_sessions = u32::from(b.u8() % 6);
+    limits.max_staging_bytes = u64::from(b.u8() % 8) * 4096;
+    limits.max_qps = u32::from(b.u8() % 6);
+    limits.max_user_sessions = u32::from(b.u8() % 5);
+    limits.max_user_staging_bytes = u64::from(b.u8() % 8) * 4096;
+    limits.max_user_qps = u32::from(b.u8() % 4);
+    let mut cfg = ServerConfig::default();
+    cfg.limits = limits;
+    cfg.t_prep = Duration::from_millis(u64::from(b.u8() % 4) * 50);
+    cfg.t_exec = Duration::from_millis(u64::from(b.u8() % 4) * 50);
+    cfg.max_ready_slots = u32::from(b.u8() % 3);
+    cfg.max_stage_slots = u32::from(b.u8() % 3);
+    cfg.rnr_retry = 0;
     let sim = Sim::new(u64::from(b.u16()));
     let node =
         sim.add_node(NodeConfig::new("server", "10.0.0.1".parse().expect("address"))).map_err(|e| e.to_string())?;
@@ -94,7 +97,7 @@ pub fn session_calls_reached(bytes: &[u8]) -> Result<Reached, String> {
     let mut leases: Vec<StagingLease> = Vec::new();
     let mut views: Vec<PutView> = Vec::new();
     let pick_with_cookie = |v: &[(SessionId, u32)], k: u8| {
-        v.get(usize::from(k) % v.len().max(1)).copied().unwrap_or((SessionId(u128::from(k)), 1))
+        v.get(usize::from(k) % v.len().max(1)).copied().unwrap_or_else(|| (unknown_session(k), 1))
     };
     let pick = |v: &[(SessionId, u32)], k: u8| pick_with_cookie(v, k).0;
     for _ in 0..96 {

@@ -82,8 +82,10 @@
 mod actor;
 mod config;
 pub mod faults;
+#[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzzing;
+#[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzzing_rcsession;
 mod node;
@@ -117,11 +119,22 @@ use world::{EventKind, World};
 struct ReadmeExample;
 
 /// A node of the fabric.
+///
+/// Only [`Sim::add_node`] hands ids out, so an id names a node that some
+/// fabric added; [`Sim`]'s methods still check that it is one of theirs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct NodeId(pub usize);
+pub struct NodeId(usize);
+
+impl NodeId {
+    /// The node's position in its fabric: 0 for the first node added, then 1, ...
+    pub fn index(self) -> usize {
+        self.0
+    }
+}
 
 /// Errors building a fabric.
 #[derive(Clone, Debug, PartialEq, Eq, Error)]
+#[non_exhaustive]
 pub enum SimError {
     /// Two nodes with one name.
     #[error("node name {0:?} is already used")]

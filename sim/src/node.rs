@@ -71,14 +71,11 @@ impl Node {
 }
 
 fn endpoint(index: usize, cfg: &NodeConfig, mac: [u8; 6], rng: SimRng) -> Endpoint {
-    let ep_cfg = EndpointConfig {
-        name: cfg.name.clone(),
-        ip: cfg.ip,
-        mtu: cfg.mtu,
-        mac,
-        // Simulated virtual addresses look like a user-space heap.
-        va_base: 0x7f00_0000_0000 + ((index as u64) << 36),
-    };
+    let mut ep_cfg = EndpointConfig::new(cfg.name.clone(), cfg.ip);
+    ep_cfg.mtu = cfg.mtu;
+    ep_cfg.mac = mac;
+    // Simulated virtual addresses look like a user-space heap.
+    ep_cfg.va_base = 0x7f00_0000_0000 + ((index as u64) << 36);
     Endpoint::new(ep_cfg, Box::new(rng))
 }
 

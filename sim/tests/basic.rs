@@ -160,9 +160,15 @@ fn loopback_between_two_qps_of_one_node() {
     use rctb_core::time::Duration;
     use rctb_sim::{LinkConfig, LinkFaults, NodeConfig, Sim};
     let sim = Sim::new(5);
-    sim.set_default_link(LinkConfig {
-        latency: Duration::from_micros(5),
-        faults: LinkFaults { drop: 1.0, ..Default::default() },
+    sim.set_default_link({
+        let mut link_config = LinkConfig::default();
+        link_config.latency = Duration::from_micros(5);
+        link_config.faults = {
+            let mut link_faults = LinkFaults::default();
+            link_faults.drop = 1.0;
+            link_faults
+        };
+        link_config
     });
     let node = sim.add_node(NodeConfig::new("solo", "10.0.0.9".parse().unwrap())).unwrap();
     let mut t = sim.transport(node);

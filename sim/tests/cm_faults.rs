@@ -86,7 +86,9 @@ fn run(seed: u64, faults: CmFaults) -> Run {
 
 #[test]
 fn connect_and_disconnect_converge_when_cm_messages_are_lost_or_repeated() {
-    let faults = CmFaults { drop: 0.3, duplicate: 0.2 };
+    let mut faults = CmFaults::default();
+    faults.drop = 0.3;
+    faults.duplicate = 0.2;
     let (mut lost, mut repeated, mut timeouts) = (0, 0, 0);
     for seed in 0..64 {
         let r = run(seed, faults);
@@ -116,7 +118,9 @@ fn connect_and_disconnect_converge_when_cm_messages_are_lost_or_repeated() {
 
 #[test]
 fn a_seed_replays_exactly_and_no_faults_means_no_draws() {
-    let faults = CmFaults { drop: 0.3, duplicate: 0.2 };
+    let mut faults = CmFaults::default();
+    faults.drop = 0.3;
+    faults.duplicate = 0.2;
     for seed in [1, 7, 42] {
         assert_eq!(run(seed, faults), run(seed, faults), "seed {seed}");
     }

@@ -12,8 +12,20 @@ use rctb_sim::{NodeConfig, Sim};
 fn every_conformance_case_passes_on_the_simulator() {
     let sim = Sim::new(1);
     let mtu = Mtu::Mtu1024;
-    let a = sim.add_node(NodeConfig { mtu, ..NodeConfig::new("rxe1", "10.10.0.2".parse().unwrap()) }).unwrap();
-    let b = sim.add_node(NodeConfig { mtu, ..NodeConfig::new("rxe0", "10.10.0.1".parse().unwrap()) }).unwrap();
+    let a = sim
+        .add_node({
+            let mut node_config = NodeConfig::new("rxe1", "10.10.0.2".parse().unwrap());
+            node_config.mtu = mtu;
+            node_config
+        })
+        .unwrap();
+    let b = sim
+        .add_node({
+            let mut node_config = NodeConfig::new("rxe0", "10.10.0.1".parse().unwrap());
+            node_config.mtu = mtu;
+            node_config
+        })
+        .unwrap();
     let (mut ta, mut tb) = (sim.transport(a), sim.transport(b));
     let results = conformance::run(&mut ta, &mut tb, "", &mut |_| {});
     let failed: Vec<String> = results.iter().filter(|r| !r.passed()).map(|r| r.line()).collect();

@@ -9,17 +9,21 @@ use rctb_core::transport::*;
 use rctb_sim::{LinkConfig, LinkFaults};
 
 fn trace(seed: u64) -> (Vec<u8>, rctb_sim::FabricStats, Vec<Completion>) {
-    let faults = LinkFaults {
-        drop: 0.05,
-        duplicate: 0.05,
-        reorder: 0.1,
-        reorder_window: Duration::from_micros(10),
-        corrupt: 0.02,
-        jitter: Duration::from_nanos(500),
-    };
+    let mut faults = LinkFaults::default();
+    faults.drop = 0.05;
+    faults.duplicate = 0.05;
+    faults.reorder = 0.1;
+    faults.reorder_window = Duration::from_micros(10);
+    faults.corrupt = 0.02;
+    faults.jitter = Duration::from_nanos(500);
     let mut p = Pair::new(PairConfig {
         seed,
-        link: LinkConfig { latency: Duration::from_micros(2), faults },
+        link: {
+            let mut link_config = LinkConfig::default();
+            link_config.latency = Duration::from_micros(2);
+            link_config.faults = faults;
+            link_config
+        },
         ..Default::default()
     });
     p.sim.enable_pcap();

@@ -15,8 +15,16 @@ use rctb_sim::{
     FaultAction, NodeId, PacketAction, PacketMatch, PacketRule, RuleStats, ScheduledFault, SimError, SimTransport,
 };
 
-const A: NodeId = NodeId(0);
-const B: NodeId = NodeId(1);
+/// A node id that `Sim`s of two nodes never handed out: the eighth node of
+/// another fabric (ids cannot be forged, so a foreign one stands in).
+fn foreign_node() -> NodeId {
+    let other = rctb_sim::Sim::new(0);
+    let mut last = None;
+    for i in 0..8u8 {
+        last = Some(other.add_node(rctb_sim::NodeConfig::new(format!("n{i}"), [10, 9, 0, i + 1].into())).unwrap());
+    }
+    last.unwrap()
+}
 
 fn replay(p: &Pair, test: &str) -> String {
     format!("seed {}; replay: cargo test -p rctb-sim --test faults {test}", p.cfg.seed)
@@ -42,8 +50,8 @@ fn hold_keeps_every_packet_and_release_delivers_them_in_order() {
     for i in 0..3 {
         post_recv(&mut p.b, i, i * 100, 100);
     }
-    p.sim.hold(A, B).unwrap();
-    assert!(p.sim.held(A, B).unwrap() && p.sim.held(B, A).unwrap(), "{r}");
+    p.sim.hold(p.a.node, p.b.node).unwrap();
+    assert!(p.sim.held(p.a.node, p.b.node).unwrap() && p.sim.held(p.b.node, p.a.node).unwrap(), "{r}");
     let mut sent = Vec::new();
     for i in 0..3u64 {
         sent.push(fill(&mut p.a, i * 100, 100, i as u8));
@@ -54,8 +62,8 @@ fn hold_keeps_every_packet_and_release_delivers_them_in_order() {
     let before = p.sim.stats();
     assert_eq!((before.held, before.delivered), (3, 0), "{before:?}; {r}");
     assert!(drain(&mut p.b).is_empty() && drain(&mut p.a).is_empty(), "{r}");
-    p.sim.release(A, B).unwrap();
-    assert!(!p.sim.held(A, B).unwrap(), "{r}");
+    p.sim.release(p.a.node, p.b.node).unwrap();
+    assert!(!p.sim.held(p.a.node, p.b.node).unwrap(), "{r}");
     let rc = completions(&mut p.b, 3, secs(1));
     assert_eq!(statuses(&rc), vec![(0, WcStatus::Success), (1, WcStatus::Success), (2, WcStatus::Success)], "{r}");
     for (i, data) in sent.iter().enumerate() {
@@ -83,11 +91,11 @@ fn a_hold_catches_packets_already_on_the_wire() {
     // Transmitted at 0, it reaches b after the 1 us link latency.
     p.sim.run_until(at(500));
     assert_eq!(p.sim.stats().frames_sent, 1, "{r}");
-    p.sim.hold(A, B).unwrap();
+    p.sim.hold(p.a.node, p.b.node).unwrap();
     p.sim.run_until(at(5_000_000));
     let st = p.sim.stats();
     assert_eq!((st.held, st.delivered), (1, 0), "{st:?}; {r}");
-    p.sim.release(A, B).unwrap();
+    p.sim.release(p.a.node, p.b.node).unwrap();
     assert_eq!(statuses(&completions(&mut p.a, 1, secs(1))), vec![(1, WcStatus::Success)], "{r}");
     assert_eq!(read(&p.b, 0, 64), data, "{r}");
 }
@@ -100,14 +108,14 @@ fn a_hold_past_the_ack_timeout_loses_nothing_and_the_duplicates_settle() {
     let mut p = Pair::new(cfg);
     let r = replay(&p, t);
     post_recv(&mut p.b, 7, 0, 64);
-    p.sim.hold(A, B).unwrap();
+    p.sim.hold(p.a.node, p.b.node).unwrap();
     let data = fill(&mut p.a, 0, 64, 9);
     post(&mut p.a, 1, SendOp::Send, 0, 64).unwrap();
     // Two timeouts pass: the requester sends the SEND twice more, kept too.
     p.sim.run_until(at(10_000_000));
     let st = p.sim.stats();
     assert_eq!((st.held, st.timeouts, st.retransmitted), (3, 2, 2), "{st:?}; {r}");
-    p.sim.release(A, B).unwrap();
+    p.sim.release(p.a.node, p.b.node).unwrap();
     let rc = completions(&mut p.b, 1, secs(1));
     assert_eq!(statuses(&rc), vec![(7, WcStatus::Success)], "{r}");
     assert_eq!(read(&p.b, 0, 64), data, "{r}");
@@ -141,15 +149,15 @@ fn partition_loses_what_is_sent_and_repair_lets_the_retry_through() {
     cfg.rts.timeout = 10; // 4.19 ms
     let mut p = Pair::new(cfg);
     let r = replay(&p, t);
-    p.sim.partition(A, B).unwrap();
-    assert!(p.sim.partitioned(B, A).unwrap(), "{r}");
+    p.sim.partition(p.a.node, p.b.node).unwrap();
+    assert!(p.sim.partitioned(p.b.node, p.a.node).unwrap(), "{r}");
     let data = write(&mut p, 1, 3000);
     p.sim.run_until(at(6_000_000));
     let st = p.sim.stats();
     // Three packets, then all three again after one timeout: all lost.
     assert_eq!((st.dropped_partition, st.delivered, st.timeouts, st.retransmitted), (6, 0, 1, 3), "{st:?}; {r}");
-    p.sim.repair(A, B).unwrap();
-    assert!(!p.sim.partitioned(A, B).unwrap(), "{r}");
+    p.sim.repair(p.a.node, p.b.node).unwrap();
+    assert!(!p.sim.partitioned(p.a.node, p.b.node).unwrap(), "{r}");
     assert_eq!(statuses(&completions(&mut p.a, 1, secs(1))), vec![(1, WcStatus::Success)], "{r}");
     assert_eq!(read(&p.b, 0, 3000), data, "{r}");
     assert_eq!(p.sim.stats().timeouts, 2, "{r}");
@@ -165,11 +173,11 @@ fn a_crashed_responder_is_silence_its_peer_exhausts_retry_cnt() {
     cfg.rts.timeout = 10;
     let mut p = Pair::new(cfg);
     let r = replay(&p, t);
-    assert!(p.sim.is_up(B).unwrap(), "{r}");
-    p.sim.crash(B).unwrap();
-    assert!(!p.sim.is_up(B).unwrap(), "{r}");
+    assert!(p.sim.is_up(p.b.node).unwrap(), "{r}");
+    p.sim.crash(p.b.node).unwrap();
+    assert!(!p.sim.is_up(p.b.node).unwrap(), "{r}");
     // Its endpoint is gone: no objects, the port down, the old handles unknown.
-    assert_eq!(p.sim.node_objects(B), 0, "{r}");
+    assert_eq!(p.sim.node_objects(p.b.node), 0, "{r}");
     assert_eq!(p.b.t.port(1).unwrap().state, PortState::Down, "{r}");
     assert!(matches!(p.b.t.poll_cq(p.b.cq, 1, &mut Vec::new()), Err(TransportError::InvalidHandle { .. })), "{r}");
     for i in 0..2 {
@@ -193,7 +201,7 @@ fn what_a_node_sent_before_it_crashed_still_arrives() {
     post(&mut p.b, 1, SendOp::Send, 0, 64).unwrap();
     p.sim.run_until(at(500));
     assert_eq!(p.sim.stats().frames_sent, 1, "{r}");
-    p.sim.crash(B).unwrap();
+    p.sim.crash(p.b.node).unwrap();
     assert_eq!(statuses(&completions(&mut p.a, 1, secs(1))), vec![(3, WcStatus::Success)], "{r}");
     assert_eq!(read(&p.a, 0, 64), data, "{r}");
     // Its ACK finds the port down.
@@ -239,10 +247,10 @@ fn after_a_bounce_the_old_qp_is_gone_and_new_ones_work() {
     let mut p = Pair::new(cfg);
     let r = replay(&p, t);
     let old_qpn = p.b.qp.qpn;
-    p.sim.bounce(B).unwrap();
-    assert!(p.sim.is_up(B).unwrap(), "{r}");
+    p.sim.bounce(p.b.node).unwrap();
+    assert!(p.sim.is_up(p.b.node).unwrap(), "{r}");
     assert_eq!(p.b.t.port(1).unwrap().state, PortState::Active, "{r}");
-    assert_eq!(p.sim.node_objects(B), 0, "{r}");
+    assert_eq!(p.sim.node_objects(p.b.node), 0, "{r}");
     // The peer's QP still points at the old QPN: its WRITE is dropped
     // unanswered, as rxe drops a packet for an unknown QPN.
     write(&mut p, 1, 64);
@@ -278,7 +286,7 @@ fn a_crashed_node_sends_nothing_until_it_boots() {
     let t = "a_crashed_node_sends_nothing_until_it_boots";
     let mut p = Pair::default_pair();
     let r = replay(&p, t);
-    p.sim.crash(B).unwrap();
+    p.sim.crash(p.b.node).unwrap();
     // An application still calling verbs on it gets nowhere: the QP it
     // makes never reaches the wire, and the boot discards it.
     let (_, qp, _) = fresh(&mut p.b.t);
@@ -287,10 +295,10 @@ fn a_crashed_node_sends_nothing_until_it_boots() {
     p.b.t.post_send(qp.id, &SendWr::new(1, SendOp::Send, &sge)).unwrap();
     p.sim.run_until(at(100_000_000));
     assert_eq!(p.sim.stats().frames_sent, 0, "{r}");
-    p.sim.crash(B).unwrap(); // again: nothing changes
-    assert!(!p.sim.is_up(B).unwrap(), "{r}");
-    p.sim.bounce(B).unwrap();
-    assert_eq!(p.sim.node_objects(B), 0, "{r}");
+    p.sim.crash(p.b.node).unwrap(); // again: nothing changes
+    assert!(!p.sim.is_up(p.b.node).unwrap(), "{r}");
+    p.sim.bounce(p.b.node).unwrap();
+    assert_eq!(p.sim.node_objects(p.b.node), 0, "{r}");
     p.sim.run_until(at(200_000_000));
     assert_eq!(p.sim.stats().frames_sent, 0, "{r}");
 }
@@ -298,11 +306,12 @@ fn a_crashed_node_sends_nothing_until_it_boots() {
 #[test]
 fn verbs_name_an_unknown_node_and_rules_their_bad_field() {
     let p = Pair::default_pair();
-    let x = NodeId(7);
-    assert_eq!(p.sim.hold(A, x), Err(SimError::NoSuchNode(x)));
-    assert_eq!(p.sim.release(x, B), Err(SimError::NoSuchNode(x)));
-    assert_eq!(p.sim.partition(A, x), Err(SimError::NoSuchNode(x)));
-    assert_eq!(p.sim.repair(A, x), Err(SimError::NoSuchNode(x)));
+    let x = foreign_node();
+    assert_eq!(x.index(), 7);
+    assert_eq!(p.sim.hold(p.a.node, x), Err(SimError::NoSuchNode(x)));
+    assert_eq!(p.sim.release(x, p.b.node), Err(SimError::NoSuchNode(x)));
+    assert_eq!(p.sim.partition(p.a.node, x), Err(SimError::NoSuchNode(x)));
+    assert_eq!(p.sim.repair(p.a.node, x), Err(SimError::NoSuchNode(x)));
     assert_eq!(p.sim.crash(x), Err(SimError::NoSuchNode(x)));
     assert_eq!(p.sim.bounce(x), Err(SimError::NoSuchNode(x)));
     assert_eq!(p.sim.is_up(x), Err(SimError::NoSuchNode(x)));
@@ -331,7 +340,7 @@ fn a_drop_rule_on_one_psn_makes_a_nak_and_go_back_n() {
     let t = "a_drop_rule_on_one_psn_makes_a_nak_and_go_back_n";
     let mut p = Pair::default_pair();
     let r = replay(&p, t);
-    let m = PacketMatch::any().from(A).to(B).dest_qp(p.b.qp.qpn).psn(a_psn(&p, 1));
+    let m = PacketMatch::any().from(p.a.node).to(p.b.node).dest_qp(p.b.qp.qpn).psn(a_psn(&p, 1));
     let rule = p.sim.add_rule(PacketRule::new(m, PacketAction::Drop).once()).unwrap();
     let data = write(&mut p, 1, 3 * 1024 + 5);
     assert_eq!(statuses(&completions(&mut p.a, 1, secs(1))), vec![(1, WcStatus::Success)], "{r}");
@@ -370,7 +379,7 @@ fn a_delay_rule_holds_one_packet_back_and_costs_no_retransmission() {
     let t = "a_delay_rule_holds_one_packet_back_and_costs_no_retransmission";
     let mut p = Pair::default_pair();
     let r = replay(&p, t);
-    let m = PacketMatch::any().from(A).opcode(Opcode::WRITE_ONLY);
+    let m = PacketMatch::any().from(p.a.node).opcode(Opcode::WRITE_ONLY);
     p.sim.add_rule(PacketRule::new(m, PacketAction::Delay(Duration::from_millis(5)))).unwrap();
     let data = write(&mut p, 1, 64);
     assert_eq!(statuses(&completions(&mut p.a, 1, secs(1))), vec![(1, WcStatus::Success)], "{r}");
@@ -406,7 +415,8 @@ fn a_duplicate_rule_delivers_twice_and_completes_once() {
     let r = replay(&p, t);
     post_recv(&mut p.b, 1, 0, 8192);
     post_recv(&mut p.b, 2, 8192, 8192);
-    let rule = p.sim.add_rule(PacketRule::new(PacketMatch::any().from(A).requests(), PacketAction::Duplicate)).unwrap();
+    let rule =
+        p.sim.add_rule(PacketRule::new(PacketMatch::any().from(p.a.node).requests(), PacketAction::Duplicate)).unwrap();
     let data = fill(&mut p.a, 0, 3 * 1024 + 5, 3);
     post(&mut p.a, 1, SendOp::Send, 0, 3 * 1024 + 5).unwrap();
     assert_eq!(statuses(&completions(&mut p.a, 1, secs(1))), vec![(1, WcStatus::Success)], "{r}");
@@ -432,7 +442,7 @@ fn a_corrupt_packet_fails_its_icrc_and_the_receiver_drops_it() {
     let mut p = Pair::new(cfg);
     let r = replay(&p, t);
     p.sim.enable_pcap();
-    let m = PacketMatch::any().from(A).when(|pkt| pkt.bth.opcode == Opcode::WRITE_ONLY);
+    let m = PacketMatch::any().from(p.a.node).when(|pkt| pkt.bth.opcode == Opcode::WRITE_ONLY);
     p.sim.add_rule(PacketRule::new(m, PacketAction::Corrupt).once()).unwrap();
     let data = write(&mut p, 1, 64);
     assert_eq!(statuses(&completions(&mut p.a, 1, secs(1))), vec![(1, WcStatus::Success)], "{r}");
@@ -473,7 +483,7 @@ fn skip_limit_and_the_first_rule_that_acts() {
 /// Drops a third of `a`'s request packets at random; returns the stats.
 fn chancy(seed: u64) -> rctb_sim::FabricStats {
     let mut p = Pair::new(PairConfig { seed, ..PairConfig::default() });
-    let m = PacketMatch::any().from(A).requests();
+    let m = PacketMatch::any().from(p.a.node).requests();
     p.sim.add_rule(PacketRule::new(m, PacketAction::Drop).chance(0.3)).unwrap();
     let data = write(&mut p, 1, 64 * 1024);
     let sc = completions(&mut p.a, 1, secs(10));
@@ -496,7 +506,7 @@ fn a_removed_rule_acts_no_more() {
     let t = "a_removed_rule_acts_no_more";
     let mut p = Pair::default_pair();
     let r = replay(&p, t);
-    let rule = p.sim.add_rule(PacketRule::new(PacketMatch::any().from(A), PacketAction::Drop)).unwrap();
+    let rule = p.sim.add_rule(PacketRule::new(PacketMatch::any().from(p.a.node), PacketAction::Drop)).unwrap();
     p.sim.remove_rule(rule).unwrap();
     write(&mut p, 1, 64);
     assert_eq!(statuses(&completions(&mut p.a, 1, secs(1))), vec![(1, WcStatus::Success)], "{r}");
@@ -586,15 +596,15 @@ fn a_crashed_nodes_actors_do_not_run_until_it_boots() {
     let mut p = Pair::default_pair();
     let r = replay(&p, t);
     let (on_a, on_b) = (std::rc::Rc::new(std::cell::Cell::new(0)), std::rc::Rc::new(std::cell::Cell::new(0)));
-    p.sim.add_actor(A, Box::new(Counter(on_a.clone())));
-    p.sim.add_actor(B, Box::new(Counter(on_b.clone())));
-    p.sim.crash(B).unwrap();
+    p.sim.add_actor(p.a.node, Box::new(Counter(on_a.clone())));
+    p.sim.add_actor(p.b.node, Box::new(Counter(on_b.clone())));
+    p.sim.crash(p.b.node).unwrap();
     let (a0, b0) = (on_a.get(), on_b.get());
     write(&mut p, 1, 64);
     p.sim.run_until(at(1_000_000));
     assert!(on_a.get() > a0, "{r}");
     assert_eq!(on_b.get(), b0, "{r}");
-    p.sim.bounce(B).unwrap();
+    p.sim.bounce(p.b.node).unwrap();
     p.sim.run_until(at(200_000_000));
     assert!(on_b.get() > b0, "{r}");
 }

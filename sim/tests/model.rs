@@ -30,13 +30,14 @@ fn case() -> impl Strategy<Value = Case> {
         .prop_map(|(seed, mtu, (drop, duplicate, reorder, corrupt), partition_at_us, ops)| Case {
             seed,
             mtu,
-            faults: LinkFaults {
-                drop,
-                duplicate,
-                reorder,
-                reorder_window: Duration::from_micros(20),
-                corrupt,
-                ..LinkFaults::default()
+            faults: {
+                let mut link_faults = LinkFaults::default();
+                link_faults.drop = drop;
+                link_faults.duplicate = duplicate;
+                link_faults.reorder = reorder;
+                link_faults.reorder_window = Duration::from_micros(20);
+                link_faults.corrupt = corrupt;
+                link_faults
             },
             partition_at_us,
             ops,
@@ -64,13 +65,11 @@ proptest! {
 #[test]
 fn moderate_faults_always_converge() {
     for seed in 0..40u64 {
-        let faults = LinkFaults {
-            drop: 0.05,
-            duplicate: 0.05,
-            reorder: 0.05,
-            reorder_window: Duration::from_micros(20),
-            ..LinkFaults::default()
-        };
+        let mut faults = LinkFaults::default();
+        faults.drop = 0.05;
+        faults.duplicate = 0.05;
+        faults.reorder = 0.05;
+        faults.reorder_window = Duration::from_micros(20);
         let ops = (0..8).map(|i| (Kind::ALL[i % Kind::ALL.len()], (i as u32 + 1) * 3001)).collect();
         let c = Case { seed, mtu: Mtu::ALL[(seed % 5) as usize], faults, partition_at_us: None, ops };
         if let Err(e) = run(&c) {

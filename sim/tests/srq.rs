@@ -13,8 +13,20 @@ use rctb_sim::{NodeConfig, Sim, SimTransport};
 fn sim_pair() -> (Sim, SimTransport, SimTransport) {
     let sim = Sim::new(1);
     let mtu = Mtu::Mtu1024;
-    let a = sim.add_node(NodeConfig { mtu, ..NodeConfig::new("a", "10.0.0.1".parse().unwrap()) }).unwrap();
-    let b = sim.add_node(NodeConfig { mtu, ..NodeConfig::new("b", "10.0.0.2".parse().unwrap()) }).unwrap();
+    let a = sim
+        .add_node({
+            let mut node_config = NodeConfig::new("a", "10.0.0.1".parse().unwrap());
+            node_config.mtu = mtu;
+            node_config
+        })
+        .unwrap();
+    let b = sim
+        .add_node({
+            let mut node_config = NodeConfig::new("b", "10.0.0.2".parse().unwrap());
+            node_config.mtu = mtu;
+            node_config
+        })
+        .unwrap();
     let (ta, tb) = (sim.transport(a), sim.transport(b));
     (sim, ta, tb)
 }

@@ -6,8 +6,12 @@ fn main() {
     let sim = rctb_sim::Sim::new(1);
     let mtu = rctb_core::transport::Mtu::Mtu1024;
     let node = |name: &str, ip: &str| {
-        sim.add_node(rctb_sim::NodeConfig { mtu, ..rctb_sim::NodeConfig::new(name, ip.parse().expect("ip")) })
-            .expect("node")
+        sim.add_node({
+            let mut node_config = rctb_sim::NodeConfig::new(name, ip.parse().expect("ip"));
+            node_config.mtu = mtu;
+            node_config
+        })
+        .expect("node")
     };
     let (a, b) = (node("rxe1", "10.10.0.2"), node("rxe0", "10.10.0.1"));
     sim.enable_pcap();

@@ -25,6 +25,7 @@ pub const MAX_REJ_PRIVATE_DATA: usize = 148;
 
 /// Parameters of an active connect.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ConnectParams {
     /// The passive side's IPv4 address and CM port (NVMe-oF: 4420).
     pub remote: SocketAddrV4,
@@ -64,6 +65,7 @@ impl ConnectParams {
 
 /// Parameters of a passive accept.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct AcceptParams {
     /// How to create the accepted connection's QP; `cm_accept` brings it to RTS.
     pub qp: QpInit,
@@ -91,6 +93,7 @@ impl AcceptParams {
 
 /// Why a connection attempt failed without a REJ from the peer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum UnreachableReason {
     /// Nothing answered the address (no route, partition, node down).
     NoRoute,
@@ -104,6 +107,7 @@ pub enum UnreachableReason {
 
 /// An RDMA CM event.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum CmEvent {
     /// A peer asks to connect to one of our listeners.
     ConnectRequest {

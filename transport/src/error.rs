@@ -131,6 +131,7 @@ impl fmt::Display for Verb {
 
 /// A local error of a transport call. Every variant names the verb.
 #[derive(Clone, Debug, PartialEq, Eq, Error)]
+#[non_exhaustive]
 pub enum TransportError {
     /// No RDMA device is present, or none has the configured name.
     #[error("{verb}: no RDMA device{}", hint.map(|h| format!(" ({h})")).unwrap_or_default())]

@@ -30,6 +30,9 @@ impl Default for QpCaps {
 }
 
 /// Everything needed to create an RC queue pair.
+// Not non_exhaustive, as InitAttr, RtrAttr and RtsAttr below: these mirror
+// the verbs attribute structs for RC, every field a choice the caller must
+// make; a field verbs adds should break callers, not default silently.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct QpInit {
     /// The protection domain whose regions this QP's WRs may name.
@@ -74,6 +77,7 @@ impl SrqInit {
 /// An asynchronous event (`struct ibv_async_event`): something that
 /// happened to a resource outside any work request's completion.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum AsyncEvent {
     /// `IBV_EVENT_CQ_ERR`: a completion was lost because the CQ was full.
     /// A receive-side completion that does not fit also moves its QP to

@@ -13,6 +13,9 @@ use super::error::InvalidValue;
 use super::work::RemoteAddr;
 use crate::time::Duration;
 
+// The handle's number is public on purpose, unlike the simulator's node
+// ids: every backend (the engine, rctb-hw, the C library) mints handles in
+// its own crate, so a constructor would be just as open.
 macro_rules! handle {
     ($(#[$doc:meta])* $name:ident) => {
         $(#[$doc])*

@@ -55,6 +55,7 @@ pub enum Fate {
 pub type PathHook = Box<dyn FnMut(Dir, &Packet) -> Fate + Send>;
 
 /// One UDP endpoint.
+#[non_exhaustive]
 pub struct UdpConfig {
     /// Names the endpoint (its device is `udp-NAME`).
     pub name: String,

@@ -7,6 +7,7 @@ use thiserror::Error;
 
 /// Why an endpoint could not be set up; each names the field or the call.
 #[derive(Debug, Error)]
+#[non_exhaustive]
 pub enum UdpError {
     /// A configuration value broke its rule.
     #[error("udp endpoint: {field}: {rule}")]

@@ -31,6 +31,7 @@ pub const REORDER_HOLD: Duration = Duration::from_micros(100);
 
 /// What fraction of packets meets each fault, and the seed that picks them.
 #[derive(Clone, Copy, Debug, PartialEq)]
+#[non_exhaustive]
 pub struct FaultSpec {
     /// Picks which packets; the same seed picks the same packets.
     pub seed: u64,

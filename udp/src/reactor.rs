@@ -184,13 +184,10 @@ impl Driver {
         // As the simulator numbers its nodes: the same seed and name give
         // the same keys, MAC and addresses.
         let mac = [0x02, 0x00, 0x00, 0x00, (index >> 8) as u8, index as u8];
-        let engine_cfg = EndpointConfig {
-            name: cfg.name.clone(),
-            ip: cfg.ip,
-            mtu: cfg.mtu,
-            mac,
-            va_base: 0x7f00_0000_0000 + ((index as u64) << 36),
-        };
+        let mut engine_cfg = EndpointConfig::new(cfg.name.clone(), cfg.ip);
+        engine_cfg.mtu = cfg.mtu;
+        engine_cfg.mac = mac;
+        engine_cfg.va_base = 0x7f00_0000_0000 + ((index as u64) << 36);
         let rng = ChildRng::child(self.seed, &format!("node/{}", cfg.name));
         let raw_rx = sockets.raw.is_some();
         self.endpoints.push(Endpoint {

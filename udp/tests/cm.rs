@@ -16,7 +16,11 @@ const PORT: u16 = 4420;
 fn pair(base: u8) -> (UdpTransport, UdpTransport, Ipv4Addr) {
     let reactor = UdpReactor::new(Some(u64::from(base)));
     let (ia, ib) = (Ipv4Addr::new(127, 92, base, 1), Ipv4Addr::new(127, 92, base, 2));
-    let cfg = |name: &str, ip| UdpConfig { mtu: Mtu::Mtu1024, ..UdpConfig::new(name, ip) };
+    let cfg = |name: &str, ip| {
+        let mut udp_config = UdpConfig::new(name, ip);
+        udp_config.mtu = Mtu::Mtu1024;
+        udp_config
+    };
     let a = reactor.endpoint(cfg("a", ia)).unwrap_or_else(|e| panic!("bind {ia}: {e}"));
     let b = reactor.endpoint(cfg("b", ib)).unwrap_or_else(|e| panic!("bind {ib}: {e}"));
     (a, b, ib)

@@ -26,7 +26,11 @@ fn one_at_a_time() -> MutexGuard<'static, ()> {
 fn every_conformance_case_passes_on_udp_loopback() {
     let _serial = one_at_a_time();
     let reactor = UdpReactor::new(Some(1));
-    let cfg = |name: &str, ip: &str| UdpConfig { mtu: Mtu::Mtu1024, ..UdpConfig::new(name, ip.parse().unwrap()) };
+    let cfg = |name: &str, ip: &str| {
+        let mut udp_config = UdpConfig::new(name, ip.parse().unwrap());
+        udp_config.mtu = Mtu::Mtu1024;
+        udp_config
+    };
     let mut a = reactor.endpoint(cfg("udp1", "127.91.0.2")).expect("bind 127.91.0.2:4791");
     let mut b = reactor.endpoint(cfg("udp0", "127.91.0.1")).expect("bind 127.91.0.1:4791");
     let mut lines = Vec::new();
@@ -50,12 +54,13 @@ fn every_conformance_case_passes_on_udp_loopback() {
 fn data_cases_pass_without_raw_sockets_on_another_port() {
     let _serial = one_at_a_time();
     let reactor = UdpReactor::new(Some(2));
-    let cfg = |name: &str, ip: &str| UdpConfig {
-        mtu: Mtu::Mtu1024,
-        port: 14791,
-        peer_port: 14791,
-        raw_rx: RawRx::Off,
-        ..UdpConfig::new(name, ip.parse().unwrap())
+    let cfg = |name: &str, ip: &str| {
+        let mut udp_config = UdpConfig::new(name, ip.parse().unwrap());
+        udp_config.mtu = Mtu::Mtu1024;
+        udp_config.port = 14791;
+        udp_config.peer_port = 14791;
+        udp_config.raw_rx = RawRx::Off;
+        udp_config
     };
     let mut a = reactor.endpoint(cfg("udp1", "127.91.1.2")).expect("bind 127.91.1.2:14791");
     let mut b = reactor.endpoint(cfg("udp0", "127.91.1.1")).expect("bind 127.91.1.1:14791");
@@ -77,7 +82,12 @@ fn transfers_complete_intact_under_loss() {
     let _serial = one_at_a_time();
     let reactor = UdpReactor::new(Some(3));
     let cfg = |name: &str, ip: &str, seed| {
-        UdpConfig { mtu: Mtu::Mtu1024, ..UdpConfig::new(name, ip.parse().unwrap()) }.with_loss(0.03, 0.03, seed)
+        {
+            let mut udp_config = UdpConfig::new(name, ip.parse().unwrap());
+            udp_config.mtu = Mtu::Mtu1024;
+            udp_config
+        }
+        .with_loss(0.03, 0.03, seed)
     };
     let mut a = reactor.endpoint(cfg("udp1", "127.91.2.2", 11)).expect("bind 127.91.2.2:4791");
     let mut b = reactor.endpoint(cfg("udp0", "127.91.2.1", 12)).expect("bind 127.91.2.1:4791");
@@ -103,7 +113,11 @@ fn transfers_complete_intact_under_loss() {
 fn data_cases_pass_between_two_reactors() {
     let _serial = one_at_a_time();
     use rctb_udp::mixed::{Driven, Either};
-    let cfg = |name: &str, ip: &str| UdpConfig { mtu: Mtu::Mtu1024, ..UdpConfig::new(name, ip.parse().unwrap()) };
+    let cfg = |name: &str, ip: &str| {
+        let mut udp_config = UdpConfig::new(name, ip.parse().unwrap());
+        udp_config.mtu = Mtu::Mtu1024;
+        udp_config
+    };
     let (r1, r2) = (UdpReactor::new(Some(4)), UdpReactor::new(Some(5)));
     let a = r1.endpoint(cfg("udp1", "127.91.3.2")).expect("bind 127.91.3.2:4791");
     let b = r2.endpoint(cfg("udp0", "127.91.3.1")).expect("bind 127.91.3.1:4791");

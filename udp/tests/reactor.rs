@@ -17,7 +17,9 @@ struct End {
 }
 
 fn end(reactor: &UdpReactor, name: &str, ip: Ipv4Addr) -> End {
-    let cfg = UdpConfig { mtu: Mtu::Mtu1024, seed: Some(3), ..UdpConfig::new(name, ip) };
+    let mut cfg = UdpConfig::new(name, ip);
+    cfg.mtu = Mtu::Mtu1024;
+    cfg.seed = Some(3);
     let mut t = reactor.endpoint(cfg).unwrap_or_else(|e| panic!("bind {ip}:4791: {e}"));
     let pd = t.alloc_pd().unwrap();
     let cq = t.create_cq(16).unwrap();
@@ -122,7 +124,9 @@ fn one_reactor_refuses_a_second_endpoint_with_the_same_name_or_address() {
     let _a = reactor.endpoint(UdpConfig::new("a", Ipv4Addr::new(127, 91, 41, 1))).unwrap();
     let same_name = reactor.endpoint(UdpConfig::new("a", Ipv4Addr::new(127, 91, 41, 2)));
     assert!(matches!(same_name, Err(UdpError::InUse { field: "name", .. })), "{same_name:?}");
-    let other_port = UdpConfig { port: 4792, peer_port: 4792, ..UdpConfig::new("b", Ipv4Addr::new(127, 91, 41, 1)) };
+    let mut other_port = UdpConfig::new("b", Ipv4Addr::new(127, 91, 41, 1));
+    other_port.port = 4792;
+    other_port.peer_port = 4792;
     let same_ip = reactor.endpoint(other_port);
     assert!(matches!(same_ip, Err(UdpError::InUse { field: "address", .. })), "{same_ip:?}");
     // What was refused bound nothing: the address is free again for a new one.

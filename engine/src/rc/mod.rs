@@ -79,6 +79,7 @@ pub struct RoutedCompletion {
 
 /// A local misuse reported at post time.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum PostError {
     /// The QP's state does not take this work request.
     State(QpState),

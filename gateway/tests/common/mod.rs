@@ -124,7 +124,11 @@ impl Default for RigOptions {
         RigOptions {
             server: ServerConfig::default(),
             clients: 1,
-            client: ClientConfig { capacity: 1 << 20, ..ClientConfig::default() },
+            client: {
+                let mut client_config = ClientConfig::default();
+                client_config.capacity = 1 << 20;
+                client_config
+            },
             seed: 11,
             gateway: GatewayOptions::default(),
         }

@@ -9,6 +9,8 @@ use thiserror::Error;
 use rctb_core::transport::TransportError;
 
 /// One namespace of a subsystem.
+// Not non_exhaustive: every field is the caller's choice (there is no
+// default namespace), so callers build it whole. Growth goes in TargetConfig.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NamespaceConfig {
     /// Its namespace id (1-based, unique in the subsystem).
@@ -20,6 +22,7 @@ pub struct NamespaceConfig {
 }
 
 /// One NVM subsystem.
+// Not non_exhaustive: an NQN and its namespaces, both the caller's choice.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SubsystemConfig {
     /// Its NQN (what a host's Connect names).
@@ -30,6 +33,7 @@ pub struct SubsystemConfig {
 
 /// The target's configuration.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct TargetConfig {
     /// The RDMA CM port it listens on (4420).
     pub port: u16,
@@ -229,6 +233,7 @@ pub struct TargetStats {
 
 /// Local failures of the model (transport misuse, not host errors).
 #[derive(Clone, Debug, PartialEq, Eq, Error)]
+#[non_exhaustive]
 pub enum TargetError {
     /// A configuration value broke its rule (named).
     #[error("target config: {0}")]

@@ -26,6 +26,8 @@ impl NvmeTarget {
                 let _ = t.cm_destroy(conn);
                 Ok(())
             }
+            // An event a later transport adds: nothing of the target's changes.
+            _ => Ok(()),
         }
     }
 

@@ -52,6 +52,7 @@ pub trait Fabric {
 
 /// What a workload runs.
 #[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub struct WorkloadConfig {
     /// Session clients.
     pub clients: usize,
@@ -90,13 +91,14 @@ impl Default for WorkloadConfig {
             slow: 0.1,
             crash: 0.03,
             slow_delay: Duration::from_millis(3),
-            server: ServerConfig {
-                t_prep: Duration::from_millis(20),
-                t_exec: Duration::from_millis(20),
-                rnr_retry: 3,
-                timeout: 12,
-                retry_cnt: 4,
-                ..ServerConfig::default()
+            server: {
+                let mut server_config = ServerConfig::default();
+                server_config.t_prep = Duration::from_millis(20);
+                server_config.t_exec = Duration::from_millis(20);
+                server_config.rnr_retry = 3;
+                server_config.timeout = 12;
+                server_config.retry_cnt = 4;
+                server_config
             },
         }
     }
@@ -207,8 +209,13 @@ impl<T: Transport> SessionWorkload<T> {
         let mut actors = Vec::new();
         let clients = cfg.clients.max(1);
         for i in 0..clients {
-            let ccfg =
-                ClientConfig { capacity: cfg.max_size.max(1), timeout: 12, retry_cnt: 4, ..ClientConfig::default() };
+            let ccfg = {
+                let mut client_config = ClientConfig::default();
+                client_config.capacity = cfg.max_size.max(1);
+                client_config.timeout = 12;
+                client_config.retry_cnt = 4;
+                client_config
+            };
             let client = RcClient::new(client(i), ccfg).map_err(|e| e.to_string())?;
             let p = i % cfg.principals.max(1);
             let share = cfg.transfers / clients as u64 + u64::from((i as u64) < cfg.transfers % clients as u64);

@@ -31,8 +31,12 @@ impl<T: Transport> SessionPair<T> {
     pub fn new(seed: u64, capacity: u64, server: T, client: T) -> Result<Self, String> {
         let server = SessionManager::new(server, ChaCha8Rng::seed_from_u64(seed), ServerConfig::default())
             .map_err(|e| e.to_string())?;
-        let client =
-            RcClient::new(client, ClientConfig { capacity, ..ClientConfig::default() }).map_err(|e| e.to_string())?;
+        let client = RcClient::new(client, {
+            let mut client_config = ClientConfig::default();
+            client_config.capacity = capacity;
+            client_config
+        })
+        .map_err(|e| e.to_string())?;
         Ok(SessionPair {
             server,
             client,

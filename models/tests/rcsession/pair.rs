@@ -4,7 +4,7 @@
 
 use rctb_core::wire::hipobj::Op;
 use rctb_models::rcsession::SessionPair;
-use rctb_sim::{NodeConfig, NodeId, Sim, SimTransport};
+use rctb_sim::{NodeConfig, Sim, SimTransport};
 
 /// The pair on a fresh fabric: server 10.0.0.1 (node 0), client 10.0.0.2.
 fn pair(seed: u64, capacity: u64) -> (Sim, SessionPair<SimTransport>) {
@@ -28,7 +28,7 @@ fn back_to_back_sessions_complete_intact_and_are_reaped() {
     let u = pair.server.usage();
     assert_eq!((u.sessions, u.staging_bytes, u.qps, u.leaked_mrs, u.leaked_qps), (0, 0, 0, 0, 0));
     // the server node holds only what a server with no session holds: nothing
-    assert_eq!(sim.node_objects(NodeId(0)), 0);
+    assert_eq!(sim.node_objects(sim.node("server").unwrap()), 0);
 }
 
 #[test]

@@ -30,7 +30,12 @@ struct Run {
 /// The server at 10.77.200.1 and one node per client at 10.77.x.y.
 fn run(seed: u64, cfg: WorkloadConfig, faults: LinkFaults) -> Run {
     let sim = Sim::new(seed);
-    sim.set_default_link(LinkConfig { latency: Duration::from_micros(2), faults });
+    sim.set_default_link({
+        let mut link_config = LinkConfig::default();
+        link_config.latency = Duration::from_micros(2);
+        link_config.faults = faults;
+        link_config
+    });
     let server = sim.add_node(NodeConfig::new("rc-server", "10.77.200.1".parse().unwrap())).unwrap();
     let clients: Vec<NodeId> = (0..cfg.clients)
         .map(|i| {
@@ -42,7 +47,12 @@ fn run(seed: u64, cfg: WorkloadConfig, faults: LinkFaults) -> Run {
         SessionWorkload::new(seed, cfg, sim.transport(server), |i| sim.transport(clients[i % clients.len()])).unwrap();
     w.run(&mut SimFabric(&sim), Instant::from_nanos(2_000_000_000));
     // Heal, then let every deadline pass.
-    sim.set_default_link(LinkConfig { latency: Duration::from_micros(2), faults: LinkFaults::default() });
+    sim.set_default_link({
+        let mut link_config = LinkConfig::default();
+        link_config.latency = Duration::from_micros(2);
+        link_config.faults = LinkFaults::default();
+        link_config
+    });
     w.settle(&mut SimFabric(&sim));
     Run { sim, server, w }
 }
@@ -59,7 +69,10 @@ fn assert_clean(seed: u64, r: &Run) {
 
 #[test]
 fn clean_fabric_every_transfer_completes() {
-    let cfg = WorkloadConfig { cancel: 0.0, crash: 0.0, slow: 0.0, ..WorkloadConfig::default() };
+    let mut cfg = WorkloadConfig::default();
+    cfg.cancel = 0.0;
+    cfg.crash = 0.0;
+    cfg.slow = 0.0;
     let r = run(1, cfg.clone(), LinkFaults::default());
     assert_clean(1, &r);
     assert_eq!(r.w.stats.transfers_ok, cfg.transfers, "{:?}", r.w.stats);
@@ -68,14 +81,15 @@ fn clean_fabric_every_transfer_completes() {
 
 #[test]
 fn cancels_slow_and_crashing_clients_under_faults_converge() {
-    let faults = LinkFaults {
-        drop: 0.01,
-        duplicate: 0.005,
-        reorder: 0.02,
-        reorder_window: Duration::from_micros(10),
-        ..LinkFaults::default()
-    };
-    let cfg = WorkloadConfig { cancel: 0.1, slow: 0.3, crash: 0.1, ..WorkloadConfig::default() };
+    let mut faults = LinkFaults::default();
+    faults.drop = 0.01;
+    faults.duplicate = 0.005;
+    faults.reorder = 0.02;
+    faults.reorder_window = Duration::from_micros(10);
+    let mut cfg = WorkloadConfig::default();
+    cfg.cancel = 0.1;
+    cfg.slow = 0.3;
+    cfg.crash = 0.1;
     let mut totals = (0, 0, 0, 0, 0);
     for seed in 0..6 {
         let r = run(seed, cfg.clone(), faults);
@@ -96,7 +110,10 @@ fn cancels_slow_and_crashing_clients_under_faults_converge() {
 
 #[test]
 fn tight_limits_refuse_and_are_never_exceeded() {
-    let mut cfg = WorkloadConfig { clients: 12, cancel: 0.0, crash: 0.0, ..WorkloadConfig::default() };
+    let mut cfg = WorkloadConfig::default();
+    cfg.clients = 12;
+    cfg.cancel = 0.0;
+    cfg.crash = 0.0;
     cfg.server.limits.max_sessions = 4;
     cfg.server.limits.max_staging_bytes = 128 * 1024;
     let r = run(3, cfg, LinkFaults::default());

@@ -232,14 +232,14 @@ impl<T: Transport> Controller<T> {
     /// transport's wait until [`ControllerState::Ready`]. Blocks in
     /// transport time (each step bounded by the command timeout, CSTS.RDY
     /// by CAP.TO). Everything made is released again on failure, and the
-    /// transport handed back with the error.
-    pub fn connect(t: T, cfg: ControllerConfig) -> Result<Self, (T, NvmeError)> {
+    /// transport handed back in the [`ConnectError`].
+    pub fn connect(t: T, cfg: ControllerConfig) -> Result<Self, ConnectError<T>> {
         let mut c = Controller::start(t, cfg)?;
         match c.run_bring_up() {
             Ok(()) => Ok(c),
             Err(e) => {
                 c.close();
-                Err((c.t, e))
+                Err(ConnectError::new(c.t, e))
             }
         }
     }
@@ -250,18 +250,19 @@ impl<T: Transport> Controller<T> {
     /// [`Controller::service`] whenever the transport has something for it
     /// (its [`Controller::wait_set`]) until [`Controller::state`] is
     /// `Ready` or `service` fails. Fails only for local verbs (nothing is
-    /// left allocated then).
-    pub fn start(mut t: T, cfg: ControllerConfig) -> Result<Self, (T, NvmeError)> {
+    /// left allocated then; the transport comes back in the
+    /// [`ConnectError`]).
+    pub fn start(mut t: T, cfg: ControllerConfig) -> Result<Self, ConnectError<T>> {
         let pd = match t.alloc_pd() {
             Ok(pd) => pd,
-            Err(e) => return Err((t, e.into())),
+            Err(e) => return Err(ConnectError::new(t, e.into())),
         };
         let access = Access::LOCAL_WRITE | Access::REMOTE_READ | Access::REMOTE_WRITE;
         let scratch = match t.reg_mr(pd, SCRATCH_LEN, access) {
             Ok(m) => m,
             Err(e) => {
                 let _ = t.dealloc_pd(pd);
-                return Err((t, e.into()));
+                return Err(ConnectError::new(t, e.into()));
             }
         };
         let admin = match Queue::start(&mut t, pd, &admin_queue(&cfg)) {
@@ -269,7 +270,7 @@ impl<T: Transport> Controller<T> {
             Err(e) => {
                 let _ = t.dereg_mr(scratch.id);
                 let _ = t.dealloc_pd(pd);
-                return Err((t, e));
+                return Err(ConnectError::new(t, e));
             }
         };
         Ok(Controller {
@@ -513,7 +514,7 @@ impl<T: Transport> Controller<T> {
 
 /// The admin queue's configuration.
 pub(super) fn admin_queue(cfg: &ControllerConfig) -> QueueConfig {
-    QueueConfig { addr: cfg.addr, qid: 0, depth: ADMIN_QUEUE_DEPTH, cntlid: 0, in_capsule: 0, timeout: cfg.timeout }
+    QueueConfig::new(cfg.addr, ADMIN_QUEUE_DEPTH, cfg.timeout)
 }
 
 /// Sends Fabrics Connect on `q` (its data at the end of the scratch region).

@@ -52,7 +52,7 @@ mod io;
 
 use std::net::SocketAddrV4;
 
-use super::error::NvmeError;
+use super::error::{ConnectError, NvmeError};
 use super::protocol::Completion;
 use super::protocol::*;
 use super::queue::{Queue, QueueConfig};
@@ -65,6 +65,7 @@ pub use discovery::{Discovery, discover};
 
 /// How to connect to a controller.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ControllerConfig {
     /// The target's NVMe/RDMA listener (normally port 4420,
     /// [`NVME_RDMA_PORT`]); every queue connects there.

@@ -5,6 +5,7 @@ use thiserror::Error;
 /// A structure that could not be decoded or built. Names the structure, the
 /// field and the rule it broke.
 #[derive(Clone, Debug, PartialEq, Eq, Error)]
+#[non_exhaustive]
 pub enum ProtocolError {
     /// The input buffer is shorter than the structure's fixed length.
     #[error("{what}: {len} bytes, need at least {need}")]

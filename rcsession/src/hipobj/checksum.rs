@@ -27,6 +27,7 @@ pub struct Crc64Nvme(pub u64);
 
 /// Why a checksum header is refused (the session layer answers ARG).
 #[derive(Clone, Debug, PartialEq, Eq, Error)]
+#[non_exhaustive]
 pub enum ChecksumError {
     /// The value does not start with `CRC64NVME ` (upper case, one space).
     #[error("checksum: must start with {PREFIX:?}")]

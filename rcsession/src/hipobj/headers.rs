@@ -17,6 +17,7 @@ pub const HEADER_PREFIX: &str = "x-amz-rdma-";
 
 /// Why a header set is refused (all ARG, or TRUNC for a long target).
 #[derive(Clone, Debug, PartialEq, Eq, Error)]
+#[non_exhaustive]
 pub enum HeaderError {
     /// A required header is absent.
     #[error("x-amz-rdma-{field}: missing")]

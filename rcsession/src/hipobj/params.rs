@@ -18,6 +18,7 @@ pub const MAX_TARGET_LEN: usize = 2047;
 
 /// A parameter that broke a rule.
 #[derive(Clone, Debug, PartialEq, Eq, Error)]
+#[non_exhaustive]
 pub enum ParamError {
     /// ARG: the value is malformed or out of range.
     #[error("x-amz-rdma-{field}: {rule}")]
@@ -216,8 +217,12 @@ pub fn format_hex_u32(v: u32) -> String {
 }
 
 /// A session id: 128 random bits, written as 32 lowercase hex digits.
+///
+/// The session manager draws them; everyone else gets one from
+/// [`SessionId::parse`] (a peer's id arrives as text), so no code path
+/// builds an id from a guessed number.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct SessionId(pub u128);
+pub struct SessionId(pub(crate) u128);
 
 impl SessionId {
     /// Parses exactly 32 lowercase hex digits. The gateway answers a

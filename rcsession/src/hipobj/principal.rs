@@ -8,7 +8,7 @@ use sha2::{Digest, Sha256};
 /// A requester's identity (32 bytes). Compared in full; its `Debug` and
 /// `Display` print hex, never the secret it came from.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct PrincipalId(pub [u8; 32]);
+pub struct PrincipalId([u8; 32]);
 
 impl PrincipalId {
     /// SHA-256 of `access:secret`.

@@ -104,6 +104,7 @@ pub enum ClientToken {
 
 /// Why a token does not decode.
 #[derive(Clone, Debug, PartialEq, Eq, Error)]
+#[non_exhaustive]
 pub enum TokenError {
     /// The text before any `:` is not exactly [`TOKEN_HEX_LEN`] characters
     /// (an empty token also lands here).

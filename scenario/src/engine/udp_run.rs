@@ -236,14 +236,12 @@ pub fn run(scenario: &Scenario, seed: u64, capture: bool, places: &[NodePlace]) 
     let mut endpoints = Vec::new();
     let mut notes = Vec::new();
     for (n, p) in scenario.nodes.iter().zip(&placed) {
-        let cfg = UdpConfig {
-            mtu: n.mtu,
-            port: p.at.port(),
-            peer_port: p.at.port(),
-            seed: Some(seed),
-            netns: p.netns.clone(),
-            ..UdpConfig::new(n.name.clone(), *p.at.ip())
-        };
+        let mut cfg = UdpConfig::new(n.name.clone(), *p.at.ip());
+        cfg.mtu = n.mtu;
+        cfg.port = p.at.port();
+        cfg.peer_port = p.at.port();
+        cfg.seed = Some(seed);
+        cfg.netns = p.netns.clone();
         let t = reactor.endpoint(cfg).map_err(|source| UdpRunError::Bind { node: n.name.clone(), at: p.at, source })?;
         let ns = p.netns.as_ref().map(|ns| format!(" in netns {}", ns.display())).unwrap_or_default();
         let raw = if t.stats().raw_rx { "raw socket, ICRC over the real IPv4 header" } else { "UDP socket only" };

@@ -184,7 +184,9 @@ pub fn run<S: Transport, C: Transport>(
     }
     let mut server = SessionManager::new(server_t, ChaCha8Rng::seed_from_u64(cfg.seed ^ 0x5e55_1075), cfg.server)
         .map_err(|e| format!("server: {e}"))?;
-    let ccfg = ClientConfig { capacity: max, gid_index: cfg.client_gid_index, ..ClientConfig::default() };
+    let mut ccfg = ClientConfig::default();
+    ccfg.capacity = max;
+    ccfg.gid_index = cfg.client_gid_index;
     let mut slots = Vec::new();
     for _ in 0..cfg.depth.min(cfg.transfers as usize) {
         let t = make_client()?;
@@ -585,8 +587,12 @@ pub fn run_sim(cfg: &SelftestConfig) -> Result<SelftestReport, String> {
     let sim = Sim::new(cfg.seed);
     let mtu = rctb_core::transport::Mtu::Mtu1024;
     let node = |name: &str, ip: [u8; 4]| {
-        sim.add_node(NodeConfig { mtu, ..NodeConfig::new(name, std::net::Ipv4Addr::from(ip)) })
-            .map_err(|e| format!("building the fabric: {e}"))
+        sim.add_node({
+            let mut node_config = NodeConfig::new(name, std::net::Ipv4Addr::from(ip));
+            node_config.mtu = mtu;
+            node_config
+        })
+        .map_err(|e| format!("building the fabric: {e}"))
     };
     let server = node("sim0", [10, 10, 0, 1])?;
     let client = node("sim1", [10, 10, 0, 2])?;

@@ -5,9 +5,11 @@
 
 use rctb_core::time::{Duration, Instant};
 use rctb_core::transport::*;
-use rctb_sim::{LinkConfig, NodeConfig, Sim, SimTransport};
+use rctb_sim::{LinkConfig, NodeConfig, NodeId, Sim, SimTransport};
 
 pub struct Side {
+    /// The node, as the fabric handed it out (fault verbs name it).
+    pub node: NodeId,
     pub t: SimTransport,
     pub pd: PdId,
     pub cq: CqId,
@@ -65,14 +67,20 @@ pub struct Pair {
 }
 
 fn side(sim: &Sim, name: &str, ip: &str, cfg: &PairConfig, access: Access) -> Side {
-    let node = sim.add_node(NodeConfig { mtu: Mtu::Mtu4096, ..NodeConfig::new(name, ip.parse().unwrap()) }).unwrap();
+    let node = sim
+        .add_node({
+            let mut node_config = NodeConfig::new(name, ip.parse().unwrap());
+            node_config.mtu = Mtu::Mtu4096;
+            node_config
+        })
+        .unwrap();
     let mut t = sim.transport(node);
     let pd = t.alloc_pd().unwrap();
     let cq = t.create_cq(4096).unwrap();
     let mr = t.reg_mr(pd, cfg.mr_len, access).unwrap();
     let qp =
         t.create_qp(&QpInit { pd, send_cq: cq, recv_cq: cq, caps: cfg.caps, sq_sig_all: false, srq: None }).unwrap();
-    Side { t, pd, cq, qp, mr }
+    Side { node, t, pd, cq, qp, mr }
 }
 
 fn bring_up(s: &mut Side, cfg: &PairConfig, peer_qpn: u32, peer_ip: &str, rq_psn: Psn, sq_psn: Psn) {

@@ -10,7 +10,11 @@ use super::rig::*;
 
 #[test]
 fn get_and_put_move_the_bytes() {
-    let mut r = rig_with(1, ServerConfig::default(), 1, ClientConfig { capacity: 1 << 20, ..Default::default() });
+    let mut r = rig_with(1, ServerConfig::default(), 1, {
+        let mut client_config = ClientConfig::default();
+        client_config.capacity = 1 << 20;
+        client_config
+    });
     for (i, size) in [1usize, 7, 4096, 4097, 65536, 1 << 20].into_iter().enumerate() {
         let object = pattern(i as u64, size);
         assert_eq!(r.get(0, alice(), &object, 0xC00C_0000 + i as u32).unwrap(), object, "GET of {size}");
@@ -23,7 +27,12 @@ fn get_and_put_move_the_bytes() {
 fn fast_fail() -> ServerConfig {
     // Local ACK timeout code 8 (~1 ms), one retry: a client that does not
     // answer exhausts the server's retries quickly.
-    ServerConfig { timeout: 8, retry_cnt: 1, ..ServerConfig::default() }
+    {
+        let mut server_config = ServerConfig::default();
+        server_config.timeout = 8;
+        server_config.retry_cnt = 1;
+        server_config
+    }
 }
 
 /// PREPAREs and connects a GET on client 0 without its receive posted.
@@ -40,7 +49,8 @@ fn state_of(r: &Rig, id: &SessionId) -> Option<(SessionState, bool)> {
 
 #[test]
 fn rnr_exhaustion_is_busy_and_the_retry_succeeds() {
-    let cfg = ServerConfig { rnr_retry: 0, ..ServerConfig::default() };
+    let mut cfg = ServerConfig::default();
+    cfg.rnr_retry = 0;
     let mut r = rig(2, cfg, 1);
     let object = pattern(9, 10_000);
     let (mut x, ready) = get_without_recv(&mut r, &object);
@@ -78,7 +88,8 @@ fn retry_exhaustion_is_busy_too() {
 
 #[test]
 fn a_vanished_client_times_out_with_wire_and_is_reaped() {
-    let cfg = ServerConfig { t_exec: Duration::from_millis(5), ..ServerConfig::default() };
+    let mut cfg = ServerConfig::default();
+    cfg.t_exec = Duration::from_millis(5);
     let mut r = rig(4, cfg, 1);
     let (mut x, ready) = get_without_recv(&mut r, &pattern(4, 4096));
     r.clients[0].abandon(&mut x).unwrap();
@@ -147,7 +158,8 @@ fn control_plane_only_reports_ok_with_the_size() {
 
 #[test]
 fn deadlines_come_from_the_transport_clock() {
-    let cfg = ServerConfig { t_prep: Duration::from_millis(1), ..ServerConfig::default() };
+    let mut cfg = ServerConfig::default();
+    cfg.t_prep = Duration::from_millis(1);
     let mut r = rig(8, cfg, 0);
     let req = PrepareRequest {
         principal: alice(),

@@ -17,13 +17,15 @@ use super::rig::{Rig, rig};
 
 const PRINCIPALS: usize = 2;
 const DEADLINE_US: u64 = 100;
-const LIMITS: Limits = Limits {
-    max_sessions: 4,
-    max_staging_bytes: 64,
-    max_qps: 4,
-    max_user_sessions: 3,
-    max_user_staging_bytes: 48,
-    max_user_qps: 0,
+const LIMITS: Limits = {
+    let mut limits = Limits::generous();
+    limits.max_sessions = 4;
+    limits.max_staging_bytes = 64;
+    limits.max_qps = 4;
+    limits.max_user_sessions = 3;
+    limits.max_user_staging_bytes = 48;
+    limits.max_user_qps = 0;
+    limits
 };
 
 fn principal(i: usize) -> PrincipalId {
@@ -354,7 +356,8 @@ impl Sut {
     }
 
     fn call(&mut self, c: &Call) -> Result<(), RcError> {
-        let id = |s: usize| self.ids.get(s).copied().unwrap_or(SessionId(u128::MAX));
+        let unknown = SessionId::parse("ffffffffffffffffffffffffffffffff").unwrap();
+        let id = |s: usize| self.ids.get(s).copied().unwrap_or(unknown);
         let m = &mut self.rig.m;
         match *c {
             Call::Prepare { op, who, size, bad } => {
@@ -433,12 +436,10 @@ impl StateMachineTest for ChartTest {
     type Reference = ChartModel;
 
     fn init_test(_: &Model) -> Sut {
-        let cfg = ServerConfig {
-            limits: LIMITS,
-            t_prep: Duration::from_micros(DEADLINE_US),
-            t_exec: Duration::from_micros(DEADLINE_US),
-            ..ServerConfig::default()
-        };
+        let mut cfg = ServerConfig::default();
+        cfg.limits = LIMITS;
+        cfg.t_prep = Duration::from_micros(DEADLINE_US);
+        cfg.t_exec = Duration::from_micros(DEADLINE_US);
         Sut { rig: rig(7, cfg, 0), ids: Vec::new(), leases: Vec::new(), views: Vec::new() }
     }
 

@@ -58,7 +58,16 @@ fn every_status_code_is_reached() {
         assert_eq!(got, status);
         seen.insert(got);
     };
-    let mut r = rig(11, ServerConfig { max_ready_slots: 1, max_stage_slots: 1, ..ServerConfig::default() }, 1);
+    let mut r = rig(
+        11,
+        {
+            let mut server_config = ServerConfig::default();
+            server_config.max_ready_slots = 1;
+            server_config.max_stage_slots = 1;
+            server_config
+        },
+        1,
+    );
     let m = &mut r.m;
     // OK and ARG.
     expect(m.prepare(&put_req(alice(), 10)).map(|_| ()), Status::Ok);
@@ -83,7 +92,7 @@ fn every_status_code_is_reached() {
     let lease = m.borrow_staging(&g).unwrap();
     expect(m.finish_staging(lease, true, 10, &"e".repeat(128), ""), Status::Trunc);
     // NO_SESSION, SESSION (owner and cookie), STALE (READY after CANCEL with a lease out).
-    expect(m.finish_prepare(&SessionId(1), true), Status::NoSession);
+    expect(m.finish_prepare(&SessionId::parse("00000000000000000000000000000001").unwrap(), true), Status::NoSession);
     let p = prepare_put(m, &put_req(alice(), 10)).unwrap().session;
     expect(m.ready(&ready_req(mallory(), p, 0xC0)).map(|_| ()), Status::Session);
     expect(m.ready(&ready_req(alice(), p, 0xC1)).map(|_| ()), Status::Session);
@@ -118,37 +127,58 @@ fn every_status_code_is_reached() {
 #[test]
 fn limits_in_order_and_the_meaning_of_zero() {
     let prep = |limits: Limits, n: usize| {
-        let mut r = rig(12, ServerConfig { limits, ..ServerConfig::default() }, 0);
+        let mut r = rig(
+            12,
+            {
+                let mut server_config = ServerConfig::default();
+                server_config.limits = limits;
+                server_config
+            },
+            0,
+        );
         (0..n).map(|_| r.m.prepare(&put_req(alice(), 10)).map(|_| ())).collect::<Vec<_>>()
     };
     let g = Limits::generous();
+    // `Limits` is non_exhaustive: start from `g` and change one field.
+    let tweak = |mut l: Limits, f: fn(&mut Limits)| {
+        f(&mut l);
+        l
+    };
     for (limits, kind) in [
-        (Limits { max_sessions: 0, ..g }, LimitKind::Sessions),
-        (Limits { max_staging_bytes: 0, ..g }, LimitKind::StagingBytes),
-        (Limits { max_qps: 0, ..g }, LimitKind::Qps),
-        (Limits { max_user_sessions: 0, ..g }, LimitKind::UserSessions),
-        (Limits { max_user_staging_bytes: 0, ..g }, LimitKind::UserStagingBytes),
+        (tweak(g, |l| l.max_sessions = 0), LimitKind::Sessions),
+        (tweak(g, |l| l.max_staging_bytes = 0), LimitKind::StagingBytes),
+        (tweak(g, |l| l.max_qps = 0), LimitKind::Qps),
+        (tweak(g, |l| l.max_user_sessions = 0), LimitKind::UserSessions),
+        (tweak(g, |l| l.max_user_staging_bytes = 0), LimitKind::UserStagingBytes),
         // Everything zero: the first limit in order is the one reported.
         (
-            Limits {
-                max_sessions: 0,
-                max_staging_bytes: 0,
-                max_qps: 0,
-                max_user_sessions: 0,
-                max_user_staging_bytes: 0,
-                max_user_qps: 0,
-            },
+            tweak(g, |l| {
+                l.max_sessions = 0;
+                l.max_staging_bytes = 0;
+                l.max_qps = 0;
+                l.max_user_sessions = 0;
+                l.max_user_staging_bytes = 0;
+                l.max_user_qps = 0;
+            }),
             LimitKind::Sessions,
         ),
     ] {
         assert_eq!(prep(limits, 1), vec![Err(RcError::Limit(kind))], "{limits:?}");
     }
     // max_user_qps 0 is unlimited; 2 allows two sessions per user.
-    assert!(prep(Limits { max_user_qps: 0, ..g }, 5).iter().all(|r| r.is_ok()));
-    let two = prep(Limits { max_user_qps: 2, ..g }, 3);
+    assert!(prep(tweak(g, |l| l.max_user_qps = 0), 5).iter().all(|r| r.is_ok()));
+    let two = prep(tweak(g, |l| l.max_user_qps = 2), 3);
     assert_eq!(two[2], Err(RcError::Limit(LimitKind::UserQps)));
     // Another user is not affected by alice's budget.
-    let mut r = rig(13, ServerConfig { limits: Limits { max_user_sessions: 1, ..g }, ..ServerConfig::default() }, 0);
+    let mut r = rig(
+        13,
+        {
+            let mut server_config = ServerConfig::default();
+            server_config.limits = tweak(g, |l| l.max_user_sessions = 1);
+            server_config
+        },
+        0,
+    );
     r.m.prepare(&put_req(alice(), 10)).unwrap();
     assert_eq!(r.m.prepare(&put_req(alice(), 10)).unwrap_err(), RcError::Limit(LimitKind::UserSessions));
     r.m.prepare(&put_req(mallory(), 10)).unwrap();
@@ -284,7 +314,7 @@ fn session_ids_do_not_repeat_across_a_million_sessions() {
     let mut ids = BTreeSet::new();
     for _ in 0..SESSIONS {
         let id = m.prepare(&put_req(alice(), 1)).unwrap().session;
-        assert!(ids.insert(id.0), "session id {id} repeated");
+        assert!(ids.insert(id), "session id {id} repeated");
         m.cancel(&id, &alice()).unwrap();
     }
     assert_eq!(m.usage().sessions, 0);

@@ -69,7 +69,11 @@ pub enum Backend {
 /// Adds node `name` at `ip` to `sim` with the active MTU `mtu` (1024: rxe
 /// on a 1500-byte link).
 pub fn sim_node(sim: &Sim, name: &str, ip: Ipv4Addr, mtu: Mtu) -> Result<NodeId, SimError> {
-    sim.add_node(NodeConfig { mtu, ..NodeConfig::new(name, ip) })
+    sim.add_node({
+        let mut node_config = NodeConfig::new(name, ip);
+        node_config.mtu = mtu;
+        node_config
+    })
 }
 
 // ---- udp ----
@@ -107,7 +111,11 @@ impl Endpoint {
 /// A UDP endpoint `name` bound at `at`, its peers on the same port, with
 /// the active MTU `mtu`.
 pub fn udp_config(name: &str, at: SocketAddrV4, mtu: Mtu) -> UdpConfig {
-    UdpConfig { mtu, port: at.port(), peer_port: at.port(), ..UdpConfig::new(name, *at.ip()) }
+    let mut cfg = UdpConfig::new(name, *at.ip());
+    cfg.mtu = mtu;
+    cfg.port = at.port();
+    cfg.peer_port = at.port();
+    cfg
 }
 
 // ---- verbs ----

@@ -493,7 +493,7 @@ fn run<T: Transport>(
     let mode = poll_mode(c)?;
     cfg.keep_alive = Duration::from_secs(c.keep_alive);
     cfg.timeout = timeout;
-    let mut ctrl = Controller::connect(t, cfg).map_err(|(_, e)| Failure::Nvme(e))?;
+    let mut ctrl = Controller::connect(t, cfg).map_err(|e| Failure::Nvme(e.into_error()))?;
     ctrl.set_poll_mode(mode);
     let r = op(&mut ctrl, &a.op, job, !c.cpu.is_empty());
     ctrl.close();

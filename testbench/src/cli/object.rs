@@ -180,7 +180,9 @@ impl From<ObjectError> for Failure {
 pub fn main(args: &ObjectArgs) -> ExitCode {
     let (name, r) = match &args.command {
         ObjectCommand::Serve { root, listen, backend, dev, users, region, control_plane_only, max_part_number } => {
-            let g = GatewayOptions { control_plane_only: *control_plane_only, max_part_number: *max_part_number };
+            let mut g = GatewayOptions::default();
+            g.control_plane_only = *control_plane_only;
+            g.max_part_number = *max_part_number;
             ("serve", serve(root, *listen, *backend, dev, users.as_deref(), region, g))
         }
         ObjectCommand::Put { url, file, client } => ("put", transfer(true, url, file, None, client)),
@@ -328,7 +330,9 @@ fn transfer(put: bool, url: &str, file: &Path, part: Option<u32>, a: &ClientArgs
             (None, None) => cp.head(&bucket, &key).await?.size,
         };
         let server_ip = server_ipv4(&endpoint).await;
-        let cfg = ClientConfig { capacity: size.max(1), timeout: a.ack_timeout, ..ClientConfig::default() };
+        let mut cfg = ClientConfig::default();
+        cfg.capacity = size.max(1);
+        cfg.timeout = a.ack_timeout;
         let rdma: Arc<dyn RdmaRunner> = if size == 0 {
             // Nothing moves over RDMA: no device needed.
             Arc::new(NoRdma)
@@ -406,7 +410,9 @@ fn roundtrip(
     let prefix = prefix.map_or_else(|| format!("{seed:016x}"), str::to_string);
     runtime()?.block_on(async move {
         let server_ip = server_ipv4(&endpoint).await;
-        let cfg = ClientConfig { capacity: max_size, timeout: a.ack_timeout, ..ClientConfig::default() };
+        let mut cfg = ClientConfig::default();
+        cfg.capacity = max_size;
+        cfg.timeout = a.ack_timeout;
         let mut clients = Vec::new();
         for j in 0..jobs {
             let cp = Arc::new(ControlPlane::new(endpoint.clone(), creds.clone(), wall_clock()));
@@ -524,7 +530,8 @@ mod verbs {
                 }
             }
         };
-        opts.server = ServerConfig { port, gid_index, ..opts.server };
+        opts.server.port = port;
+        opts.server.gid_index = gid_index;
         let cfg = opts.server;
         eprintln!("rctb object serve: {name} port {port} GID index {gid_index}");
         Ok(serve_with(
@@ -613,7 +620,8 @@ mod udp {
         let at = endpoint(dev)?;
         // Bind once here so a taken port is a usage error, not a dead engine.
         drop(open("server", at)().map_err(|e| Failure::Usage(format!("--device {at}: {e}")))?);
-        opts.server = ServerConfig { port: dev.port, gid_index: gid(dev)?, ..opts.server };
+        opts.server.port = dev.port;
+        opts.server.gid_index = gid(dev)?;
         let cfg = opts.server;
         eprintln!("rctb object serve: udp endpoint {at}");
         Ok(serve_with(opts, move |rng| SessionManager::new(open("server", at)()?, rng, cfg), Pacing::REAL))

@@ -102,7 +102,11 @@ impl SelftestArgs {
             verify: !self.no_verify,
             busy_poll: self.busy_poll,
             time_limit: self.time_limit,
-            server: ServerConfig { gid_index: self.gid_index, ..ServerConfig::default() },
+            server: {
+                let mut server_config = ServerConfig::default();
+                server_config.gid_index = self.gid_index;
+                server_config
+            },
             client_gid_index: self.gid_index,
         }
     }

@@ -60,6 +60,7 @@ pub const RDMA_PS_TCP: u8 = 0x06;
 
 /// Why a MAD could not be decoded.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Error)]
+#[non_exhaustive]
 pub enum CmError {
     /// The input is shorter than the structure: fewer than [`MAD_LEN`] bytes
     /// given to [`CmMad::decode`], or fewer than [`IP_CM_HEADER_LEN`] given to

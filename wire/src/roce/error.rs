@@ -8,6 +8,7 @@ use super::headers::Opcode;
 
 /// Why a frame or header could not be decoded or built.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Error)]
+#[non_exhaustive]
 pub enum RoceError {
     /// Fewer bytes than the header needs. Returned by every header's `decode`
     /// and `split`, and by frame decoding when no 4 bytes are left for the
@@ -134,6 +135,7 @@ impl RoceError {
 
 /// The layer at which a frame turned out not to be RoCEv2.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Error)]
+#[non_exhaustive]
 pub enum NotRoce {
     /// The EtherType (after any VLAN tag) is neither IPv4 nor IPv6, e.g. ARP
     /// (IPv6 is [`RoceError::Unsupported`] instead).

@@ -55,6 +55,9 @@ pub fn error_kind(e: &NvmeError) -> &'static str {
         | NvmeError::NotReady { .. }
         | NvmeError::Unsupported(_) => "controller",
         NvmeError::Transport(_) | NvmeError::Invalid(_) | NvmeError::Build(_) => "local",
+        // An error a later initiator adds counts as local until it gets a
+        // kind of its own here.
+        _ => "local",
     }
 }
 
@@ -268,7 +271,8 @@ impl NvmeStream {
         let host = self.host.take().expect("connect once");
         let mut ctrl = match Controller::connect(host, self.config()) {
             Ok(c) => c,
-            Err((t, e)) => {
+            Err(e) => {
+                let (t, e) = e.into_parts();
                 self.host = Some(t);
                 return Err(e.to_string());
             }

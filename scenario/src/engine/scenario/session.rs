@@ -3,7 +3,7 @@
 //! `from`, `count` the transfers in all, `size` the object sizes; the
 //! session server runs on `to`.
 
-use rctb_core::rcsession::{Limits, ServerConfig};
+use rctb_core::rcsession::Limits;
 use rctb_core::time::Duration;
 use rctb_models::rcsession::WorkloadConfig;
 
@@ -69,23 +69,26 @@ pub(super) fn validate(
             c.push(Invalid::rule(format!("{f}.{name}"), "must be above 0 and at most 10s (simulated sessions expire)"));
         }
     }
-    Some(WorkloadConfig {
-        clients: cfg.queue_depth as usize,
-        principals,
-        transfers: cfg.count,
-        min_size: cfg.min_size as u64,
-        max_size: cfg.max_size as u64,
-        put,
-        cancel,
-        slow,
-        crash,
-        slow_delay: defaults.slow_delay,
-        server: ServerConfig {
-            limits,
-            t_prep,
-            t_exec,
-            rnr_retry: cfg.qp.rnr_retry.min(defaults.server.rnr_retry),
-            ..defaults.server
-        },
+    Some({
+        let mut workload_config = WorkloadConfig::default();
+        workload_config.clients = cfg.queue_depth as usize;
+        workload_config.principals = principals;
+        workload_config.transfers = cfg.count;
+        workload_config.min_size = cfg.min_size as u64;
+        workload_config.max_size = cfg.max_size as u64;
+        workload_config.put = put;
+        workload_config.cancel = cancel;
+        workload_config.slow = slow;
+        workload_config.crash = crash;
+        workload_config.slow_delay = defaults.slow_delay;
+        workload_config.server = {
+            let mut server_config = defaults.server;
+            server_config.limits = limits;
+            server_config.t_prep = t_prep;
+            server_config.t_exec = t_exec;
+            server_config.rnr_retry = cfg.qp.rnr_retry.min(defaults.server.rnr_retry);
+            server_config
+        };
+        workload_config
     })
 }

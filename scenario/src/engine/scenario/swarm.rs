@@ -32,14 +32,13 @@ impl Swarm {
         for &(a, b) in &pairs {
             let mut rng = SimRng::child(seed, &format!("swarm/{a}/{b}"));
             let m = &self.max;
-            let faults = LinkFaults {
-                drop: rng.unit() * m.drop,
-                duplicate: rng.unit() * m.duplicate,
-                reorder: rng.unit() * m.reorder,
-                reorder_window: m.reorder_window,
-                corrupt: rng.unit() * m.corrupt,
-                jitter: Duration::from_nanos(rng.below(m.jitter.as_nanos() as u64 + 1)),
-            };
+            let mut faults = LinkFaults::default();
+            faults.drop = rng.unit() * m.drop;
+            faults.duplicate = rng.unit() * m.duplicate;
+            faults.reorder = rng.unit() * m.reorder;
+            faults.reorder_window = m.reorder_window;
+            faults.corrupt = rng.unit() * m.corrupt;
+            faults.jitter = Duration::from_nanos(rng.below(m.jitter.as_nanos() as u64 + 1));
             out.push(set(Instant::ZERO, a, b, faults));
             out.push(set(heal, a, b, LinkFaults::default()));
         }
@@ -89,6 +88,7 @@ pub fn describe(faults: &[ScheduledFault]) -> Vec<String> {
                 FaultAction::Release { a, b } => format!("{a}-{b} release"),
                 FaultAction::Crash { node } => format!("{node} crash"),
                 FaultAction::Bounce { node } => format!("{node} bounce"),
+                other => format!("{other:?}"),
             };
             format!("swarm {}: {what}", f.at)
         })
@@ -101,13 +101,15 @@ mod tests {
 
     fn swarm() -> Swarm {
         Swarm {
-            max: LinkFaults {
-                drop: 0.1,
-                duplicate: 0.1,
-                reorder: 0.1,
-                reorder_window: Duration::from_micros(10),
-                corrupt: 0.05,
-                jitter: Duration::from_micros(1),
+            max: {
+                let mut link_faults = LinkFaults::default();
+                link_faults.drop = 0.1;
+                link_faults.duplicate = 0.1;
+                link_faults.reorder = 0.1;
+                link_faults.reorder_window = Duration::from_micros(10);
+                link_faults.corrupt = 0.05;
+                link_faults.jitter = Duration::from_micros(1);
+                link_faults
             },
             partitions: 3,
             max_partition: Duration::from_millis(5),

@@ -76,13 +76,15 @@ impl Check {
                 "must be set (e.g. \"10us\") when reorder > 0: it bounds how long a packet is held back",
             ));
         }
-        LinkFaults {
-            drop: self.probability(format!("{field}.drop"), f.drop),
-            duplicate: self.probability(format!("{field}.duplicate"), f.duplicate),
-            reorder: self.probability(format!("{field}.reorder"), f.reorder),
-            reorder_window: window,
-            corrupt: self.probability(format!("{field}.corrupt"), f.corrupt),
-            jitter: f.jitter.unwrap_or_default().0,
+        {
+            let mut link_faults = LinkFaults::default();
+            link_faults.drop = self.probability(format!("{field}.drop"), f.drop);
+            link_faults.duplicate = self.probability(format!("{field}.duplicate"), f.duplicate);
+            link_faults.reorder = self.probability(format!("{field}.reorder"), f.reorder);
+            link_faults.reorder_window = window;
+            link_faults.corrupt = self.probability(format!("{field}.corrupt"), f.corrupt);
+            link_faults.jitter = f.jitter.unwrap_or_default().0;
+            link_faults
         }
     }
 }
@@ -98,13 +100,14 @@ pub(super) fn validate(file: ScenarioFile) -> Result<Scenario, Vec<Invalid>> {
     }
 
     let nodes = nodes(&mut c, &file);
-    let default_link = LinkConfig {
-        latency: file.fabric.latency.map_or(LinkConfig::default().latency, |d| d.0),
-        faults: file.fabric.faults.as_ref().map(|f| c.faults("fabric.faults", f)).unwrap_or_default(),
-    };
-    let cm_faults = file.fabric.cm_faults.as_ref().map_or(CmFaults::default(), |f| CmFaults {
-        drop: c.probability("fabric.cm_faults.drop".into(), f.drop),
-        duplicate: c.probability("fabric.cm_faults.duplicate".into(), f.duplicate),
+    let mut default_link = LinkConfig::default();
+    default_link.latency = file.fabric.latency.map_or(LinkConfig::default().latency, |d| d.0);
+    default_link.faults = file.fabric.faults.as_ref().map(|f| c.faults("fabric.faults", f)).unwrap_or_default();
+    let cm_faults = file.fabric.cm_faults.as_ref().map_or(CmFaults::default(), |f| {
+        let mut cm_faults = CmFaults::default();
+        cm_faults.drop = c.probability("fabric.cm_faults.drop".into(), f.drop);
+        cm_faults.duplicate = c.probability("fabric.cm_faults.duplicate".into(), f.duplicate);
+        cm_faults
     });
     let mut links: Vec<LinkSpec> = Vec::new();
     for (i, l) in file.fabric.links.iter().enumerate() {
@@ -118,10 +121,10 @@ pub(super) fn validate(file: ScenarioFile) -> Result<Scenario, Vec<Invalid>> {
                 first: format!("fabric.links[{j}]"),
             });
         }
-        let config = LinkConfig {
-            latency: l.latency.map_or(default_link.latency, |d| d.0),
-            faults: l.faults.as_ref().map(|f| c.faults(&format!("{field}.faults"), f)).unwrap_or(default_link.faults),
-        };
+        let mut config = LinkConfig::default();
+        config.latency = l.latency.map_or(default_link.latency, |d| d.0);
+        config.faults =
+            l.faults.as_ref().map(|f| c.faults(&format!("{field}.faults"), f)).unwrap_or(default_link.faults);
         links.push(LinkSpec { a, b, config });
     }
 
