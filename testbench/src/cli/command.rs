@@ -1,5 +1,5 @@
 //! The `rctb` command line: the argument tree and the dispatch. Each
-//! subcommand group is a module of [`cli`](crate::cli):
+//! subcommand group is a module of [`crate::cli`]:
 //!
 //! - `run`, `sweep`: `cli::scenario` (the scenario engine's front end).
 //! - `conformance`: `cli::conformance` (sim, verbs), `cli::udp` (udp).
@@ -59,7 +59,7 @@ pub enum Command {
         /// scenario address, or where --node puts it (manual connects only).
         #[arg(long, value_enum, default_value_t = Backend::Sim)]
         backend: Backend,
-        /// udp: place a node, NAME=ADDR[:PORT][@NETNS] (NETNS: an `ip netns` name); repeatable.
+        /// udp: place a node, `NAME=ADDR[:PORT][@NETNS]` (NETNS: an `ip netns` name); repeatable.
         #[arg(long = "node", value_name = "NAME=ADDR[@NETNS]")]
         nodes: Vec<rctb_scenario::udp_run::NodePlace>,
     },
