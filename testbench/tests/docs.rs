@@ -11,7 +11,7 @@
 //! it; a synopsis (`rctb run SCENARIO [--seed N]`) names only flags its
 //! subcommand has. The scenario and target-file blocks are parsed by
 //! `scenario/tests/nvme_scenarios.rs` and `testbench/tests/validation.rs`.
-//! And every `protocols.md §N` a file cites is a section of
+//! And every section a file cites (`protocols.md §2.7`) is a section of
 //! docs/protocols.md.
 
 use std::collections::BTreeSet;
