@@ -45,6 +45,8 @@ no_system_libs() {
 # installed, when running as root (CI runs as root; with CI=true and no root,
 # through sudo -n). Otherwise a missing package fails the stage, naming the
 # command to run. Nothing is installed, and apt-get not run, when all are there.
+# A failure returns 1 (a command failing inside a function would end the
+# stage without the ERR trap's report; the caller's failure has it).
 need_apt() {
     local p missing=() sudo=()
     if ! command -v dpkg-query >/dev/null 2>&1; then
@@ -69,12 +71,12 @@ need_apt() {
     case " ${missing[*]} " in
         *" tshark "*)
             # tshark's package asks whether non-root users may capture; answer it up front.
-            echo "wireshark-common wireshark-common/install-setuid boolean false" | "${sudo[@]}" debconf-set-selections
+            echo "wireshark-common wireshark-common/install-setuid boolean false" | "${sudo[@]}" debconf-set-selections || return 1
             ;;
     esac
     if [ ! -e "$RCTB_CI_STATE/apt-updated" ]; then
-        "${sudo[@]}" apt-get update -qq
+        "${sudo[@]}" apt-get update -qq || return 1
         touch "$RCTB_CI_STATE/apt-updated"
     fi
-    "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+    "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null || return 1
 }
