@@ -16,6 +16,10 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 section() { printf '\n==== %s ==== (%s free)\n' "$*" "$(df -h --output=avail . | tail -n 1 | tr -d ' ')"; }
 trap 'echo "exit $? at $0 line $LINENO"; df -h . /tmp' ERR
 
+# apt-get and debconf never ask (.ci/run used to export this once it
+# installed packages; every stage may now install them).
+export DEBIAN_FRONTEND=noninteractive
+
 # shellcheck disable=SC2034 # used by the stages that source this file
 TARGET=${CARGO_TARGET_DIR:-target}
 
@@ -67,7 +71,6 @@ need_apt() {
         fi
     fi
     echo "installing: ${missing[*]}"
-    export DEBIAN_FRONTEND=noninteractive
     case " ${missing[*]} " in
         *" tshark "*)
             # tshark's package asks whether non-root users may capture; answer it up front.
