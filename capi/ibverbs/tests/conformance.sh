@@ -19,9 +19,11 @@ if ! "$RCTB" --help 2>&1 | grep -q conformance; then
     echo "conformance: $RCTB is not an rctb binary" >&2
     exit 1
 fi
+# LIB_DIR relative to the repository, or absolute (CARGO_TARGET_DIR may be)
+case $LIB_DIR in /*) ;; *) LIB_DIR=$PWD/$LIB_DIR ;; esac
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
-LD_LIBRARY_PATH=$PWD/$LIB_DIR RCTB_IBV_ADDR=${RCTB_TEST_ADDRS:-127.0.0.3,127.0.0.4} \
+LD_LIBRARY_PATH=$LIB_DIR RCTB_IBV_ADDR=${RCTB_TEST_ADDRS:-127.0.0.3,127.0.0.4} \
     timeout 600 "$RCTB" conformance --backend verbs --device rctb1 --peer rctb0 >"$out" 2>&1
 passed=$(grep -c '^PASS ' "$out")
 cm=$(grep -c '^FAIL cm/' "$out")

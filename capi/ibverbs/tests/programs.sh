@@ -29,7 +29,9 @@ LIB_DIR=${LIB_DIR:-$target/release/rctb-verbs}
 if [ ! -e "$LIB_DIR/libibverbs.so.1" ]; then
     cargo build --release -q -p rctb-ibverbs || exit 1
 fi
-export LD_LIBRARY_PATH=$PWD/$LIB_DIR
+# LIB_DIR relative to the repository, or absolute (CARGO_TARGET_DIR may be)
+case $LIB_DIR in /*) ;; *) LIB_DIR=$PWD/$LIB_DIR ;; esac
+export LD_LIBRARY_PATH=$LIB_DIR
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 failed=0
