@@ -19,10 +19,12 @@ pub mod surf;
 mod config;
 pub mod prbs;
 mod server;
+mod types;
 
 pub use config::{GidIndex, MAX_RX_QUEUE_DEPTH, ServerConfig, ServerConfigBuilder, TransportConfig};
 pub use prbs::{prbs, prbs_check, prbs_fill};
-pub use server::{Channel, Frame, HostParams, RoceError, RoceServer, RxCounters, Status, detect_gid_index};
+pub use server::{RoceServer, detect_gid_index};
+pub use types::{Channel, Frame, HostParams, RoceError, RxCounters, Status};
 
 #[cfg(test)]
 mod tests;
