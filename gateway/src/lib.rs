@@ -4,12 +4,12 @@
 //!
 //! ```
 //! // Object names are checked before anything touches the store.
-//! use rctb_gateway::store::ObjectPath;
+//! use rctb_gateway::store::{ObjectPath, StoreError};
 //!
 //! assert!(ObjectPath::new("photos", "2026/cat.jpg").is_ok());
 //! let e = ObjectPath::new("photos", "../escape").unwrap_err();
 //! println!("{e}"); // names the rule the key broke
-//! assert!(ObjectPath::new("Bad_Bucket", "k").is_err());
+//! assert!(matches!(ObjectPath::new("Bad_Bucket", "k"), Err(StoreError::BadBucket(_))));
 //! ```
 //!
 //! # Contract

@@ -21,7 +21,7 @@ use rctb_core::time::Duration;
 use rctb_core::wire::hipobj::{Crc64Nvme, PrepareHeaders, PrincipalId};
 use rctb_gateway::client::{NoProgress, ObjectError, RdmaPort, ReadyAnswer};
 use rctb_gateway::http::GatewayOptions;
-use rctb_gateway::store::{ObjectPath, ObjectStore};
+use rctb_gateway::store::{ObjectPath, ObjectStore, StoreError};
 
 const CAP: &str = "x-amz-rdma-capabilities";
 
@@ -76,7 +76,10 @@ async fn ready_with_qpn_0_is_refused_outside_the_test_mode() {
         } else {
             assert_eq!(a.h("x-amz-rdma-bytes-transferred"), Some("4096"));
             assert_eq!(a.h(CAP), Some("mp"));
-            assert!(rig.store.head(&ObjectPath::new("bk", "q0").unwrap()).is_err(), "QPN 0 commits nothing");
+            assert!(
+                matches!(rig.store.head(&ObjectPath::new("bk", "q0").unwrap()), Err(StoreError::NoSuchKey)),
+                "QPN 0 commits nothing"
+            );
             assert_eq!(rig.live_sessions().await, 0);
         }
     }
@@ -296,8 +299,8 @@ async fn ready_outcomes_answer_by_their_own_codes() {
             }
             other => panic!("{case:?}: {other:?}"),
         }
-        assert!(rig.store.head(&ObjectPath::new("bk", "t").unwrap()).is_err());
-        assert!(rig.store.head(&ObjectPath::new("bk", "v").unwrap()).is_err());
+        assert!(matches!(rig.store.head(&ObjectPath::new("bk", "t").unwrap()), Err(StoreError::NoSuchKey)));
+        assert!(matches!(rig.store.head(&ObjectPath::new("bk", "v").unwrap()), Err(StoreError::NoSuchKey)));
         assert_eq!(rig.live_sessions().await, 0, "{case:?}: the failed session is reaped");
     }
 }

@@ -378,6 +378,6 @@ mod tests {
     #[test]
     fn mtu_codes() {
         assert_eq!(mtu(3).unwrap(), Mtu::Mtu1024);
-        assert!(mtu(0).is_err());
+        assert!(matches!(mtu(0), Err(TransportError::InvalidArgument { verb: Verb::QueryPort, .. })));
     }
 }

@@ -187,7 +187,7 @@ fn a_crash_mid_put_leaves_no_partial_object() {
         assert_eq!(buf, old);
         // A crash of the first PUT of a key: nothing visible at all.
         s.fail_next_put_after(10);
-        assert!(s.put(&obj("/bk/fresh"), &new).is_err());
+        assert!(matches!(s.put(&obj("/bk/fresh"), &new), Err(StoreError::Io { op: "write", .. })));
         assert!(matches!(s.head(&obj("/bk/fresh")), Err(StoreError::NoSuchKey)));
         // The killed writes left their temporaries behind...
         assert_eq!(files(dir.path()).iter().filter(|f| f.starts_with(".tmp/")).count(), 2);

@@ -11,8 +11,14 @@ fn cm_request_layout() {
     assert!(b[10..].iter().all(|&x| x == 0));
     // The admin queue always carries controller id 0.
     assert_eq!(CmRequest::new(0, 32, 7).unwrap().cntlid, 0);
-    assert!(CmRequest::new(1, 1, 0).is_err());
-    assert!(CmRequest::new(1, 257, 0).is_err());
+    assert!(matches!(
+        CmRequest::new(1, 1, 0),
+        Err(ProtocolError::Field { what: "CmRequest", field: "depth", value: 1, .. })
+    ));
+    assert!(matches!(
+        CmRequest::new(1, 257, 0),
+        Err(ProtocolError::Field { what: "CmRequest", field: "depth", value: 257, .. })
+    ));
     assert_eq!(CmRequest::decode(&b).unwrap(), CmRequest { recfmt: 0, qid: 1, hrqsize: 128, hsqsize: 127, cntlid: 7 });
     let mut bad = b;
     bad[0] = 1;
@@ -33,7 +39,13 @@ fn cm_accept_and_reject_layouts() {
     let a = CmAccept { recfmt: 0, crqsize: 32 }.encode();
     assert_eq!(&a[..4], &[0, 0, 32, 0]);
     assert_eq!(CmAccept::decode(&a[..8]).unwrap().crqsize, 32);
-    assert!(CmAccept::decode(&[0, 0, 0, 0]).is_err(), "crqsize 0");
+    assert!(
+        matches!(
+            CmAccept::decode(&[0, 0, 0, 0]),
+            Err(ProtocolError::Field { what: "CmAccept", field: "crqsize", value: 0, .. })
+        ),
+        "crqsize 0"
+    );
     let r = CmReject::new(RejectStatus::InvalidHsqsize).encode();
     assert_eq!(r, [0, 0, 4, 0]);
     for code in 1..=8 {
@@ -52,7 +64,10 @@ fn keyed_sgl_layout_and_bounds() {
     assert_eq!(&b[11..15], &0xDEAD_BEEFu32.to_le_bytes());
     assert_eq!(b[15], 0x40);
     assert_eq!(Sgl::decode(&b).unwrap(), s);
-    assert!(Sgl::keyed(0, 1 << 24, 0).is_err());
+    assert!(matches!(
+        Sgl::keyed(0, 1 << 24, 0),
+        Err(ProtocolError::Field { what: "Sgl", field: "length", value: 0x100_0000, .. })
+    ));
     let mr = crate::transport::MrInfo {
         id: crate::transport::MrId(1),
         addr: 0x1000,
@@ -65,8 +80,14 @@ fn keyed_sgl_layout_and_bounds() {
         Sgl::for_region(&mr, 4096, 4096).unwrap(),
         Sgl::Keyed { addr: 0x2000, len: 4096, key: 2, invalidate: false }
     );
-    assert!(Sgl::for_region(&mr, 4097, 4096).is_err());
-    assert!(Sgl::for_region(&mr, u64::MAX, 2).is_err());
+    assert!(matches!(
+        Sgl::for_region(&mr, 4097, 4096),
+        Err(ProtocolError::Field { what: "Sgl", field: "offset+length", value: 8193, .. })
+    ));
+    assert!(matches!(
+        Sgl::for_region(&mr, u64::MAX, 2),
+        Err(ProtocolError::Field { what: "Sgl", field: "offset+length", value: u64::MAX, .. })
+    ));
     let mut inv = b;
     inv[15] = 0x4F;
     assert!(matches!(Sgl::decode(&inv).unwrap(), Sgl::Keyed { invalidate: true, .. }));
@@ -92,7 +113,13 @@ fn connect_command_layout() {
     assert_eq!(&c[44..46], &[127, 0], "sqsize 0's based");
     assert_eq!(c[46], 0, "cattr");
     assert_eq!(&c[48..52], &5000u32.to_le_bytes());
-    assert!(NvmeCommand::connect(0, 32, 0, Sgl::keyed(0, 512, 0).unwrap()).is_err(), "connect data is 1024 bytes");
+    assert!(
+        matches!(
+            NvmeCommand::connect(0, 32, 0, Sgl::keyed(0, 512, 0).unwrap()),
+            Err(ProtocolError::Field { what: "Connect", field: "sgl.length", value: 512, .. })
+        ),
+        "connect data is 1024 bytes"
+    );
 }
 
 #[test]
@@ -126,15 +153,24 @@ fn admin_and_io_command_layouts() {
     assert_eq!(&rd[4..8], &1u32.to_le_bytes());
     assert_eq!(&rd[40..48], &0x1_0000_0002u64.to_le_bytes());
     assert_eq!(&rd[48..50], &[0xFF, 0xFF], "NLB is 0's based");
-    assert!(NvmeCommand::read(1, 0, 0, sgl).is_err());
-    assert!(NvmeCommand::write(1, 0, 65537, sgl).is_err());
+    assert!(matches!(
+        NvmeCommand::read(1, 0, 0, sgl),
+        Err(ProtocolError::Field { what: "Read", field: "blocks", value: 0, .. })
+    ));
+    assert!(matches!(
+        NvmeCommand::write(1, 0, 65537, sgl),
+        Err(ProtocolError::Field { what: "Write", field: "blocks", value: 65537, .. })
+    ));
     assert_eq!(NvmeCommand::write(1, 0, 1, sgl).unwrap().to_command(0).encode()[0], 0x01);
     assert_eq!(NvmeCommand::Flush { nsid: 1 }.to_command(0).encode()[0], 0x00);
     assert_eq!(NvmeCommand::KeepAlive.to_command(0).encode()[0], 0x18);
     let lp = NvmeCommand::get_log_page(LID_DISCOVERY, 3072, 0, sgl).unwrap().to_command(0).encode();
     assert_eq!((lp[0], lp[40]), (0x02, 0x70));
     assert_eq!(u16::from_le_bytes([lp[42], lp[43]]), 767, "NUMDL = dwords - 1");
-    assert!(NvmeCommand::get_log_page(LID_DISCOVERY, 10, 0, sgl).is_err());
+    assert!(matches!(
+        NvmeCommand::get_log_page(LID_DISCOVERY, 10, 0, sgl),
+        Err(ProtocolError::Field { what: "GetLogPage", field: "length", value: 10, .. })
+    ));
 }
 
 #[test]
@@ -190,9 +226,12 @@ fn connect_data_layout_and_nqn_rules() {
     assert_eq!(b[279], 0);
     assert!(b[512..].starts_with(b"nqn.2014-08.org.nvmexpress:uuid:07070707-0707-"));
     assert_eq!(ConnectData::decode(&b).unwrap(), d);
-    assert!(Nqn::new("short").is_err());
-    assert!(Nqn::new("x".repeat(224)).is_err());
-    assert!(Nqn::new("nqn.with\0nul.x").is_err());
+    assert!(matches!(Nqn::new("short"), Err(ProtocolError::Field { what: "Nqn", field: "length", value: 5, .. })));
+    assert!(matches!(
+        Nqn::new("x".repeat(224)),
+        Err(ProtocolError::Field { what: "Nqn", field: "length", value: 224, .. })
+    ));
+    assert!(matches!(Nqn::new("nqn.with\0nul.x"), Err(ProtocolError::Text { what: "Nqn", field: "text", .. })));
     let mut empty = b;
     empty[256..512].fill(0);
     assert!(matches!(ConnectData::decode(&empty), Err(ProtocolError::Field { field: "subnqn", .. })));
@@ -244,7 +283,10 @@ fn identify_layouts() {
     assert_eq!(&b[1792..1796], &260u32.to_le_bytes());
     assert_eq!(ControllerInfo::decode(&b[..]).unwrap(), c);
     assert_eq!(c.in_capsule_bytes(), 4096);
-    assert!(ControllerInfo::decode(&b[..4095]).is_err());
+    assert!(matches!(
+        ControllerInfo::decode(&b[..4095]),
+        Err(ProtocolError::Short { what: "IdentifyController", len: 4095, need: 4096 })
+    ));
 
     let ns = NamespaceInfo {
         nsid: 1,
@@ -300,7 +342,10 @@ fn discovery_log_layout() {
     assert!(matches!(DiscoveryLog::decode(&b[..2047]), Err(ProtocolError::Short { .. })));
     let mut huge = b.clone();
     huge[8..16].copy_from_slice(&u64::MAX.to_le_bytes());
-    assert!(DiscoveryLog::decode(&huge).is_err());
+    assert!(matches!(
+        DiscoveryLog::decode(&huge),
+        Err(ProtocolError::Field { what: "DiscoveryLog", field: "numrec", .. })
+    ));
     // A page length from a target's NUMREC never overflows.
     assert_eq!(DiscoveryLog::len_for(2), 3 * 1024);
     assert_eq!(DiscoveryLog::len_for(u64::MAX), u64::MAX);

@@ -258,30 +258,30 @@ mod tests {
     fn numbers() {
         assert_eq!(parse_op("get"), Ok(Op::Get));
         assert_eq!(parse_op("Put"), Ok(Op::Put));
-        assert!(parse_op("POST").is_err());
+        assert!(matches!(parse_op("POST"), Err(ParamError::Invalid { field: "op", .. })));
         assert_eq!(parse_size("2147483647"), Ok(0x7FFF_FFFF));
         for bad in ["0", "2147483648", "-1", "+1", " 1", "1e3", "", "0x10"] {
-            assert!(parse_size(bad).is_err(), "{bad}");
+            assert!(matches!(parse_size(bad), Err(ParamError::Invalid { field: "size", .. })), "{bad}");
         }
         assert_eq!(parse_offset("0"), Ok(0));
         assert_eq!(parse_psn("FFFFFF"), Ok(0xFF_FFFF));
         assert_eq!(parse_psn("00abc"), Ok(0xabc));
         for bad in ["0", "1000000", "0x1", "", "g"] {
-            assert!(parse_psn(bad).is_err(), "{bad}");
+            assert!(matches!(parse_psn(bad), Err(ParamError::Invalid { field: "psn", .. })), "{bad}");
         }
         assert_eq!(parse_cookie("DEADbeef"), Ok(0xdead_beef));
-        assert!(parse_cookie("0").is_err());
-        assert!(parse_cookie("100000000").is_err());
+        assert!(matches!(parse_cookie("0"), Err(ParamError::Invalid { field: "cookie", .. })));
+        assert!(matches!(parse_cookie("100000000"), Err(ParamError::Invalid { field: "cookie", .. })));
         assert_eq!(parse_qpn("0"), Ok(0), "0 is the control-plane-only mode");
         assert_eq!(parse_qpn("ffffff"), Ok(0xFF_FFFF));
-        assert!(parse_qpn("1000000").is_err());
+        assert!(matches!(parse_qpn("1000000"), Err(ParamError::Invalid { field: "qpn", .. })));
         assert_eq!(parse_mr_addr("ffffffffffffffff"), Ok(u64::MAX));
-        assert!(parse_mr_addr("10000000000000000").is_err());
+        assert!(matches!(parse_mr_addr("10000000000000000"), Err(ParamError::Invalid { field: "mr-addr", .. })));
         assert_eq!(parse_mr_rkey("0"), Ok(0));
         assert_eq!(format_psn(0xab), "0000AB");
         assert_eq!(format_hex_u32(0xab), "000000AB");
         assert!(parse_protocol("hipobj-rc-v2").is_ok());
-        assert!(parse_protocol("hipobj-rc-v1").is_err());
+        assert!(matches!(parse_protocol("hipobj-rc-v1"), Err(ParamError::Invalid { field: "protocol", .. })));
     }
 
     #[test]
@@ -309,7 +309,8 @@ mod tests {
             let s = SessionId(v).to_string();
             prop_assert_eq!(s.len(), 32);
             prop_assert_eq!(SessionId::parse(&s), Ok(SessionId(v)));
-            prop_assert!(SessionId::parse(&s.to_uppercase()).is_err() || s.bytes().all(|c| c.is_ascii_digit()));
+            let refused = matches!(SessionId::parse(&s.to_uppercase()), Err(ParamError::Invalid { field: "session", .. }));
+            prop_assert!(refused || s.bytes().all(|c| c.is_ascii_digit()));
         }
 
         #[test]
