@@ -119,18 +119,32 @@ pub fn all<T: Transport>() -> Vec<(String, CaseFn<T>)> {
     v
 }
 
-/// One message of `op` and `size_name` from a to b, checked on both sides.
+/// Bytes checked past the end of a message in [`data_path`].
+const GUARD: usize = 64;
+/// What the destination holds past the message before it arrives.
+const DEST_GUARD: u8 = 0xEE;
+/// What the source holds past the message: what an overrun would copy.
+const SOURCE_TAIL: u8 = 0x77;
+
+/// One message of `op` and `size_name` from a to b, checked on both sides:
+/// the bytes, the completions (a READ's requester `byte_len` too), and
+/// that nothing past the message changed at the destination.
 fn data_path<T: Transport>(x: &mut Endpoints<'_, T>, op: Op, size_name: &str) -> Result<(), String> {
     let mtu = x.path_mtu().bytes();
     let len = size(size_name, mtu);
-    let ma = x.mr(true, MIB as u64, ALL_ACCESS)?;
-    let mb = x.mr(false, MIB as u64, ALL_ACCESS)?;
+    let ma = x.mr(true, MIB as u64 + GUARD as u64, ALL_ACCESS)?;
+    let mb = x.mr(false, MIB as u64 + GUARD as u64, ALL_ACCESS)?;
     let qps = x.connect(Link::default())?;
     let data = pattern(len ^ 0x5a, len as usize);
     let imm = 0xC0DE_0000 | len;
     // A READ moves b's data to a; everything else moves a's data to b.
-    let written = if op == Op::Read { x.b.mr_write(mb.id, 0, &data) } else { x.a.mr_write(ma.id, 0, &data) };
-    written.map_err(|e| format!("mr_write: {e}"))?;
+    // Past the message, the source holds other bytes and the destination a
+    // guard: a transfer that runs past `len` shows in the guard.
+    let (src, dst) =
+        if op == Op::Read { ((&mut *x.b, mb), (&mut *x.a, ma)) } else { ((&mut *x.a, ma), (&mut *x.b, mb)) };
+    src.0.mr_write(src.1.id, 0, &data).map_err(|e| format!("mr_write: {e}"))?;
+    src.0.mr_write(src.1.id, len as u64, &[SOURCE_TAIL; GUARD]).map_err(|e| format!("mr_write: {e}"))?;
+    dst.0.mr_write(dst.1.id, len as u64, &[DEST_GUARD; GUARD]).map_err(|e| format!("mr_write: {e}"))?;
     let consumes_receive = matches!(op, Op::Send | Op::SendImm | Op::WriteImm);
     if consumes_receive {
         let sge = [Sge::new(mb.id, 0, MIB)];
@@ -153,7 +167,10 @@ fn data_path<T: Transport>(x: &mut Endpoints<'_, T>, op: Op, size_name: &str) ->
         Op::Write | Op::WriteImm => WcOpcode::RdmaWrite,
         Op::Read => WcOpcode::RdmaRead,
     };
-    expect_wc(sc.first(), "requester", WcStatus::Success, Some(opcode), None, None)?;
+    // A READ's requester completion counts the bytes read (verbs: byte_len
+    // is valid in the send queue for READs and atomics).
+    let read_len = (op == Op::Read).then_some(len);
+    expect_wc(sc.first(), "requester", WcStatus::Success, Some(opcode), read_len, None)?;
     if consumes_receive {
         let rc = completions(x.b, &x.sb, 1)?;
         let (rop, rimm) = match op {
@@ -169,6 +186,11 @@ fn data_path<T: Transport>(x: &mut Endpoints<'_, T>, op: Op, size_name: &str) ->
     if got != data {
         let at = got.iter().zip(&data).position(|(g, d)| g != d).unwrap_or(0);
         return Err(format!("data differs from byte {at} of {len}"));
+    }
+    let mut guard = [0u8; GUARD];
+    reader.mr_read(region.id, len as u64, &mut guard).map_err(|e| format!("mr_read: {e}"))?;
+    if let Some(at) = guard.iter().position(|&g| g != DEST_GUARD) {
+        return Err(format!("byte {} written past the {len}-byte message", len as usize + at));
     }
     Ok(())
 }
