@@ -56,6 +56,9 @@ pub struct Recovery {
     pub retransmitted: Option<u64>,
     /// The requester's local ACK timeouts.
     pub timeouts: Option<u64>,
+    /// RNR NAKs between the two (the simulator counts those sent, udp
+    /// those its requester received).
+    pub rnr_naks: Option<u64>,
 }
 
 /// Where a backend puts a case's [`PacketFault`].
@@ -84,6 +87,7 @@ pub fn cases<T: Transport, P: FaultPath<T>>() -> Vec<(&'static str, Case<T, P>)>
         ("faults/duplicated_seq_nak_one_retry", duplicated_seq_nak as Case<T, P>),
         ("faults/atomic_ack_lost_replayed_once", atomic_ack_lost as Case<T, P>),
         ("faults/atomic_duplicated_applied_once", atomic_duplicated as Case<T, P>),
+        ("faults/rnr_retry_counted", rnr_retry_counted as Case<T, P>),
     ]
 }
 
@@ -277,6 +281,39 @@ fn retry_cnt_7<T: Transport, P: FaultPath<T>>(x: &mut Endpoints<'_, T>, path: &m
         && a - b < u64::from(LOST_TRANSMISSIONS)
     {
         return Err(format!("{} ACK timeouts for {LOST_TRANSMISSIONS} lost transmissions", a - b));
+    }
+    Ok(())
+}
+
+/// A SEND to a responder with no receive posted, `rnr_retry` 2: the
+/// requester sends it three times (the first, then a retry per RNR NAK
+/// while retries are left), is NAKed three times, and fails
+/// RNR_RETRY_EXC_ERR. The conformance case `rnr/retry_exhausted` sees only
+/// the status; here the counters show that exactly `rnr_retry` retries ran.
+fn rnr_retry_counted<T: Transport, P: FaultPath<T>>(x: &mut Endpoints<'_, T>, path: &mut P) -> Result<(), String> {
+    const RNR_RETRY: u8 = 2;
+    let ma = x.mr(true, 4096, Access::LOCAL_WRITE)?;
+    let link = Link { rnr_retry: RNR_RETRY, min_rnr_timer: RnrTimer::from_code(1).expect("code 1"), ..Link::default() };
+    let qps = x.connect(link)?;
+    let before = path.recovery(x);
+    let sge = [Sge::new(ma.id, 0, 64)];
+    x.a.post_send(qps.a.id, &SendWr::new(1, SendOp::Send, &sge)).map_err(|err| e("post_send", err))?;
+    let sc = completions(x.a, &x.sa, 1)?;
+    expect_wc(sc.first(), "the SEND", WcStatus::RnrRetryExcErr, None, None, None)?;
+    let after = path.recovery(x);
+    let want = u64::from(RNR_RETRY);
+    if let (Some(b), Some(a)) = (before.rnr_naks, after.rnr_naks)
+        && a - b != want + 1
+    {
+        return Err(format!("{} RNR NAKs for rnr_retry {RNR_RETRY} (expected {})", a - b, want + 1));
+    }
+    if let (Some(b), Some(a)) = (before.retransmitted, after.retransmitted)
+        && a - b != want
+    {
+        return Err(format!("{} retransmissions for rnr_retry {RNR_RETRY} (expected {want})", a - b));
+    }
+    if after.rnr_naks.is_none() && after.retransmitted.is_none() {
+        return Err("this path counts neither RNR NAKs nor retransmissions".into());
     }
     Ok(())
 }

@@ -101,6 +101,7 @@ impl FaultPath<SimTransport> for SimPath {
             naks_sent: Some(s.seq_naks),
             retransmitted: Some(s.retransmitted),
             timeouts: Some(s.timeouts),
+            rnr_naks: Some(s.rnr_naks),
         }
     }
 }

@@ -179,6 +179,7 @@ impl<O: Transport> FaultPath<Either<UdpTransport, O>> for UdpPath {
             naks_sent: b.map(|u| u.reactor().engine_stats().seq_naks),
             retransmitted: a.map(|u| u.reactor().engine_stats().retransmitted),
             timeouts: a.map(|u| u.reactor().engine_stats().timeouts),
+            rnr_naks: a.map(|u| u.stats().rx_naks_rnr),
         }
     }
 }

@@ -58,6 +58,7 @@ fn every_fault_case_passes_on_the_simulator() {
                 "faults/duplicated_seq_nak_one_retry",
                 "faults/atomic_ack_lost_replayed_once",
                 "faults/atomic_duplicated_applied_once",
+                "faults/rnr_retry_counted",
             ],
             "{replay}"
         );
@@ -65,6 +66,14 @@ fn every_fault_case_passes_on_the_simulator() {
         // in the fourth; four duplicated in the second and in the seventh,
         // one NAK in the fifth.
         assert_eq!((st.dropped_rule, st.duplicated), (16, 9), "{st:?}; {replay}");
+    }
+}
+
+#[test]
+fn rnr_retry_2_means_three_sends_and_three_rnr_naks() {
+    for seed in SEEDS {
+        let (_, st, _, replay) = run(seed, "rnr_retry");
+        assert_eq!((st.rnr_naks, st.retransmitted, st.delivered), (3, 2, 3 + 3), "{st:?}; {replay}");
     }
 }
 
