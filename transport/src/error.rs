@@ -91,6 +91,10 @@ pub enum Verb {
     /// [`Transport::cm_destroy`](super::Transport::cm_destroy) and
     /// [`Transport::cm_close_listener`](super::Transport::cm_close_listener) (`rdma_destroy_id`).
     CmDestroy,
+    /// The attributes the CM would move a connection's QP with
+    /// (`rdma_init_qp_attr`); not a `Transport` method: the engine's
+    /// `Endpoint::cm_qp_attr`.
+    CmQpAttr,
 }
 
 impl fmt::Display for Verb {
@@ -124,6 +128,7 @@ impl fmt::Display for Verb {
             Verb::CmReject => "cm_reject",
             Verb::CmDisconnect => "cm_disconnect",
             Verb::CmDestroy => "cm_destroy",
+            Verb::CmQpAttr => "cm_qp_attr",
         };
         f.write_str(s)
     }

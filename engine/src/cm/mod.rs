@@ -175,6 +175,9 @@ pub struct CmTransmit {
 /// CM connection state on one side.
 #[derive(Debug)]
 pub(crate) struct Conn {
+    /// The QP the CM drives (created by `cm_connect` / `cm_accept`, or the
+    /// caller's, given to `cm_connect_qp` / `cm_accept_qp`); bound to this
+    /// connection until it is destroyed, never destroyed by the CM.
     pub qp: Option<QpId>,
     /// The peer's address and connection id, once known.
     pub peer: Option<(Ipv4Addr, ConnId)>,
@@ -202,6 +205,11 @@ pub(crate) struct Conn {
     pub retries_left: u8,
     /// The wait for an answer to `sent`.
     pub response_timeout: Duration,
+    /// The attributes the QP is (or would be) brought to RTR and RTS with,
+    /// once the peer's QPN and PSN are known: from the REQ on the passive
+    /// side (its read depths and RNR retry count the REQ's until the accept
+    /// sets them), from the REP on the active side.
+    pub attrs: Option<Connect>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -240,6 +248,7 @@ impl Conn {
             sent: None,
             retries_left: 0,
             response_timeout: cm_time(CM_RESPONSE_TIMEOUT),
+            attrs: None,
         }
     }
 }
@@ -254,7 +263,7 @@ impl Conn {
 }
 
 /// INIT attributes rdma_cm uses for a connected RC QP.
-fn init_attr() -> QpTransition {
+pub(crate) fn init_attr() -> QpTransition {
     QpTransition::Init(InitAttr {
         pkey_index: 0,
         port: 1,
@@ -274,6 +283,31 @@ pub(crate) struct Connect {
     pub initiator_depth: u8,
     pub retry_count: u8,
     pub rnr_retry_count: u8,
+}
+
+impl Connect {
+    /// The INIT -> RTR attributes of these.
+    pub(crate) fn rtr(&self) -> RtrAttr {
+        RtrAttr {
+            path_mtu: self.mtu,
+            dest_qpn: self.dest_qpn,
+            rq_psn: self.rq_psn,
+            max_dest_rd_atomic: self.responder_resources,
+            min_rnr_timer: RnrTimer::default(),
+            av: AddressVector::new(Gid::from_ipv4(self.peer_ip), 1),
+        }
+    }
+
+    /// The RTR -> RTS attributes of these.
+    pub(crate) fn rts(&self) -> RtsAttr {
+        RtsAttr {
+            sq_psn: self.sq_psn,
+            timeout: CM_QP_TIMEOUT,
+            retry_cnt: self.retry_count.min(7),
+            rnr_retry: self.rnr_retry_count.min(7),
+            max_rd_atomic: self.initiator_depth,
+        }
+    }
 }
 
 impl Endpoint {
@@ -308,21 +342,9 @@ impl Endpoint {
     pub(crate) fn connect_qp(&mut self, qp: QpId, c: Connect) -> Result<(), &'static str> {
         let src_ip = self.cfg.ip;
         let q = self.qps.get_mut(qp.0).ok_or("QP destroyed")?;
-        let rtr = QpTransition::Rtr(RtrAttr {
-            path_mtu: c.mtu,
-            dest_qpn: c.dest_qpn,
-            rq_psn: c.rq_psn,
-            max_dest_rd_atomic: c.responder_resources,
-            min_rnr_timer: RnrTimer::default(),
-            av: AddressVector::new(Gid::from_ipv4(c.peer_ip), 1),
-        });
-        let rts = QpTransition::Rts(RtsAttr {
-            sq_psn: c.sq_psn,
-            timeout: CM_QP_TIMEOUT,
-            retry_cnt: c.retry_count.min(7),
-            rnr_retry: c.rnr_retry_count.min(7),
-            max_rd_atomic: c.initiator_depth,
-        });
+        // The same values `cm_qp_attr` reports: one source for both.
+        let rtr = QpTransition::Rtr(c.rtr());
+        let rts = QpTransition::Rts(c.rts());
         let r = q.modify(&rtr, src_ip, &mut self.comps).and_then(|()| q.modify(&rts, src_ip, &mut self.comps));
         self.route();
         r
@@ -419,6 +441,20 @@ impl Endpoint {
                 c.rnr_retry_count = rnr_retry_count;
                 c.response_timeout = cm_time(response_timeout);
                 c.retries_left = max_retries;
+                // What `cm_qp_attr` reports before the accept: the REQ's
+                // depths seen from this side (as the kernel's CM keeps
+                // them); the accept replaces them with its own.
+                c.attrs = Some(Connect {
+                    peer_ip: from,
+                    mtu,
+                    dest_qpn: qpn,
+                    rq_psn: local_psn,
+                    sq_psn: psn,
+                    responder_resources: initiator_depth,
+                    initiator_depth: responder_resources,
+                    retry_count,
+                    rnr_retry_count,
+                });
                 self.conns.insert(conn, c);
                 self.cm_events.push_back(CmEvent::ConnectRequest {
                     listener,
@@ -471,7 +507,6 @@ impl Endpoint {
                 // Both ends must segment and reassemble at the same path MTU.
                 c.mtu = c.mtu.min(mtu);
                 c.deadline = None;
-                let Some(qp) = c.qp else { return };
                 // We take as many of the peer's reads at once as we
                 // offered; ours outstanding are bounded by what it takes.
                 // Each side's starting PSN is the one it receives from: we
@@ -488,6 +523,8 @@ impl Endpoint {
                     retry_count: c.retry_count,
                     rnr_retry_count: c.rnr_retry_count,
                 };
+                c.attrs = Some(attrs);
+                let Some(qp) = c.qp else { return };
                 let ok = self.connect_qp(qp, attrs);
                 let c = self.conns.get_mut(&dst_conn).expect("checked above");
                 if ok.is_ok() {
