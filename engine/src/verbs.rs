@@ -15,7 +15,7 @@ use std::net::Ipv4Addr;
 use rctb_core::time::Instant;
 use rctb_core::transport::*;
 
-use crate::cm::{CM_MAX_RETRIES, CM_RESPONSE_TIMEOUT, CmMessage, Conn, ConnState, Connect, mad};
+use crate::cm::{CM_MAX_RETRIES, CM_RESPONSE_TIMEOUT, CmMessage, Conn, ConnState, Connect, QpDriver, mad};
 use crate::endpoint::{Cq, Endpoint};
 use crate::memory::{Bytes, ExternalMemory, Memory, Region};
 use crate::rc::{PostError, RcQp, RoutedCompletion, Srq};
@@ -490,38 +490,51 @@ impl Endpoint {
     pub fn cm_connect(&mut self, now: Instant, params: &ConnectParams) -> Result<(ConnId, QpId)> {
         check_private_data(Verb::CmConnect, &params.private_data)?;
         let info = self.create_qp(&params.qp).map_err(|e| rewrap(e, Verb::CmConnect))?;
-        let conn = self.start_connect(now, info.id, params);
+        let conn = self.start_connect(now, info.id, QpDriver::Cm, params);
         Ok((conn, info.id))
     }
 
     /// Sends a REQ to `params.remote` for `qp`, an RC QP the caller created
     /// (`rdma_create_qp` then `rdma_connect`); `params.qp` is ignored.
     ///
-    /// The QP must be in RESET or INIT and bound to no connection. The CM
+    /// With [`QpDriver::Cm`] the QP must be in RESET or INIT and the CM
     /// drives it exactly as one [`cm_connect`](Self::cm_connect) creates: to
     /// INIT now if it is in RESET (one in INIT keeps the caller's access
     /// flags), to RTR and RTS when the REP arrives, to ERR on a disconnect
     /// (either side's DREQ). A REJ or a timeout before the REP leaves it in
-    /// INIT. The QP stays bound to the connection until
+    /// INIT. With [`QpDriver::Application`] it may be in RESET, INIT, RTR
+    /// or RTS and the CM never moves it: the REP arrives as
+    /// [`CmEvent::ConnectResponse`], the application applies
+    /// [`cm_qp_attr`](Self::cm_qp_attr)'s RTR and RTS and answers with
+    /// [`cm_establish`](Self::cm_establish).
+    ///
+    /// Either way the QP is bound to the connection until
     /// [`cm_destroy`](Self::cm_destroy) (or until the caller destroys the
     /// QP); the CM never destroys it, and `cm_destroy` leaves it in the
     /// state it reached, to be reset and connected again or destroyed.
     ///
     /// Errors (nothing changes): `InvalidArgument` for `private_data` over
     /// [`MAX_REQ_PRIVATE_DATA`] bytes or a `qp` bound to another connection,
-    /// `InvalidHandle` for an unknown `qp`, `InvalidState` for a QP past
-    /// INIT. Every engine QP is an RC QP of the endpoint's one device, so
-    /// there is no transport type or device to mismatch.
-    pub fn cm_connect_qp(&mut self, now: Instant, qp: QpId, params: &ConnectParams) -> Result<ConnId> {
+    /// `InvalidHandle` for an unknown `qp`, `InvalidState` for a QP in a
+    /// state the driver does not take. Every engine QP is an RC QP of the
+    /// endpoint's one device, and a connection has no protection domain of
+    /// its own, so there is no QP type, device or PD to mismatch.
+    pub fn cm_connect_qp(
+        &mut self,
+        now: Instant,
+        qp: QpId,
+        driver: QpDriver,
+        params: &ConnectParams,
+    ) -> Result<ConnId> {
         check_private_data(Verb::CmConnect, &params.private_data)?;
-        self.check_cm_qp(Verb::CmConnect, qp)?;
-        Ok(self.start_connect(now, qp, params))
+        self.check_cm_qp(Verb::CmConnect, qp, driver)?;
+        Ok(self.start_connect(now, qp, driver, params))
     }
 
-    /// The one path of both connects: `qp` exists, in RESET or INIT.
-    fn start_connect(&mut self, now: Instant, qp: QpId, params: &ConnectParams) -> ConnId {
+    /// The one path of both connects: `qp` exists, in a state `driver` takes.
+    fn start_connect(&mut self, now: Instant, qp: QpId, driver: QpDriver, params: &ConnectParams) -> ConnId {
         let (state, qpn) = self.qps.get(qp.0).map_or((QpState::Reset, 0), |q| (q.state, q.qpn));
-        if state == QpState::Reset {
+        if driver == QpDriver::Cm && state == QpState::Reset {
             self.init_qp(qp);
         }
         let conn = ConnId(self.alloc_id());
@@ -529,6 +542,7 @@ impl Endpoint {
         let mtu = self.cfg.mtu;
         let mut c = Conn::new(ConnState::ReqSent, *params.remote.ip(), local_psn, mtu);
         c.qp = Some(qp);
+        c.driver = driver;
         c.responder_resources = params.responder_resources;
         c.initiator_depth = params.initiator_depth;
         c.retry_count = params.retry_count;
@@ -560,30 +574,42 @@ impl Endpoint {
     pub fn cm_accept(&mut self, now: Instant, conn: ConnId, params: &AcceptParams) -> Result<QpId> {
         self.check_accept(conn, params)?;
         let info = self.create_qp(&params.qp).map_err(|e| rewrap(e, Verb::CmAccept))?;
-        self.finish_accept(now, conn, info.id, params)?;
+        self.finish_accept(now, conn, info.id, QpDriver::Cm, params)?;
         Ok(info.id)
     }
 
     /// Accepts a connect request on `qp`, an RC QP the caller created
     /// (`rdma_create_qp` then `rdma_accept`); `params.qp` is ignored.
     ///
-    /// The QP must be in RESET or INIT and bound to no connection. The CM
+    /// With [`QpDriver::Cm`] the QP must be in RESET or INIT and the CM
     /// drives it exactly as one [`cm_accept`](Self::cm_accept) creates: to
     /// INIT if it is in RESET (one in INIT keeps the caller's access
     /// flags), then to RTR and RTS before the REP goes out; to ERR when the
-    /// active side rejects or times out the REP, or on a disconnect. It
-    /// stays bound to the connection until [`cm_destroy`](Self::cm_destroy)
-    /// (or until the caller destroys it); the CM never destroys it.
+    /// active side rejects or times out the REP, or on a disconnect. With
+    /// [`QpDriver::Application`] (RESET, INIT, RTR or RTS) the CM never
+    /// moves it: the application has applied
+    /// [`cm_qp_attr`](Self::cm_qp_attr)'s values before it accepts, and
+    /// moves the QP to ERR itself when the connection goes down. Either way
+    /// it stays bound to the connection until
+    /// [`cm_destroy`](Self::cm_destroy) (or until the caller destroys it);
+    /// the CM never destroys it.
     ///
     /// Errors: those of `cm_accept` (unknown `conn`, `Busy` past its
     /// request, `private_data` over [`MAX_REP_PRIVATE_DATA`] bytes), and for
     /// `qp` those of [`cm_connect_qp`](Self::cm_connect_qp). A request the
     /// QP cannot be connected for (a peer QPN out of range) is
     /// `InvalidArgument` naming `qp`, the QP back in RESET if it was there.
-    pub fn cm_accept_qp(&mut self, now: Instant, conn: ConnId, qp: QpId, params: &AcceptParams) -> Result<()> {
+    pub fn cm_accept_qp(
+        &mut self,
+        now: Instant,
+        conn: ConnId,
+        qp: QpId,
+        driver: QpDriver,
+        params: &AcceptParams,
+    ) -> Result<()> {
         self.check_accept(conn, params)?;
-        let state = self.check_cm_qp(Verb::CmAccept, qp)?;
-        let r = self.finish_accept(now, conn, qp, params);
+        let state = self.check_cm_qp(Verb::CmAccept, qp, driver)?;
+        let r = self.finish_accept(now, conn, qp, driver, params);
         if r.is_err() && state == QpState::Reset {
             let ip = self.cfg.ip;
             if let Some(q) = self.qps.get_mut(qp.0) {
@@ -615,8 +641,15 @@ impl Endpoint {
     }
 
     /// The one path of both accepts: `conn` waits for its answer, `qp`
-    /// exists in RESET or INIT.
-    fn finish_accept(&mut self, now: Instant, conn: ConnId, qp: QpId, params: &AcceptParams) -> Result<()> {
+    /// exists in a state `driver` takes.
+    fn finish_accept(
+        &mut self,
+        now: Instant,
+        conn: ConnId,
+        qp: QpId,
+        driver: QpDriver,
+        params: &AcceptParams,
+    ) -> Result<()> {
         let c = self.conns.get(&conn).ok_or_else(|| TransportError::handle(Verb::CmAccept, conn))?;
         // The initiator depth we may use is bounded by what the peer offered.
         let initiator_depth = params.initiator_depth.min(c.responder_resources);
@@ -635,15 +668,18 @@ impl Endpoint {
         };
         let (mtu, lpsn, peer) = (c.mtu, c.local_psn, c.peer);
         let (state, qpn) = self.qps.get(qp.0).map_or((QpState::Reset, 0), |q| (q.state, q.qpn));
-        if state == QpState::Reset {
-            self.init_qp(qp);
-        }
-        let res = self.connect_qp(qp, attrs);
-        if let Err(rule) = res {
-            return Err(TransportError::invalid(Verb::CmAccept, "qp", qpn as u64, rule));
+        if driver == QpDriver::Cm {
+            if state == QpState::Reset {
+                self.init_qp(qp);
+            }
+            let res = self.connect_qp(qp, attrs);
+            if let Err(rule) = res {
+                return Err(TransportError::invalid(Verb::CmAccept, "qp", qpn as u64, rule));
+            }
         }
         let c = self.conns.get_mut(&conn).expect("checked above");
         c.qp = Some(qp);
+        c.driver = driver;
         c.attrs = Some(attrs);
         c.state = ConnState::RepSent;
         let retries = c.retries_left;
@@ -665,7 +701,7 @@ impl Endpoint {
     }
 
     /// Checks a caller's QP for a CM connect or accept; its state.
-    fn check_cm_qp(&self, verb: Verb, qp: QpId) -> Result<QpState> {
+    fn check_cm_qp(&self, verb: Verb, qp: QpId, driver: QpDriver) -> Result<QpState> {
         let q = self.qps.get(qp.0).ok_or_else(|| TransportError::handle(verb, qp))?;
         if self.conns.values().any(|c| c.qp == Some(qp)) {
             return Err(TransportError::invalid(
@@ -675,14 +711,54 @@ impl Endpoint {
                 "is bound to a connection until that one is destroyed (cm_destroy)",
             ));
         }
-        if !matches!(q.state, QpState::Reset | QpState::Init) {
-            return Err(TransportError::InvalidState {
-                verb,
-                state: q.state,
-                what: "a CM connect or accept (the QP must be in RESET or INIT)",
-            });
+        let (ok, what) = match driver {
+            QpDriver::Cm => (
+                matches!(q.state, QpState::Reset | QpState::Init),
+                "a CM connect or accept that drives the QP (it must be in RESET or INIT)",
+            ),
+            QpDriver::Application => (
+                matches!(q.state, QpState::Reset | QpState::Init | QpState::Rtr | QpState::Rts),
+                "a CM connect or accept on an application-driven QP (it must be in RESET, INIT, RTR or RTS)",
+            ),
+        };
+        if !ok {
+            return Err(TransportError::InvalidState { verb, state: q.state, what });
         }
         Ok(q.state)
+    }
+
+    /// Completes an application-driven connect after its
+    /// [`CmEvent::ConnectResponse`]: sends the RTU (`rdma_establish`). The
+    /// application has moved its QP to RTR and RTS with
+    /// [`cm_qp_attr`](Self::cm_qp_attr)'s values first (the peer may send
+    /// as soon as the RTU arrives); the engine does not check. No event
+    /// follows, as librdmacm reports none for `rdma_establish`; a REP that
+    /// comes again is answered with the RTU again, as for any connection.
+    ///
+    /// Errors: `InvalidHandle` for an unknown `conn`; `InvalidArgument`
+    /// naming `conn` for one that is not waiting for it (a CM-driven one,
+    /// or one whose REP has not come, or already established).
+    pub fn cm_establish(&mut self, _now: Instant, conn: ConnId) -> Result<()> {
+        let verb = Verb::CmEstablish;
+        let c = self.conns.get_mut(&conn).ok_or_else(|| TransportError::handle(verb, conn))?;
+        if c.state != ConnState::RepRcvd {
+            return Err(TransportError::invalid(
+                verb,
+                "conn",
+                conn.0 as u64,
+                "must be an application-driven connect whose REP arrived (CmEvent::ConnectResponse) and \
+                 that is not established yet",
+            ));
+        }
+        let Some((peer_ip, peer_conn)) = c.peer else {
+            return Err(TransportError::invalid(verb, "conn", conn.0 as u64, "has no peer"));
+        };
+        c.state = ConnState::Established;
+        let rtu = CmMessage::Rtu { dst_conn: peer_conn, src_conn: conn };
+        // Kept, not timed: it answers a REP that comes again.
+        c.sent = Some(rtu.clone());
+        self.send_cm(peer_ip, rtu);
+        Ok(())
     }
 
     /// The attributes the CM moves (or would move) `conn`'s QP to `target`

@@ -5,6 +5,9 @@
 //! own or the CM's; the CM drives both alike, data flows after, a reject
 //! or a lost message is handled as for a created QP, the QP outlives its
 //! connection, and every misuse is a typed error that changes nothing.
+//! An application may also drive its QP itself (`rping -q`): it applies
+//! `cm_qp_attr`'s values, and the active side sends the RTU with
+//! `cm_establish`; the CM then never moves that QP.
 
 use std::net::{Ipv4Addr, SocketAddrV4};
 
@@ -12,7 +15,7 @@ use rand_chacha::ChaCha8Rng;
 use rand_core::SeedableRng;
 use rctb_core::time::{Duration, Instant};
 use rctb_core::transport::*;
-use rctb_engine::{CM_QP_TIMEOUT, CmMessage, CmTransmit, Endpoint, EndpointConfig, Packet};
+use rctb_engine::{CM_QP_TIMEOUT, CmMessage, CmTransmit, Endpoint, EndpointConfig, Packet, QpDriver};
 
 const LATENCY: Duration = Duration::from_micros(5);
 const IA: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
@@ -27,6 +30,9 @@ enum Answer {
     Created,
     /// `cm_accept_qp` on this QP.
     Existing(QpId),
+    /// `cm_accept_qp` on this QP, which b drives itself: to RTS with
+    /// `cm_qp_attr`'s values first, as `rping -q` does.
+    SelfDriven(QpId),
     /// `cm_reject`.
     Reject,
     /// Nothing: the test answers.
@@ -97,6 +103,18 @@ struct Net {
     answer: Answer,
     /// The connect requests b saw.
     requests: Vec<ConnId>,
+    /// a drives this QP itself: on the REP it applies `cm_qp_attr`'s values
+    /// and sends the RTU.
+    a_drives: Option<QpId>,
+}
+
+/// What an application that drives its own QP does (`rping -q`'s
+/// `rping_self_modify_qp`): INIT, RTR and RTS with the CM's attributes.
+fn drive_to_rts(ep: &mut Endpoint, now: Instant, conn: ConnId, qp: QpId) {
+    for target in [QpState::Init, QpState::Rtr, QpState::Rts] {
+        let t = ep.cm_qp_attr(conn, target).unwrap();
+        ep.modify_qp(now, qp, &t).unwrap();
+    }
 }
 
 impl Net {
@@ -104,7 +122,17 @@ impl Net {
         let mut b = Side::new("b", IB, 2);
         b.ep.cm_listen(PORT).unwrap();
         let a = Side::new("a", IA, 1);
-        Net { a, b, now: Instant::ZERO, cm: Vec::new(), rc: Vec::new(), log: Vec::new(), answer, requests: Vec::new() }
+        Net {
+            a,
+            b,
+            now: Instant::ZERO,
+            cm: Vec::new(),
+            rc: Vec::new(),
+            log: Vec::new(),
+            answer,
+            requests: Vec::new(),
+            a_drives: None,
+        }
     }
 
     fn params(&self) -> ConnectParams {
@@ -134,6 +162,10 @@ impl Net {
                 }
             }
             while let Some(ev) = self.a.ep.poll_cm_event() {
+                if let (CmEvent::ConnectResponse { conn, .. }, Some(qp)) = (&ev, self.a_drives) {
+                    drive_to_rts(&mut self.a.ep, self.now, *conn, qp);
+                    self.a.ep.cm_establish(self.now, *conn).unwrap();
+                }
                 self.a.events.push(ev);
             }
             while let Some(ev) = self.b.ep.poll_cm_event() {
@@ -147,7 +179,12 @@ impl Net {
                         }
                         Answer::Existing(qp) => {
                             let p = self.accept_params();
-                            self.b.ep.cm_accept_qp(now, conn, qp, &p).unwrap();
+                            self.b.ep.cm_accept_qp(now, conn, qp, QpDriver::Cm, &p).unwrap();
+                        }
+                        Answer::SelfDriven(qp) => {
+                            drive_to_rts(&mut self.b.ep, now, conn, qp);
+                            let p = self.accept_params();
+                            self.b.ep.cm_accept_qp(now, conn, qp, QpDriver::Application, &p).unwrap();
                         }
                         Answer::Reject => self.b.ep.cm_reject(conn, b"no").unwrap(),
                         Answer::Hold => {}
@@ -194,6 +231,10 @@ impl Net {
         let until = self.now + Duration::from_secs(60);
         self.run(until, lose);
         assert!(self.now < until, "still busy a minute on: {:?}", self.log);
+    }
+
+    fn sent(&self, from_a: bool, what: &str) -> usize {
+        self.log.iter().filter(|(a, n)| *a == from_a && *n == what).count()
     }
 
     /// Carries what is on its way for a millisecond: a request reaches a
@@ -246,7 +287,7 @@ fn both_sides_on_their_own_qps_connect_carry_data_and_keep_their_qps() {
     net.b.ep.modify_qp(net.now, qb, &QpTransition::Init(init)).unwrap();
     net.answer = Answer::Existing(qb);
     let params = net.params();
-    let conn = net.a.ep.cm_connect_qp(net.now, qa, &params).unwrap();
+    let conn = net.a.ep.cm_connect_qp(net.now, qa, QpDriver::Cm, &params).unwrap();
     assert_eq!(net.a.state(qa), QpState::Init, "the CM moves a RESET QP to INIT at once");
     net.settle();
     assert_eq!(net.a.established(), [(conn, qa)]);
@@ -272,7 +313,7 @@ fn both_sides_on_their_own_qps_connect_carry_data_and_keep_their_qps() {
         let mut wcs = Vec::new();
         side.ep.poll_cq(side.cq, 64, &mut wcs).unwrap();
     }
-    let conn = net.a.ep.cm_connect_qp(net.now, qa, &params).unwrap();
+    let conn = net.a.ep.cm_connect_qp(net.now, qa, QpDriver::Cm, &params).unwrap();
     net.settle();
     assert_eq!(net.a.established(), [(conn, qa)]);
     assert_eq!(net.b.established(), [(net.requests[1], qb)]);
@@ -285,7 +326,7 @@ fn one_side_created_the_other_its_own_either_way_round() {
     let mut net = Net::new(Answer::Created);
     let qa = net.a.new_qp();
     let params = net.params();
-    let conn = net.a.ep.cm_connect_qp(net.now, qa, &params).unwrap();
+    let conn = net.a.ep.cm_connect_qp(net.now, qa, QpDriver::Cm, &params).unwrap();
     net.settle();
     assert_eq!(net.a.established(), [(conn, qa)]);
     let [(_, qb)] = net.b.established()[..] else { panic!("{:?}", net.b.events) };
@@ -308,12 +349,12 @@ fn a_reject_leaves_the_active_qp_in_init_bound_until_destroyed() {
     let mut net = Net::new(Answer::Reject);
     let qa = net.a.new_qp();
     let params = net.params();
-    let conn = net.a.ep.cm_connect_qp(net.now, qa, &params).unwrap();
+    let conn = net.a.ep.cm_connect_qp(net.now, qa, QpDriver::Cm, &params).unwrap();
     net.settle();
     assert!(matches!(net.a.events[..], [CmEvent::Rejected { conn: c, .. }] if c == conn), "{:?}", net.a.events);
     assert_eq!(net.a.state(qa), QpState::Init, "a REJ does not touch the active side's QP");
     // Still the rejected connection's until it is destroyed.
-    let e = net.a.ep.cm_connect_qp(net.now, qa, &params).unwrap_err();
+    let e = net.a.ep.cm_connect_qp(net.now, qa, QpDriver::Cm, &params).unwrap_err();
     assert!(matches!(&e, TransportError::InvalidArgument { verb: Verb::CmConnect, source } if source.field == "qp"));
     net.a.ep.cm_destroy(conn).unwrap();
     assert_eq!(net.a.state(qa), QpState::Init);
@@ -321,7 +362,7 @@ fn a_reject_leaves_the_active_qp_in_init_bound_until_destroyed() {
     // Then it connects (from INIT) to a b that accepts.
     net.answer = Answer::Created;
     net.a.events.clear();
-    let conn = net.a.ep.cm_connect_qp(net.now, qa, &params).unwrap();
+    let conn = net.a.ep.cm_connect_qp(net.now, qa, QpDriver::Cm, &params).unwrap();
     net.settle();
     assert_eq!(net.a.established(), [(conn, qa)]);
     let [(_, qb)] = net.b.established()[..] else { panic!("{:?}", net.b.events) };
@@ -336,7 +377,7 @@ fn lost_req_rep_or_rtu_are_sent_again_with_existing_qps() {
         let qb = net.b.new_qp();
         net.answer = Answer::Existing(qb);
         let params = net.params();
-        let conn = net.a.ep.cm_connect_qp(net.now, qa, &params).unwrap();
+        let conn = net.a.ep.cm_connect_qp(net.now, qa, QpDriver::Cm, &params).unwrap();
         let mut dropped: Vec<&str> = Vec::new();
         net.settle_losing(&mut |_, k| {
             let drop = lost.contains(&k) && !dropped.contains(&k);
@@ -363,7 +404,7 @@ fn a_rep_never_answered_moves_the_passive_qp_to_err_and_leaves_it_the_callers() 
     net.answer = Answer::Existing(qb);
     let params = net.params();
     let qa = net.a.new_qp();
-    net.a.ep.cm_connect_qp(net.now, qa, &params).unwrap();
+    net.a.ep.cm_connect_qp(net.now, qa, QpDriver::Cm, &params).unwrap();
     net.settle_losing(&mut |from_a, k| from_a && k == "RTU");
     assert!(net.b.established().is_empty(), "{:?}", net.b.events);
     assert!(
@@ -388,26 +429,26 @@ fn every_misuse_is_a_typed_error_and_changes_nothing() {
     };
 
     // Connect: unknown QP, too much private data, a QP past INIT.
-    let e = net.a.ep.cm_connect_qp(now, QpId(999), &params).unwrap_err();
+    let e = net.a.ep.cm_connect_qp(now, QpId(999), QpDriver::Cm, &params).unwrap_err();
     assert!(matches!(e, TransportError::InvalidHandle { verb: Verb::CmConnect, .. }), "{e:?}");
     let qa = net.a.new_qp();
     let mut long = params.clone();
     long.private_data = vec![0; MAX_REQ_PRIVATE_DATA + 1];
-    let e = net.a.ep.cm_connect_qp(now, qa, &long).unwrap_err();
+    let e = net.a.ep.cm_connect_qp(now, qa, QpDriver::Cm, &long).unwrap_err();
     assert_eq!(field(&e), "private_data");
     assert_eq!(net.a.state(qa), QpState::Reset, "a failed connect leaves the QP as it was");
     net.a.ep.modify_qp(now, qa, &QpTransition::Err).unwrap();
-    let e = net.a.ep.cm_connect_qp(now, qa, &params).unwrap_err();
+    let e = net.a.ep.cm_connect_qp(now, qa, QpDriver::Cm, &params).unwrap_err();
     assert!(matches!(e, TransportError::InvalidState { verb: Verb::CmConnect, state: QpState::Err, .. }), "{e:?}");
     assert!(!net.a.ep.wants_cm_transmit(), "a refused connect sends nothing");
     net.a.ep.modify_qp(now, qa, &QpTransition::Reset).unwrap();
 
     // A QP the CM created for another connection, and one already given.
     let (created_conn, created) = net.a.ep.cm_connect(now, &params).unwrap();
-    let e = net.a.ep.cm_connect_qp(now, created, &params).unwrap_err();
+    let e = net.a.ep.cm_connect_qp(now, created, QpDriver::Cm, &params).unwrap_err();
     assert_eq!(field(&e), "qp");
-    let conn = net.a.ep.cm_connect_qp(now, qa, &params).unwrap();
-    let e = net.a.ep.cm_connect_qp(now, qa, &params).unwrap_err();
+    let conn = net.a.ep.cm_connect_qp(now, qa, QpDriver::Cm, &params).unwrap();
+    let e = net.a.ep.cm_connect_qp(now, qa, QpDriver::Cm, &params).unwrap_err();
     assert_eq!(field(&e), "qp");
     assert!(e.to_string().contains("bound to a connection"), "{e}");
 
@@ -429,16 +470,16 @@ fn every_misuse_is_a_typed_error_and_changes_nothing() {
     net.deliver();
     let [r1, r2] = net.requests[..] else { panic!("{:?}", net.requests) };
     let accept = net.accept_params();
-    let e = net.b.ep.cm_accept_qp(net.now, r1, QpId(999), &accept).unwrap_err();
+    let e = net.b.ep.cm_accept_qp(net.now, r1, QpId(999), QpDriver::Cm, &accept).unwrap_err();
     assert!(matches!(e, TransportError::InvalidHandle { verb: Verb::CmAccept, .. }), "{e:?}");
     let qb = net.b.new_qp();
-    let e = net.b.ep.cm_accept_qp(net.now, ConnId(999), qb, &accept).unwrap_err();
+    let e = net.b.ep.cm_accept_qp(net.now, ConnId(999), qb, QpDriver::Cm, &accept).unwrap_err();
     assert!(matches!(e, TransportError::InvalidHandle { verb: Verb::CmAccept, .. }), "{e:?}");
     let mut long = accept.clone();
     long.private_data = vec![0; MAX_REP_PRIVATE_DATA + 1];
-    assert_eq!(field(&net.b.ep.cm_accept_qp(net.now, r1, qb, &long).unwrap_err()), "private_data");
+    assert_eq!(field(&net.b.ep.cm_accept_qp(net.now, r1, qb, QpDriver::Cm, &long).unwrap_err()), "private_data");
     net.b.ep.modify_qp(net.now, qb, &QpTransition::Err).unwrap();
-    let e = net.b.ep.cm_accept_qp(net.now, r1, qb, &accept).unwrap_err();
+    let e = net.b.ep.cm_accept_qp(net.now, r1, qb, QpDriver::Cm, &accept).unwrap_err();
     assert!(matches!(e, TransportError::InvalidState { verb: Verb::CmAccept, state: QpState::Err, .. }), "{e:?}");
     net.b.ep.modify_qp(net.now, qb, &QpTransition::Reset).unwrap();
     assert!(!net.b.ep.wants_cm_transmit(), "a refused accept sends nothing");
@@ -446,10 +487,10 @@ fn every_misuse_is_a_typed_error_and_changes_nothing() {
 
     // One accept on qb; the second request cannot have it too, and the
     // first cannot be accepted twice.
-    net.b.ep.cm_accept_qp(net.now, r1, qb, &accept).unwrap();
-    assert_eq!(field(&net.b.ep.cm_accept_qp(net.now, r2, qb, &accept).unwrap_err()), "qp");
+    net.b.ep.cm_accept_qp(net.now, r1, qb, QpDriver::Cm, &accept).unwrap();
+    assert_eq!(field(&net.b.ep.cm_accept_qp(net.now, r2, qb, QpDriver::Cm, &accept).unwrap_err()), "qp");
     let qb2 = net.b.new_qp();
-    let e = net.b.ep.cm_accept_qp(net.now, r1, qb2, &accept).unwrap_err();
+    let e = net.b.ep.cm_accept_qp(net.now, r1, qb2, QpDriver::Cm, &accept).unwrap_err();
     assert!(matches!(e, TransportError::Busy { verb: Verb::CmAccept, .. }), "{e:?}");
     assert_eq!(net.b.state(qb2), QpState::Reset);
     net.settle();
@@ -523,4 +564,119 @@ fn cm_qp_attr_gives_what_the_cm_applied() {
     let mut wcs = Vec::new();
     net.b.ep.poll_cq(net.b.cq, 4, &mut wcs).unwrap();
     assert_eq!((wcs[0].wr_id, wcs[0].status, wcs[0].byte_len), (9, WcStatus::Success, len));
+}
+
+#[test]
+fn applications_that_drive_their_own_qps_connect_with_the_cm_attributes() {
+    let mut net = Net::new(Answer::Hold);
+    let qa = net.a.new_qp();
+    let qb = net.b.new_qp();
+    net.answer = Answer::SelfDriven(qb);
+    net.a_drives = Some(qa);
+    let params = net.params();
+    let conn = net.a.ep.cm_connect_qp(net.now, qa, QpDriver::Application, &params).unwrap();
+    assert_eq!(net.a.state(qa), QpState::Reset, "the CM leaves an application-driven QP alone");
+    net.settle();
+    // a saw the REP as ConnectResponse (and answered it); b is up on its RTU.
+    assert!(
+        matches!(&net.a.events[..], [CmEvent::ConnectResponse { conn: c, private_data }]
+        if *c == conn && private_data.starts_with(b"welcome")),
+        "{:?}",
+        net.a.events
+    );
+    assert_eq!(net.b.established(), [(net.requests[0], qb)]);
+    assert_eq!(net.sent(true, "RTU"), 1);
+    assert_eq!((net.a.state(qa), net.b.state(qb)), (QpState::Rts, QpState::Rts));
+    assert_eq!((net.a.ep.resources().qps, net.b.ep.resources().qps), (1, 1));
+    net.traffic(qa, qb, 7);
+
+    // A disconnect reaches both, and leaves both QPs to the applications.
+    net.a.ep.cm_disconnect(net.now, conn).unwrap();
+    net.settle();
+    assert!(matches!(net.a.events.last(), Some(CmEvent::Disconnected { .. })));
+    assert!(matches!(net.b.events.last(), Some(CmEvent::Disconnected { .. })));
+    assert_eq!((net.a.state(qa), net.b.state(qb)), (QpState::Rts, QpState::Rts));
+}
+
+#[test]
+fn an_application_driven_side_meets_a_cm_driven_one() {
+    // a drives its own QP; b's the CM creates.
+    let mut net = Net::new(Answer::Created);
+    let qa = net.a.new_qp();
+    net.a_drives = Some(qa);
+    let params = net.params();
+    net.a.ep.cm_connect_qp(net.now, qa, QpDriver::Application, &params).unwrap();
+    net.settle();
+    let [(_, qb)] = net.b.established()[..] else { panic!("{:?}", net.b.events) };
+    net.traffic(qa, qb, 8);
+
+    // b drives its own QP; a's the CM drives.
+    let mut net = Net::new(Answer::Hold);
+    let qb = net.b.new_qp();
+    net.answer = Answer::SelfDriven(qb);
+    let params = net.params();
+    let qa = net.a.new_qp();
+    let conn = net.a.ep.cm_connect_qp(net.now, qa, QpDriver::Cm, &params).unwrap();
+    net.settle();
+    assert_eq!(net.a.established(), [(conn, qa)]);
+    assert_eq!(net.b.established(), [(net.requests[0], qb)]);
+    net.traffic(qa, qb, 9);
+}
+
+#[test]
+fn a_lost_rtu_after_cm_establish_is_sent_again() {
+    let mut net = Net::new(Answer::Created);
+    let qa = net.a.new_qp();
+    net.a_drives = Some(qa);
+    let params = net.params();
+    net.a.ep.cm_connect_qp(net.now, qa, QpDriver::Application, &params).unwrap();
+    let mut lost = false;
+    net.settle_losing(&mut |from_a, k| {
+        let drop = from_a && k == "RTU" && !lost;
+        lost |= drop;
+        drop
+    });
+    assert_eq!((net.sent(false, "REP"), net.sent(true, "RTU")), (2, 2));
+    let [(_, qb)] = net.b.established()[..] else { panic!("{:?}", net.b.events) };
+    net.traffic(qa, qb, 10);
+}
+
+#[test]
+fn cm_establish_and_application_driven_misuse_are_typed_errors() {
+    let mut net = Net::new(Answer::Hold);
+    let params = net.params();
+    let now = net.now;
+    let e = net.a.ep.cm_establish(now, ConnId(999)).unwrap_err();
+    assert!(matches!(e, TransportError::InvalidHandle { verb: Verb::CmEstablish, .. }), "{e:?}");
+    // Before the REP, and on a CM-driven connection: not waiting for it.
+    let qa = net.a.new_qp();
+    let app = net.a.ep.cm_connect_qp(now, qa, QpDriver::Application, &params).unwrap();
+    let (cm, _) = net.a.ep.cm_connect(now, &params).unwrap();
+    for conn in [app, cm] {
+        let e = net.a.ep.cm_establish(now, conn).unwrap_err();
+        assert!(
+            matches!(&e, TransportError::InvalidArgument { verb: Verb::CmEstablish, source } if source.field == "conn"),
+            "{e:?}"
+        );
+    }
+    // An application-driven QP may be past INIT, not in ERR.
+    let qb = net.b.new_qp();
+    net.b.ep.modify_qp(now, qb, &QpTransition::Err).unwrap();
+    net.deliver();
+    let accept = net.accept_params();
+    let e = net.b.ep.cm_accept_qp(net.now, net.requests[0], qb, QpDriver::Application, &accept).unwrap_err();
+    assert!(matches!(e, TransportError::InvalidState { verb: Verb::CmAccept, state: QpState::Err, .. }), "{e:?}");
+    // An RTS QP: refused for the CM to drive, taken for the application.
+    net.b.ep.modify_qp(net.now, qb, &QpTransition::Reset).unwrap();
+    drive_to_rts(&mut net.b.ep, net.now, net.requests[0], qb);
+    let e = net.b.ep.cm_accept_qp(net.now, net.requests[0], qb, QpDriver::Cm, &accept).unwrap_err();
+    assert!(matches!(e, TransportError::InvalidState { verb: Verb::CmAccept, state: QpState::Rts, .. }), "{e:?}");
+    net.b.ep.cm_accept_qp(net.now, net.requests[0], qb, QpDriver::Application, &accept).unwrap();
+    net.deliver();
+    // Established once: a second establish is refused.
+    let [CmEvent::ConnectResponse { conn, .. }] = net.a.events[..] else { panic!("{:?}", net.a.events) };
+    assert_eq!(conn, app);
+    drive_to_rts(&mut net.a.ep, net.now, app, qa);
+    net.a.ep.cm_establish(net.now, app).unwrap();
+    assert!(net.a.ep.cm_establish(net.now, app).is_err());
 }

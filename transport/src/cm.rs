@@ -7,6 +7,8 @@
 //! `Established`, `Rejected` or `Unreachable`, and later `Disconnected`.
 //! The QP of a CM connection is created by `cm_connect` / `cm_accept` and is
 //! driven through INIT/RTR/RTS by the CM, as `rdma_create_qp` arranges.
+//! (rctb-engine's `Endpoint` also connects and accepts on a QP the
+//! application created, and lets an application drive that QP itself.)
 
 use std::net::SocketAddrV4;
 
@@ -137,6 +139,17 @@ pub enum CmEvent {
         /// empty on the passive side.
         private_data: Vec<u8>,
     },
+    /// The REP arrived for a connect whose QP the application drives
+    /// itself (`RDMA_CM_EVENT_CONNECT_RESPONSE`): the application moves its
+    /// QP to RTR and RTS, then completes the connection with the RTU (the
+    /// engine's `cm_establish`, librdmacm's `rdma_establish`). Only the
+    /// engine's application-driven connects report it.
+    ConnectResponse {
+        /// The connection whose REP arrived.
+        conn: ConnId,
+        /// The REP's private data.
+        private_data: Vec<u8>,
+    },
     /// The peer rejected our connect request.
     Rejected {
         /// The connection attempt that was refused.
@@ -164,6 +177,7 @@ impl CmEvent {
         match self {
             CmEvent::ConnectRequest { conn, .. }
             | CmEvent::Established { conn, .. }
+            | CmEvent::ConnectResponse { conn, .. }
             | CmEvent::Rejected { conn, .. }
             | CmEvent::Unreachable { conn, .. }
             | CmEvent::Disconnected { conn } => *conn,

@@ -95,6 +95,10 @@ pub enum Verb {
     /// (`rdma_init_qp_attr`); not a `Transport` method: the engine's
     /// `Endpoint::cm_qp_attr`.
     CmQpAttr,
+    /// Sending the RTU for a connection whose QP the application drives
+    /// (`rdma_establish`); not a `Transport` method: the engine's
+    /// `Endpoint::cm_establish`.
+    CmEstablish,
 }
 
 impl fmt::Display for Verb {
@@ -129,6 +133,7 @@ impl fmt::Display for Verb {
             Verb::CmDisconnect => "cm_disconnect",
             Verb::CmDestroy => "cm_destroy",
             Verb::CmQpAttr => "cm_qp_attr",
+            Verb::CmEstablish => "cm_establish",
         };
         f.write_str(s)
     }

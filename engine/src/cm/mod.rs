@@ -172,6 +172,28 @@ pub struct CmTransmit {
     pub msg: CmMessage,
 }
 
+/// Who moves a connection's QP through its states: what
+/// [`Endpoint::cm_connect_qp`] and [`Endpoint::cm_accept_qp`] take.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum QpDriver {
+    /// The CM, as for a QP it created: INIT at once if in RESET, RTR and
+    /// RTS with the peer's values (the active side on the REP, the passive
+    /// side before its REP goes out), ERR on a disconnect, and on the
+    /// passive side when the active side rejects or times out the REP.
+    /// What librdmacm does to a QP made with `rdma_create_qp`.
+    #[default]
+    Cm,
+    /// The application (librdmacm with no QP on the id, `rping -q`): the
+    /// CM never changes the QP's state and only puts its QPN in the REQ or
+    /// REP. The application reads the attributes from
+    /// [`Endpoint::cm_qp_attr`] and applies them with `modify_qp`: on the
+    /// passive side before it accepts, on the active side after
+    /// [`CmEvent::ConnectResponse`], which it answers with
+    /// [`Endpoint::cm_establish`] (the RTU). It moves the QP to ERR itself
+    /// on a disconnect.
+    Application,
+}
+
 /// CM connection state on one side.
 #[derive(Debug)]
 pub(crate) struct Conn {
@@ -210,6 +232,8 @@ pub(crate) struct Conn {
     /// side (its read depths and RNR retry count the REQ's until the accept
     /// sets them), from the REP on the active side.
     pub attrs: Option<Connect>,
+    /// Who moves `qp` through its states.
+    pub driver: QpDriver,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -220,6 +244,9 @@ pub(crate) enum ConnState {
     ReqRcvd,
     /// Passive side: REP sent.
     RepSent,
+    /// Active side, the application driving the QP: REP received, the
+    /// application has yet to send the RTU (`cm_establish`).
+    RepRcvd,
     Established,
     /// DREQ sent, waiting for the DREP.
     DreqSent,
@@ -249,11 +276,17 @@ impl Conn {
             retries_left: 0,
             response_timeout: cm_time(CM_RESPONSE_TIMEOUT),
             attrs: None,
+            driver: QpDriver::Cm,
         }
     }
 }
 
 impl Conn {
+    /// The QP, when the CM drives it.
+    pub(crate) fn driven_qp(&self) -> Option<QpId> {
+        self.qp.filter(|_| self.driver == QpDriver::Cm)
+    }
+
     /// Moves to `state` with nothing kept to send again and no timer.
     fn settle(&mut self, state: ConnState) {
         self.state = state;
@@ -524,6 +557,12 @@ impl Endpoint {
                     rnr_retry_count: c.rnr_retry_count,
                 };
                 c.attrs = Some(attrs);
+                if c.driver == QpDriver::Application {
+                    // The application moves its QP, then sends the RTU.
+                    c.state = ConnState::RepRcvd;
+                    self.cm_events.push_back(CmEvent::ConnectResponse { conn: dst_conn, private_data });
+                    return;
+                }
                 let Some(qp) = c.qp else { return };
                 let ok = self.connect_qp(qp, attrs);
                 let c = self.conns.get_mut(&dst_conn).expect("checked above");
@@ -562,15 +601,16 @@ impl Endpoint {
                 // A REJ "timeout" from an active side that never saw our REP
                 // names only its own connection.
                 let target = if dst_conn == ConnId(0) { self.conn_of_peer((from, src_conn)) } else { Some(dst_conn) };
-                let open =
-                    |c: &&mut Conn| matches!(c.state, ConnState::ReqSent | ConnState::ReqRcvd | ConnState::RepSent);
+                let open = |c: &&mut Conn| {
+                    matches!(c.state, ConnState::ReqSent | ConnState::ReqRcvd | ConnState::RepSent | ConnState::RepRcvd)
+                };
                 let Some((conn, c)) = target.and_then(|id| Some((id, self.conns.get_mut(&id).filter(open)?))) else {
                     self.counters.cm_ignored += 1;
                     return;
                 };
-                let passive = c.state != ConnState::ReqSent;
+                let passive = matches!(c.state, ConnState::ReqRcvd | ConnState::RepSent);
                 c.settle(ConnState::Closed);
-                let qp = c.qp;
+                let qp = c.driven_qp();
                 let ev = match why {
                     reason::INVALID_SERVICE_ID => CmEvent::Unreachable { conn, reason: UnreachableReason::NoListener },
                     reason::TIMEOUT => CmEvent::Unreachable { conn, reason: UnreachableReason::Timeout },
@@ -633,7 +673,7 @@ impl Endpoint {
             return;
         }
         c.settle(ConnState::Closed);
-        let (qp, peer, remote_qpn) = (c.qp, c.peer, c.remote_qpn);
+        let (qp, peer, remote_qpn) = (c.driven_qp(), c.peer, c.remote_qpn);
         if let Some(qp) = qp {
             self.error_qp(now, qp);
         }
@@ -668,7 +708,7 @@ pub(crate) fn timeout(ep: &mut Endpoint, now: Instant, conn: ConnId) {
         return;
     }
     // Out of retries.
-    let (state, peer, qp, dst) = (c.state, c.peer, c.qp, c.remote_ip);
+    let (state, peer, qp, dst) = (c.state, c.peer, c.driven_qp(), c.remote_ip);
     ep.counters.cm_timeouts += 1;
     if state == ConnState::DreqSent {
         c.settle(ConnState::TimeWait);
