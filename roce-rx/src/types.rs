@@ -28,7 +28,8 @@ pub enum RoceError {
         /// The device the transport drives.
         actual: String,
     },
-    /// [`GidIndex::Auto`] found no RoCE v2 IPv4-mapped GID on the FPGA's /24.
+    /// [`GidIndex::Auto`](crate::GidIndex::Auto) found no RoCE v2
+    /// IPv4-mapped GID on the FPGA's /24.
     #[error("no RoCE v2 IPv4 GID on the /24 of {fpga_ip} in the GID table of port {port}")]
     NoGid {
         /// The FPGA address whose /24 was searched for.
@@ -87,8 +88,10 @@ pub struct HostParams {
 
 /// A received frame: a zero-copy handle on one slot of the receive slab.
 ///
-/// Read its bytes with [`RoceServer::with_frame_data`] or
-/// [`RoceServer::frame_data`]; give it back with [`RoceServer::release`],
+/// Read its bytes with
+/// [`RoceServer::with_frame_data`](crate::RoceServer::with_frame_data) or
+/// [`RoceServer::frame_data`](crate::RoceServer::frame_data); give it back
+/// with [`RoceServer::release`](crate::RoceServer::release),
 /// which re-posts the slot. It is neither `Clone` nor `Copy`, so a slot cannot
 /// be released twice. A frame that is dropped instead of released keeps its
 /// slot out of the receive queue for the server's lifetime (the FPGA then
