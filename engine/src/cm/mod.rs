@@ -28,6 +28,14 @@
 //! The QP transitions are the ones librdmacm makes (INIT at creation,
 //! RTR/RTS with the peer's QPN and starting PSN, the path MTU the smaller
 //! of both ports' active MTUs, ERR on disconnect).
+//!
+//! The QP is the CM's creation (`cm_connect`, `cm_accept`) or the
+//! application's (`cm_connect_qp`, `cm_accept_qp`); [`QpDriver`] says
+//! whether the CM moves the latter as it moves its own, or leaves it to the
+//! application, which takes the values from `cm_qp_attr` and sends the RTU
+//! with `cm_establish`. One `Connect` record per connection holds the RTR
+//! and RTS values, so what `cm_qp_attr` reports is what the CM applies.
+//! The CM never destroys a QP (docs/protocols.md §0.6).
 
 pub mod mad;
 
