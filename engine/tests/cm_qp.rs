@@ -680,3 +680,40 @@ fn cm_establish_and_application_driven_misuse_are_typed_errors() {
     net.a.ep.cm_establish(net.now, app).unwrap();
     assert!(net.a.ep.cm_establish(net.now, app).is_err());
 }
+
+#[test]
+fn an_accept_that_cannot_connect_the_qp_leaves_it_in_reset() {
+    // A request naming QPN 0 (a hostile or broken peer): RTR refuses it.
+    let mut b = Side::new("b", IB, 2);
+    b.ep.cm_listen(PORT).unwrap();
+    let req = CmMessage::Req {
+        src_conn: ConnId(5),
+        src_port: 0xC005,
+        port: PORT,
+        qpn: 0,
+        psn: Psn::wrapping(1),
+        mtu: Mtu::Mtu1024,
+        private_data: Vec::new(),
+        responder_resources: 1,
+        initiator_depth: 1,
+        retry_count: 7,
+        rnr_retry_count: 7,
+        response_timeout: 12,
+        max_retries: 5,
+    };
+    b.ep.handle_cm(Instant::ZERO, IA, req);
+    let Some(CmEvent::ConnectRequest { conn, .. }) = b.ep.poll_cm_event() else { panic!() };
+    let qb = b.new_qp();
+    let accept = AcceptParams::new(b.init(), Vec::new());
+    let e = b.ep.cm_accept_qp(Instant::ZERO, conn, qb, QpDriver::Cm, &accept).unwrap_err();
+    assert!(
+        matches!(&e, TransportError::InvalidArgument { verb: Verb::CmAccept, source } if source.field == "qp"),
+        "{e:?}"
+    );
+    assert_eq!(b.state(qb), QpState::Reset, "the QP is back where it was");
+    assert!(!b.ep.wants_cm_transmit(), "no REP went out");
+    // The request still waits for an answer, and the QP is free.
+    b.ep.cm_reject(conn, &[]).unwrap();
+    b.ep.cm_destroy(conn).unwrap();
+    assert_eq!(b.ep.resources().qps, 1);
+}

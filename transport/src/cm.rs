@@ -129,7 +129,8 @@ pub enum CmEvent {
         /// accept's `responder_resources` need not exceed).
         initiator_depth: u8,
     },
-    /// The connection is up; its QP is in RTS.
+    /// The connection is up; its QP is in RTS (a QP its application drives
+    /// is as the application left it).
     Established {
         /// The connection that came up.
         conn: ConnId,
@@ -164,7 +165,8 @@ pub enum CmEvent {
         /// Why no peer application answered.
         reason: UnreachableReason,
     },
-    /// Either side disconnected; the QP has been moved to ERR.
+    /// Either side disconnected; the QP has been moved to ERR (a QP its
+    /// application drives is left to the application).
     Disconnected {
         /// The connection that went down.
         conn: ConnId,
