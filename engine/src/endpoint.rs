@@ -329,7 +329,10 @@ impl fmt::Debug for Rng {
 /// - **Commands** (the verbs, in `verbs.rs`): `alloc_pd`, `reg_mr`,
 ///   `create_cq`, `create_qp`, `modify_qp`, `post_send`, `post_recv`,
 ///   `cm_listen`, `cm_connect`, `cm_accept`, ... Those that start protocol
-///   work take `now`.
+///   work take `now`. `cm_connect_qp` and `cm_accept_qp` connect a QP the
+///   application created, `cm_qp_attr` gives the attributes the CM moves a
+///   connection's QP with, and `cm_establish` completes a connect whose QP
+///   the application drives ([`QpDriver`](crate::QpDriver)).
 /// - **Outputs**, after any input or command, in this order:
 ///   [`poll_cm_transmit`](Self::poll_cm_transmit) until `None` (CM messages
 ///   to carry), [`poll_transmit`](Self::poll_transmit) while the wire can take

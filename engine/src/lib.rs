@@ -130,7 +130,9 @@ pub mod pcap;
 pub mod rc;
 mod verbs;
 
-pub use cm::{CM_MAX_RETRIES, CM_QP_TIMEOUT, CM_RESPONSE_TIMEOUT, CM_TIMEOUT, CmMessage, CmTransmit, cm_time};
+pub use cm::{
+    CM_MAX_RETRIES, CM_QP_TIMEOUT, CM_RESPONSE_TIMEOUT, CM_TIMEOUT, CmMessage, CmTransmit, QpDriver, cm_time,
+};
 pub use counts::{PacketClass, SentCounts};
 pub use endpoint::{Endpoint, EndpointConfig, EndpointCounters, PacketDrop, Resources, Transmit};
 pub use memory::ExternalMemory;

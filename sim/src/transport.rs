@@ -13,7 +13,7 @@ use std::rc::Rc;
 
 use rctb_core::time::Instant;
 use rctb_core::transport::*;
-use rctb_engine::Endpoint;
+use rctb_engine::{Endpoint, QpDriver};
 
 use crate::world::{NodeIdx, WaitStep, World};
 
@@ -50,6 +50,31 @@ impl SimTransport {
     /// Makes the RDMA writes a GPU region received visible; returns how many.
     pub fn gpu_flush(&mut self, mr: MrId) -> Result<usize> {
         self.ep_mut(|ep| ep.gpu_flush(mr))
+    }
+
+    /// Connects on `qp`, a QP this node's application created
+    /// ([`Endpoint::cm_connect_qp`]: `params.qp` is ignored; `driver` says
+    /// whether the CM or the application moves the QP).
+    pub fn cm_connect_qp(&mut self, qp: QpId, driver: QpDriver, params: &ConnectParams) -> Result<ConnId> {
+        self.drive(|ep, now| ep.cm_connect_qp(now, qp, driver, params))
+    }
+
+    /// Accepts `conn` on `qp`, a QP this node's application created
+    /// ([`Endpoint::cm_accept_qp`]).
+    pub fn cm_accept_qp(&mut self, conn: ConnId, qp: QpId, driver: QpDriver, params: &AcceptParams) -> Result<()> {
+        self.drive(|ep, now| ep.cm_accept_qp(now, conn, qp, driver, params))
+    }
+
+    /// The attributes the CM moves (or would move) `conn`'s QP to `target`
+    /// with ([`Endpoint::cm_qp_attr`], `rdma_init_qp_attr`).
+    pub fn cm_qp_attr(&self, conn: ConnId, target: QpState) -> Result<QpTransition> {
+        self.ep(|ep| ep.cm_qp_attr(conn, target))
+    }
+
+    /// Sends the RTU of an application-driven connect
+    /// ([`Endpoint::cm_establish`], `rdma_establish`).
+    pub fn cm_establish(&mut self, conn: ConnId) -> Result<()> {
+        self.drive(|ep, now| ep.cm_establish(now, conn))
     }
 
     fn ep<R>(&self, f: impl FnOnce(&Endpoint) -> R) -> R {

@@ -7,6 +7,8 @@
 //! `Established`, `Rejected` or `Unreachable`, and later `Disconnected`.
 //! The QP of a CM connection is created by `cm_connect` / `cm_accept` and is
 //! driven through INIT/RTR/RTS by the CM, as `rdma_create_qp` arranges.
+//! (rctb-engine's `Endpoint` also connects and accepts on a QP the
+//! application created, and lets an application drive that QP itself.)
 
 use std::net::SocketAddrV4;
 
@@ -127,7 +129,8 @@ pub enum CmEvent {
         /// accept's `responder_resources` need not exceed).
         initiator_depth: u8,
     },
-    /// The connection is up; its QP is in RTS.
+    /// The connection is up; its QP is in RTS (a QP its application drives
+    /// is as the application left it).
     Established {
         /// The connection that came up.
         conn: ConnId,
@@ -135,6 +138,17 @@ pub enum CmEvent {
         qp: QpId,
         /// On the active side, the private data of the peer's accept (REP);
         /// empty on the passive side.
+        private_data: Vec<u8>,
+    },
+    /// The REP arrived for a connect whose QP the application drives
+    /// itself (`RDMA_CM_EVENT_CONNECT_RESPONSE`): the application moves its
+    /// QP to RTR and RTS, then completes the connection with the RTU (the
+    /// engine's `cm_establish`, librdmacm's `rdma_establish`). Only the
+    /// engine's application-driven connects report it.
+    ConnectResponse {
+        /// The connection whose REP arrived.
+        conn: ConnId,
+        /// The REP's private data.
         private_data: Vec<u8>,
     },
     /// The peer rejected our connect request.
@@ -151,7 +165,8 @@ pub enum CmEvent {
         /// Why no peer application answered.
         reason: UnreachableReason,
     },
-    /// Either side disconnected; the QP has been moved to ERR.
+    /// Either side disconnected; the QP has been moved to ERR (a QP its
+    /// application drives is left to the application).
     Disconnected {
         /// The connection that went down.
         conn: ConnId,
@@ -164,6 +179,7 @@ impl CmEvent {
         match self {
             CmEvent::ConnectRequest { conn, .. }
             | CmEvent::Established { conn, .. }
+            | CmEvent::ConnectResponse { conn, .. }
             | CmEvent::Rejected { conn, .. }
             | CmEvent::Unreachable { conn, .. }
             | CmEvent::Disconnected { conn } => *conn,

@@ -91,6 +91,14 @@ pub enum Verb {
     /// [`Transport::cm_destroy`](super::Transport::cm_destroy) and
     /// [`Transport::cm_close_listener`](super::Transport::cm_close_listener) (`rdma_destroy_id`).
     CmDestroy,
+    /// The attributes the CM would move a connection's QP with
+    /// (`rdma_init_qp_attr`); not a `Transport` method: the engine's
+    /// `Endpoint::cm_qp_attr`.
+    CmQpAttr,
+    /// Sending the RTU for a connection whose QP the application drives
+    /// (`rdma_establish`); not a `Transport` method: the engine's
+    /// `Endpoint::cm_establish`.
+    CmEstablish,
 }
 
 impl fmt::Display for Verb {
@@ -124,6 +132,8 @@ impl fmt::Display for Verb {
             Verb::CmReject => "cm_reject",
             Verb::CmDisconnect => "cm_disconnect",
             Verb::CmDestroy => "cm_destroy",
+            Verb::CmQpAttr => "cm_qp_attr",
+            Verb::CmEstablish => "cm_establish",
         };
         f.write_str(s)
     }

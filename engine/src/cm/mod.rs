@@ -28,6 +28,14 @@
 //! The QP transitions are the ones librdmacm makes (INIT at creation,
 //! RTR/RTS with the peer's QPN and starting PSN, the path MTU the smaller
 //! of both ports' active MTUs, ERR on disconnect).
+//!
+//! The QP is the CM's creation (`cm_connect`, `cm_accept`) or the
+//! application's (`cm_connect_qp`, `cm_accept_qp`); [`QpDriver`] says
+//! whether the CM moves the latter as it moves its own, or leaves it to the
+//! application, which takes the values from `cm_qp_attr` and sends the RTU
+//! with `cm_establish`. One `Connect` record per connection holds the RTR
+//! and RTS values, so what `cm_qp_attr` reports is what the CM applies.
+//! The CM never destroys a QP (docs/protocols.md §0.6).
 
 pub mod mad;
 
@@ -172,9 +180,34 @@ pub struct CmTransmit {
     pub msg: CmMessage,
 }
 
+/// Who moves a connection's QP through its states: what
+/// [`Endpoint::cm_connect_qp`] and [`Endpoint::cm_accept_qp`] take.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum QpDriver {
+    /// The CM, as for a QP it created: INIT at once if in RESET, RTR and
+    /// RTS with the peer's values (the active side on the REP, the passive
+    /// side before its REP goes out), ERR on a disconnect, and on the
+    /// passive side when the active side rejects or times out the REP.
+    /// What librdmacm does to a QP made with `rdma_create_qp`.
+    #[default]
+    Cm,
+    /// The application (librdmacm with no QP on the id, `rping -q`): the
+    /// CM never changes the QP's state and only puts its QPN in the REQ or
+    /// REP. The application reads the attributes from
+    /// [`Endpoint::cm_qp_attr`] and applies them with `modify_qp`: on the
+    /// passive side before it accepts, on the active side after
+    /// [`CmEvent::ConnectResponse`], which it answers with
+    /// [`Endpoint::cm_establish`] (the RTU). It moves the QP to ERR itself
+    /// on a disconnect.
+    Application,
+}
+
 /// CM connection state on one side.
 #[derive(Debug)]
 pub(crate) struct Conn {
+    /// The QP the CM drives (created by `cm_connect` / `cm_accept`, or the
+    /// caller's, given to `cm_connect_qp` / `cm_accept_qp`); bound to this
+    /// connection until it is destroyed, never destroyed by the CM.
     pub qp: Option<QpId>,
     /// The peer's address and connection id, once known.
     pub peer: Option<(Ipv4Addr, ConnId)>,
@@ -202,6 +235,13 @@ pub(crate) struct Conn {
     pub retries_left: u8,
     /// The wait for an answer to `sent`.
     pub response_timeout: Duration,
+    /// The attributes the QP is (or would be) brought to RTR and RTS with,
+    /// once the peer's QPN and PSN are known: from the REQ on the passive
+    /// side (its read depths and RNR retry count the REQ's until the accept
+    /// sets them), from the REP on the active side.
+    pub attrs: Option<Connect>,
+    /// Who moves `qp` through its states.
+    pub driver: QpDriver,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -212,6 +252,9 @@ pub(crate) enum ConnState {
     ReqRcvd,
     /// Passive side: REP sent.
     RepSent,
+    /// Active side, the application driving the QP: REP received, the
+    /// application has yet to send the RTU (`cm_establish`).
+    RepRcvd,
     Established,
     /// DREQ sent, waiting for the DREP.
     DreqSent,
@@ -240,11 +283,18 @@ impl Conn {
             sent: None,
             retries_left: 0,
             response_timeout: cm_time(CM_RESPONSE_TIMEOUT),
+            attrs: None,
+            driver: QpDriver::Cm,
         }
     }
 }
 
 impl Conn {
+    /// The QP, when the CM drives it.
+    pub(crate) fn driven_qp(&self) -> Option<QpId> {
+        self.qp.filter(|_| self.driver == QpDriver::Cm)
+    }
+
     /// Moves to `state` with nothing kept to send again and no timer.
     fn settle(&mut self, state: ConnState) {
         self.state = state;
@@ -254,7 +304,7 @@ impl Conn {
 }
 
 /// INIT attributes rdma_cm uses for a connected RC QP.
-fn init_attr() -> QpTransition {
+pub(crate) fn init_attr() -> QpTransition {
     QpTransition::Init(InitAttr {
         pkey_index: 0,
         port: 1,
@@ -274,6 +324,31 @@ pub(crate) struct Connect {
     pub initiator_depth: u8,
     pub retry_count: u8,
     pub rnr_retry_count: u8,
+}
+
+impl Connect {
+    /// The INIT -> RTR attributes of these.
+    pub(crate) fn rtr(&self) -> RtrAttr {
+        RtrAttr {
+            path_mtu: self.mtu,
+            dest_qpn: self.dest_qpn,
+            rq_psn: self.rq_psn,
+            max_dest_rd_atomic: self.responder_resources,
+            min_rnr_timer: RnrTimer::default(),
+            av: AddressVector::new(Gid::from_ipv4(self.peer_ip), 1),
+        }
+    }
+
+    /// The RTR -> RTS attributes of these.
+    pub(crate) fn rts(&self) -> RtsAttr {
+        RtsAttr {
+            sq_psn: self.sq_psn,
+            timeout: CM_QP_TIMEOUT,
+            retry_cnt: self.retry_count.min(7),
+            rnr_retry: self.rnr_retry_count.min(7),
+            max_rd_atomic: self.initiator_depth,
+        }
+    }
 }
 
 impl Endpoint {
@@ -308,21 +383,9 @@ impl Endpoint {
     pub(crate) fn connect_qp(&mut self, qp: QpId, c: Connect) -> Result<(), &'static str> {
         let src_ip = self.cfg.ip;
         let q = self.qps.get_mut(qp.0).ok_or("QP destroyed")?;
-        let rtr = QpTransition::Rtr(RtrAttr {
-            path_mtu: c.mtu,
-            dest_qpn: c.dest_qpn,
-            rq_psn: c.rq_psn,
-            max_dest_rd_atomic: c.responder_resources,
-            min_rnr_timer: RnrTimer::default(),
-            av: AddressVector::new(Gid::from_ipv4(c.peer_ip), 1),
-        });
-        let rts = QpTransition::Rts(RtsAttr {
-            sq_psn: c.sq_psn,
-            timeout: CM_QP_TIMEOUT,
-            retry_cnt: c.retry_count.min(7),
-            rnr_retry: c.rnr_retry_count.min(7),
-            max_rd_atomic: c.initiator_depth,
-        });
+        // The same values `cm_qp_attr` reports: one source for both.
+        let rtr = QpTransition::Rtr(c.rtr());
+        let rts = QpTransition::Rts(c.rts());
         let r = q.modify(&rtr, src_ip, &mut self.comps).and_then(|()| q.modify(&rts, src_ip, &mut self.comps));
         self.route();
         r
@@ -419,6 +482,20 @@ impl Endpoint {
                 c.rnr_retry_count = rnr_retry_count;
                 c.response_timeout = cm_time(response_timeout);
                 c.retries_left = max_retries;
+                // What `cm_qp_attr` reports before the accept: the REQ's
+                // depths seen from this side (as the kernel's CM keeps
+                // them); the accept replaces them with its own.
+                c.attrs = Some(Connect {
+                    peer_ip: from,
+                    mtu,
+                    dest_qpn: qpn,
+                    rq_psn: local_psn,
+                    sq_psn: psn,
+                    responder_resources: initiator_depth,
+                    initiator_depth: responder_resources,
+                    retry_count,
+                    rnr_retry_count,
+                });
                 self.conns.insert(conn, c);
                 self.cm_events.push_back(CmEvent::ConnectRequest {
                     listener,
@@ -471,7 +548,6 @@ impl Endpoint {
                 // Both ends must segment and reassemble at the same path MTU.
                 c.mtu = c.mtu.min(mtu);
                 c.deadline = None;
-                let Some(qp) = c.qp else { return };
                 // We take as many of the peer's reads at once as we
                 // offered; ours outstanding are bounded by what it takes.
                 // Each side's starting PSN is the one it receives from: we
@@ -488,6 +564,14 @@ impl Endpoint {
                     retry_count: c.retry_count,
                     rnr_retry_count: c.rnr_retry_count,
                 };
+                c.attrs = Some(attrs);
+                if c.driver == QpDriver::Application {
+                    // The application moves its QP, then sends the RTU.
+                    c.state = ConnState::RepRcvd;
+                    self.cm_events.push_back(CmEvent::ConnectResponse { conn: dst_conn, private_data });
+                    return;
+                }
+                let Some(qp) = c.qp else { return };
                 let ok = self.connect_qp(qp, attrs);
                 let c = self.conns.get_mut(&dst_conn).expect("checked above");
                 if ok.is_ok() {
@@ -525,15 +609,16 @@ impl Endpoint {
                 // A REJ "timeout" from an active side that never saw our REP
                 // names only its own connection.
                 let target = if dst_conn == ConnId(0) { self.conn_of_peer((from, src_conn)) } else { Some(dst_conn) };
-                let open =
-                    |c: &&mut Conn| matches!(c.state, ConnState::ReqSent | ConnState::ReqRcvd | ConnState::RepSent);
+                let open = |c: &&mut Conn| {
+                    matches!(c.state, ConnState::ReqSent | ConnState::ReqRcvd | ConnState::RepSent | ConnState::RepRcvd)
+                };
                 let Some((conn, c)) = target.and_then(|id| Some((id, self.conns.get_mut(&id).filter(open)?))) else {
                     self.counters.cm_ignored += 1;
                     return;
                 };
-                let passive = c.state != ConnState::ReqSent;
+                let passive = matches!(c.state, ConnState::ReqRcvd | ConnState::RepSent);
                 c.settle(ConnState::Closed);
-                let qp = c.qp;
+                let qp = c.driven_qp();
                 let ev = match why {
                     reason::INVALID_SERVICE_ID => CmEvent::Unreachable { conn, reason: UnreachableReason::NoListener },
                     reason::TIMEOUT => CmEvent::Unreachable { conn, reason: UnreachableReason::Timeout },
@@ -596,7 +681,7 @@ impl Endpoint {
             return;
         }
         c.settle(ConnState::Closed);
-        let (qp, peer, remote_qpn) = (c.qp, c.peer, c.remote_qpn);
+        let (qp, peer, remote_qpn) = (c.driven_qp(), c.peer, c.remote_qpn);
         if let Some(qp) = qp {
             self.error_qp(now, qp);
         }
@@ -631,7 +716,7 @@ pub(crate) fn timeout(ep: &mut Endpoint, now: Instant, conn: ConnId) {
         return;
     }
     // Out of retries.
-    let (state, peer, qp, dst) = (c.state, c.peer, c.qp, c.remote_ip);
+    let (state, peer, qp, dst) = (c.state, c.peer, c.driven_qp(), c.remote_ip);
     ep.counters.cm_timeouts += 1;
     if state == ConnState::DreqSent {
         c.settle(ConnState::TimeWait);
