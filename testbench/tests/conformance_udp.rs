@@ -32,10 +32,11 @@ fn the_udp_front_ends_print_what_the_hooks_read() {
         "lost_ack_timeout",
         "duplicated_seq_nak_one_retry",
         "atomic_ack_lost_replayed_once",
+        "rnr_retry_counted",
     ] {
         assert!(text.lines().any(|l| l == format!("PASS faults/{case}")), "{text}");
     }
-    assert!(text.lines().any(|l| l == "conformance: 67 passed, 0 failed"), "{text}");
+    assert!(text.lines().any(|l| l == "conformance: 68 passed, 0 failed"), "{text}");
 
     let args = ["udp-bench", "--device", "127.91.6.2", "--peer", "127.91.6.1", "--iters", "8", "--reps", "2"];
     let out = rctb(&[&args[..], &["--pingpong", "20", "--idle-secs", "0.05", "--two-processes"]].concat());
