@@ -56,8 +56,9 @@ pub struct Recovery {
     pub retransmitted: Option<u64>,
     /// The requester's local ACK timeouts.
     pub timeouts: Option<u64>,
-    /// RNR NAKs between the two (the simulator counts those sent, udp
-    /// those its requester received).
+    /// RNR NAKs between the two (the simulator counts those sent; udp
+    /// those its requester received, or, when the requester is not its
+    /// own, those its responder sent).
     pub rnr_naks: Option<u64>,
 }
 

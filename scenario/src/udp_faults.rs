@@ -179,7 +179,9 @@ impl<O: Transport> FaultPath<Either<UdpTransport, O>> for UdpPath {
             naks_sent: b.map(|u| u.reactor().engine_stats().seq_naks),
             retransmitted: a.map(|u| u.reactor().engine_stats().retransmitted),
             timeouts: a.map(|u| u.reactor().engine_stats().timeouts),
-            rnr_naks: a.map(|u| u.stats().rx_naks_rnr),
+            // The requester's count when it is ours; else the responder's,
+            // which sent them.
+            rnr_naks: a.map(|u| u.stats().rx_naks_rnr).or_else(|| b.map(|u| u.reactor().engine_stats().rnr_naks)),
         }
     }
 }

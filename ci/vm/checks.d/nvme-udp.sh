@@ -23,7 +23,10 @@
 #      flushed before) reads back intact after the host reconnected; what
 #      became of the write in flight is reported.
 #    Each fault's line counts the kernel's timeouts and reconnects (dmesg)
-#    and shows `nvme list-subsys`.
+#    and shows `nvme list-subsys`; a fault whose effect the kernel did not
+#    log (no reconnect after a drop or crash, no timeout for a lost
+#    response, no I/O error for the error status, a slow run that was not
+#    slow) fails, however intact the data.
 # 2. rctb's initiator over udp (in the namespace) against the kernel nvmet
 #    target, given a second port on 10.10.2.1 (rxe2): identify, write 1 MiB,
 #    read it back (checks initiator/identify, initiator/io).
@@ -109,6 +112,38 @@ what_host_did() {
     _er=$(echo "$_d" | grep -ci 'I/O error')
     echo "kernel: $_to timeout lines, $_rc reconnect lines, $_er I/O error lines; subsys: $(nvme list-subsys 2>/dev/null | grep -c rdma) rdma path(s)"
 }
+# fault_missing NAME SECONDS: what the fault NAME should have made the
+# kernel host do and it did not (empty: all of it). The data surviving is
+# not enough: a fault that never happened leaves it intact too.
+fault_missing() {
+    _d=$(dmesg_since "$1")
+    _to=$(echo "$_d" | grep -c 'timeout')
+    _rc=$(echo "$_d" | grep -ci 'reconnect')
+    _er=$(echo "$_d" | grep -ci 'I/O error')
+    _m=""
+    case $1 in
+    slow)
+        # 200 ms on every response after the first write: the writes, the
+        # Flush and the reads each wait it out; no command times out.
+        if awk -v s="$2" 'BEGIN { exit !(s < 0.4) }'; then _m="$_m; under 0.4 s: the delays did not happen"; fi
+        if [ "$_to" -gt 0 ]; then _m="$_m; the kernel timed a command out"; fi
+        ;;
+    drop)
+        if [ "$_rc" -eq 0 ]; then _m="$_m; the kernel logged no reconnect: no connection was dropped"; fi
+        ;;
+    lost)
+        if [ "$_to" -eq 0 ]; then _m="$_m; the kernel logged no timeout: no response was lost"; fi
+        if [ "$_rc" -eq 0 ]; then _m="$_m; the kernel logged no reconnect after the timeout"; fi
+        ;;
+    crash)
+        if [ "$_rc" -eq 0 ]; then _m="$_m; the kernel logged no reconnect: the target did not go away"; fi
+        ;;
+    error)
+        if [ "$_er" -eq 0 ]; then _m="$_m; the kernel logged no I/O error"; fi
+        ;;
+    esac
+    echo "${_m#; }"
+}
 
 dd if=/dev/urandom of="$W/a.bin" bs=65536 count=16 2>/dev/null
 dd if=/dev/urandom of="$W/b.bin" bs=65536 count=16 2>/dev/null
@@ -178,7 +213,12 @@ fault() {
             else
                 _b="the MiB in flight at the crash failed: $(last_line "$W/dd-crash-b.log")"
             fi
-            pass "host/crash flushed data intact after the crash and reconnect; $_b; $(what_host_did "$_n")"
+            _miss=$(fault_missing crash 0)
+            if [ -z "$_miss" ]; then
+                pass "host/crash flushed data intact after the crash and reconnect; $_b; $(what_host_did "$_n")"
+            else
+                fail "host/crash" "flushed data intact, but $_miss; $(what_host_did "$_n")"
+            fi
         else
             fail "host/crash" "flushed data lost or unreadable (A: $_ra); $(what_host_did "$_n")"
         fi
@@ -188,13 +228,24 @@ fault() {
         if io error-1 "$W/a.bin" 0; then
             fail host/error "the write succeeded: the error status never reached the application"
         elif io error-2 "$W/a.bin" 0; then
-            pass "host/error the I/O failed ($(last_line "$W/dd-error-1.log")), the next one intact; $(what_host_did "$_n")"
+            _miss=$(fault_missing error 0)
+            if [ -z "$_miss" ]; then
+                pass "host/error the I/O failed ($(last_line "$W/dd-error-1.log")), the next one intact; $(what_host_did "$_n")"
+            else
+                fail host/error "the I/O failed and the next one is intact, but $_miss; $(what_host_did "$_n")"
+            fi
         else
             fail host/error "the I/O after the error failed too: $(last_line "$W/dd-error-2.log"); $(what_host_did "$_n")"
         fi
     elif io "$_n" "$W/a.bin" 0; then
         _t1=$(cut -d' ' -f1 /proc/uptime)
-        pass "host/$_n 1 MiB intact in $(echo "$_t0 $_t1" | awk '{ printf "%.1f", $2 - $1 }') s; $(what_host_did "$_n")"
+        _secs=$(echo "$_t0 $_t1" | awk '{ printf "%.1f", $2 - $1 }')
+        _miss=$(fault_missing "$_n" "$_secs")
+        if [ -z "$_miss" ]; then
+            pass "host/$_n 1 MiB intact in $_secs s; $(what_host_did "$_n")"
+        else
+            fail "host/$_n" "1 MiB intact in $_secs s, but $_miss; $(what_host_did "$_n")"
+        fi
     else
         fail "host/$_n" "$(last_line "$W/dd-$_n.log"); $(what_host_did "$_n")"
     fi
