@@ -138,28 +138,11 @@ fn moved(before: Option<u64>, after: Option<u64>) -> Option<bool> {
 /// NAKs the PSN gap, the requester goes back to it, the data arrives intact.
 fn psn_gap<T: Transport, P: FaultPath<T>>(x: &mut Endpoints<'_, T>, path: &mut P) -> Result<(), String> {
     let len = 3 * x.path_mtu().bytes() + 5;
-    let src = x.mr(true, len as u64, Access::LOCAL_WRITE)?;
-    let dst = x.mr(false, len as u64, Access::LOCAL_WRITE | Access::REMOTE_WRITE)?;
-    let pair = x.connect(Link::default())?;
-    let data = pattern(71, len as usize);
-    x.a.mr_write(src.id, 0, &data).map_err(|er| e("mr_write", er))?;
-    let before = path.recovery(x);
-    path.install(x, PacketFault::DropRequest(1))?;
-    let sge = [Sge::new(src.id, 0, len)];
-    x.a.post_send(pair.a.id, &SendWr::new(1, SendOp::Write { remote: dst.remote(0) }, &sge))
-        .map_err(|er| e("post_send", er))?;
-    let wcs = completions(x.a, &x.sa, 1)?;
-    expect_wc(wcs.first(), "write", WcStatus::Success, Some(WcOpcode::RdmaWrite), None, None)?;
-    let mut got = vec![0; len as usize];
-    x.b.mr_read(dst.id, 0, &mut got).map_err(|er| e("mr_read", er))?;
-    if got != data {
-        return Err("the written data differs".into());
-    }
+    let (before, after) = write_through(x, path, Link::default(), PacketFault::DropRequest(1), len, 71)?;
     if path.acted() == 0 {
         return Err("no request packet went by to lose".into());
     }
     // Where the path sees a side, that side made the recovery.
-    let after = path.recovery(x);
     if moved(before.naks_received, after.naks_received) == Some(false) {
         return Err(format!("the requester saw no PSN sequence NAK ({after:?})"));
     }
@@ -216,7 +199,7 @@ fn duplicates<T: Transport, P: FaultPath<T>>(x: &mut Endpoints<'_, T>, path: &mu
     Ok(())
 }
 
-/// One 64-byte WRITE from `a` to `b` over `link` while `fault` acts: it
+/// One WRITE of `len` bytes from `a` to `b` over `link` while `fault` acts: it
 /// must complete successfully with its data intact. The recovery counters
 /// before the fault and after the WRITE.
 fn write_through<T: Transport, P: FaultPath<T>>(
@@ -224,9 +207,9 @@ fn write_through<T: Transport, P: FaultPath<T>>(
     path: &mut P,
     link: Link,
     fault: PacketFault,
+    len: u32,
     tag: u32,
 ) -> Result<(Recovery, Recovery), String> {
-    let len = 64u32;
     let src = x.mr(true, len as u64, Access::LOCAL_WRITE)?;
     let dst = x.mr(false, len as u64, Access::LOCAL_WRITE | Access::REMOTE_WRITE)?;
     let pair = x.connect(link)?;
@@ -253,7 +236,7 @@ fn write_through<T: Transport, P: FaultPath<T>>(
 fn lost_ack<T: Transport, P: FaultPath<T>>(x: &mut Endpoints<'_, T>, path: &mut P) -> Result<(), String> {
     // Timeout code 12: 4.096 us * 2^12, about 17 ms.
     let link = Link { timeout: 12, ..Link::default() };
-    let (before, after) = write_through(x, path, link, PacketFault::DropFirstAck, 73)?;
+    let (before, after) = write_through(x, path, link, PacketFault::DropFirstAck, 64, 73)?;
     if path.acted() == 0 {
         return Err("no ACK went by to lose".into());
     }
@@ -274,7 +257,7 @@ fn retry_cnt_7<T: Transport, P: FaultPath<T>>(x: &mut Endpoints<'_, T>, path: &m
     // Timeout code 8: 4.096 us * 2^8, about 1 ms (rxe rounds it up to a jiffy).
     let link = Link { timeout: 8, retry_cnt: 7, ..Link::default() };
     let fault = PacketFault::DropFirstRequests(LOST_TRANSMISSIONS);
-    let (before, after) = write_through(x, path, link, fault, 77)?;
+    let (before, after) = write_through(x, path, link, fault, 64, 77)?;
     if path.acted() != u64::from(LOST_TRANSMISSIONS) {
         return Err(format!("{} transmissions lost (expected {LOST_TRANSMISSIONS})", path.acted()));
     }
@@ -327,31 +310,15 @@ fn rnr_retry_counted<T: Transport, P: FaultPath<T>>(x: &mut Endpoints<'_, T>, pa
 /// RETRY_EXC_ERR.
 fn duplicated_seq_nak<T: Transport, P: FaultPath<T>>(x: &mut Endpoints<'_, T>, path: &mut P) -> Result<(), String> {
     let len = 4 * x.path_mtu().bytes();
-    let src = x.mr(true, len as u64, Access::LOCAL_WRITE)?;
-    let dst = x.mr(false, len as u64, Access::LOCAL_WRITE | Access::REMOTE_WRITE)?;
     // A 67 ms ACK timeout: the NAKs, not the timer, drive the recovery.
-    let pair = x.connect(Link { retry_cnt: 1, timeout: 14, ..Link::default() })?;
-    let data = pattern(78, len as usize);
-    x.a.mr_write(src.id, 0, &data).map_err(|er| e("mr_write", er))?;
-    let before = path.recovery(x);
-    path.install(x, PacketFault::DropRequestDuplicateNaks(1))?;
-    let sge = [Sge::new(src.id, 0, len)];
-    x.a.post_send(pair.a.id, &SendWr::new(1, SendOp::Write { remote: dst.remote(0) }, &sge))
-        .map_err(|er| e("post_send", er))?;
-    let wcs = completions(x.a, &x.sa, 1)?;
-    expect_wc(wcs.first(), "write", WcStatus::Success, Some(WcOpcode::RdmaWrite), None, None)?;
-    let mut got = vec![0; len as usize];
-    x.b.mr_read(dst.id, 0, &mut got).map_err(|er| e("mr_read", er))?;
-    if got != data {
-        return Err("the written data differs".into());
-    }
+    let link = Link { retry_cnt: 1, timeout: 14, ..Link::default() };
+    let (before, after) = write_through(x, path, link, PacketFault::DropRequestDuplicateNaks(1), len, 78)?;
     // One packet lost and at least one NAK doubled.
     if path.acted() < 2 {
         return Err(format!("the fault acted on {} packets (expected a loss and a doubled NAK)", path.acted()));
     }
     // (What the requester's socket counted says nothing here: a copy made
     // on its way in is not counted there.)
-    let after = path.recovery(x);
     if let (Some(b), Some(a)) = (before.timeouts, after.timeouts)
         && a != b
     {
