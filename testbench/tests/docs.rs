@@ -30,18 +30,7 @@ fn is_skipped_dir(dir: &Path) -> bool {
 }
 
 fn markdown_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    let mut entries: Vec<_> =
-        fs::read_dir(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())).map(|e| e.unwrap().path()).collect();
-    entries.sort();
-    for path in entries {
-        if path.is_dir() {
-            if !is_skipped_dir(&path) {
-                markdown_files(&path, out);
-            }
-        } else if path.extension().is_some_and(|x| x == "md") {
-            out.push(path);
-        }
-    }
+    repo_files(dir, &["md"], out);
 }
 
 /// The file's lines outside fenced code blocks; lines inside are blanked, so
