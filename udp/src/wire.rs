@@ -265,14 +265,18 @@ mod tests {
             } else if at != HEADERS_LEN + 4 {
                 // The IPv4 version and header length, the protocol, and the
                 // destination address and port make it another endpoint's
-                // packet; an IPv4 or UDP length past the bytes is malformed
-                // (a shorter one cuts the packet, and the ICRC fails); every
-                // other covered byte fails the ICRC.
+                // packet; an IPv4 or UDP length past the bytes is malformed,
+                // and so is a shorter one that cuts into the BTH (a shorter
+                // one that keeps the BTH fails the ICRC); every other covered
+                // byte fails the ICRC.
                 let drop = r.err().map(|e| e.0);
                 match at {
                     0 | 9 | 16..=19 | 22 | 23 => proptest::prop_assert_eq!(drop, Some(RxDrop::NotForUs), "byte {}", at),
                     2 | 3 | 24 | 25 => proptest::prop_assert!(
-                        matches!(drop, Some(RxDrop::Malformed(RoceError::BadLength { .. }) | RxDrop::BadIcrc { .. })),
+                        matches!(
+                            drop,
+                            Some(RxDrop::Malformed(RoceError::BadLength { .. } | RoceError::Truncated { .. }) | RxDrop::BadIcrc { .. })
+                        ),
                         "byte {}: {:?}", at, drop
                     ),
                     _ => proptest::prop_assert!(matches!(drop, Some(RxDrop::BadIcrc { .. })), "byte {}: {:?}", at, drop),
