@@ -550,8 +550,9 @@ impl Endpoint {
         self.conns.insert(conn, c);
         let msg = CmMessage::Req {
             src_conn: conn,
-            // An ephemeral port, as rdma_cm binds an unbound id to one.
-            src_port: 0xC000 | (conn.0 as u16 & 0x3FFF),
+            // The caller's, or an ephemeral port, as rdma_cm binds an
+            // unbound id to one.
+            src_port: params.src_port.unwrap_or(0xC000 | (conn.0 as u16 & 0x3FFF)),
             port: params.remote.port(),
             qpn,
             psn: local_psn,

@@ -47,6 +47,11 @@ pub struct ConnectParams {
     /// RNR NAK retries before RNR_RETRY_EXC_ERR, 0..=7 with 7 = forever
     /// (`rdma_conn_param.rnr_retry_count`); the REQ carries it.
     pub rnr_retry_count: u8,
+    /// The active side's CM source port, which the REQ's CMA header
+    /// carries and the listener's [`CmEvent::ConnectRequest`] reports
+    /// (`rdma_bind_addr` before `rdma_connect`); `None` takes an ephemeral
+    /// one, as rdma_cm does for an unbound id.
+    pub src_port: Option<u16>,
 }
 
 impl ConnectParams {
@@ -61,6 +66,7 @@ impl ConnectParams {
             initiator_depth: 16,
             retry_count: 7,
             rnr_retry_count: 7,
+            src_port: None,
         }
     }
 }

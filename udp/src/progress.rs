@@ -163,6 +163,10 @@ struct Shared<X> {
     polls: Arc<AtomicU64>,
     /// Whether the thread watches a poller rather than the sockets.
     watching: AtomicBool,
+    /// The deadline (nanoseconds of the driver's clock) a thread that
+    /// waits on the sockets wakes for by itself; `u64::MAX` when it waits
+    /// only for a frame or the doorbell.
+    armed: AtomicU64,
 }
 
 /// A driver, its owner's state, and the thread that turns them.
@@ -204,6 +208,7 @@ impl<X: Owner> Progress<X> {
             doorbell,
             polls,
             watching: AtomicBool::new(false),
+            armed: AtomicU64::new(u64::MAX),
         });
         let s = shared.clone();
         let thread = std::thread::Builder::new().name(name.into()).spawn(move || run(&s, &all, &bell, &timer))?;
@@ -263,6 +268,22 @@ impl<X: Owner> Progress<X> {
         }
     }
 
+    /// A caller turned the driver, and its next deadline is now `next`
+    /// ([`Driver::next_wake`], read under the lock): if that is sooner
+    /// than the thread, waiting on the sockets, would wake by itself, ring
+    /// it (without the lock held). A post that armed an ACK timeout, or a
+    /// CM call that armed a retransmission, must not wait for a frame that
+    /// may never come: the program may block in a completion channel and
+    /// make no call at all. A watching thread turns the driver at its next
+    /// look.
+    pub fn wake_for(&self, next: Option<rctb_core::time::Instant>) {
+        let Some(next) = next else { return };
+        if next.as_nanos() < self.shared.armed.load(Ordering::Relaxed) && !self.shared.watching.load(Ordering::Relaxed)
+        {
+            self.ring();
+        }
+    }
+
     /// A caller that polled is about to block: if the thread watches it,
     /// send the thread back to the sockets now (without the lock held).
     pub fn stop_watching(&self) {
@@ -313,6 +334,8 @@ fn run<X: Owner>(shared: &Shared<X>, all: &OwnedFd, bell: &OwnedFd, timer: &Owne
         }
         // A deadline now: look once and go round. A later one: the timer
         // (one-shot) wakes the wait. None: only a frame or the doorbell.
+        // Callers that arm a sooner deadline ring (`wake_for`).
+        shared.armed.store(wake.map_or(u64::MAX, |w| w.as_nanos()), Ordering::Relaxed);
         let timeout = match wake.map(|w| w.saturating_duration_since(now)) {
             Some(d) if d.is_zero() => Some(Timespec { tv_sec: 0, tv_nsec: 0 }),
             Some(d) => {

@@ -193,9 +193,12 @@ pub(crate) unsafe extern "C" fn post_send(
         let _ = st.turn_after_advance();
         // A post turned the driver: to the thread, as good as a poll.
         st.note_poller();
-        let more = st.driver.next_wake().is_some_and(|w| w == rctb_core::time::Instant::ZERO);
+        let next = st.driver.next_wake();
         drop(st);
-        if more {
+        // Frames left to send, or an ACK timeout sooner than the thread
+        // would wake for.
+        ctx.rt.progress.wake_for(next);
+        if next == Some(rctb_core::time::Instant::ZERO) {
             ctx.rt.progress.ring();
         }
         rc
@@ -371,10 +374,16 @@ pub(crate) unsafe extern "C" fn req_notify_cq(cq: *mut sys::ibv_cq, solicited_on
         // SAFETY: a live CQ of a live context.
         let (c, ctx) = unsafe { (obj::<Cq, _>(cq), Context::from_ibv((*cq).context)) };
         c.armed_ever.store(true, Ordering::Relaxed);
-        let r = ctx.rt.progress.lock().driver.engine_mut_at_last(0).0.req_notify_cq(c.id, solicited_only != 0);
+        let (r, next) = {
+            let mut st = ctx.rt.progress.lock();
+            let r = st.driver.engine_mut_at_last(0).0.req_notify_cq(c.id, solicited_only != 0);
+            (r, st.driver.next_wake())
+        };
         // The caller will block on the channel next: if it polled before,
-        // the thread takes the sockets back now.
+        // the thread takes the sockets back now, and it wakes for the
+        // timers the caller's polls armed.
         ctx.rt.progress.stop_watching();
+        ctx.rt.progress.wake_for(next);
         match r {
             Ok(()) => 0,
             Err(e) => errno_of(&e),

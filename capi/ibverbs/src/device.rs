@@ -180,6 +180,8 @@ pub(crate) struct Owner {
     pub srqs: BTreeMap<SrqId, (usize, Arc<OwnedFd>)>,
     /// Completions moved out of the engine before they become `ibv_wc`s.
     pub scratch: Vec<Completion>,
+    /// Where CM events go (librdmacm's sink), and its cookies.
+    pub cm: crate::cm::CmLinks,
 }
 
 /// One asynchronous event as the async descriptor carries it: the object
@@ -227,6 +229,9 @@ impl progress::Owner for Owner {
                 #[allow(unreachable_patterns)]
                 _ => {}
             }
+        }
+        while let Some(ev) = engine.poll_cm_event() {
+            self.cm.deliver(ev);
         }
     }
 }

@@ -50,6 +50,7 @@
 
 #[macro_use]
 mod abi;
+mod cm;
 mod config;
 mod data;
 mod device;

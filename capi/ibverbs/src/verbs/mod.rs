@@ -27,6 +27,7 @@ mod system;
 
 pub(crate) use context::{device_attr, write_port_attr};
 pub(crate) use memory::access_of;
+pub(crate) use qp::attr_of_transition;
 
 /// The errno a failed engine verb maps to (what rdma-core returns for the
 /// same misuse).

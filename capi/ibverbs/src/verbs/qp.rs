@@ -349,6 +349,78 @@ fn transition(a: &sys::ibv_qp_attr, mask: c_uint, cur: QpState) -> Result<Option
     }))
 }
 
+/// The `ibv_modify_qp` attributes and mask of an engine transition, as
+/// `rdma_init_qp_attr` reports them (the inverse of `transition`).
+pub(crate) fn attr_of_transition(t: &QpTransition) -> (sys::ibv_qp_attr, c_uint) {
+    let mut a = sys::ibv_qp_attr::default();
+    let mask = match t {
+        QpTransition::Init(i) => {
+            a.qp_state = sys::IBV_QPS_INIT;
+            a.pkey_index = i.pkey_index;
+            a.port_num = i.port;
+            for (bit, acc) in [
+                (sys::IBV_ACCESS_LOCAL_WRITE, Access::LOCAL_WRITE),
+                (sys::IBV_ACCESS_REMOTE_WRITE, Access::REMOTE_WRITE),
+                (sys::IBV_ACCESS_REMOTE_READ, Access::REMOTE_READ),
+                (sys::IBV_ACCESS_REMOTE_ATOMIC, Access::REMOTE_ATOMIC),
+            ] {
+                if i.access.contains(acc) {
+                    a.qp_access_flags |= bit;
+                }
+            }
+            sys::IBV_QP_STATE | sys::IBV_QP_PKEY_INDEX | sys::IBV_QP_PORT | sys::IBV_QP_ACCESS_FLAGS
+        }
+        QpTransition::Rtr(r) => {
+            a.qp_state = sys::IBV_QPS_RTR;
+            a.path_mtu = r.path_mtu.code() as sys::ibv_mtu;
+            a.dest_qp_num = r.dest_qpn;
+            a.rq_psn = r.rq_psn.get();
+            a.max_dest_rd_atomic = r.max_dest_rd_atomic;
+            a.min_rnr_timer = r.min_rnr_timer.code();
+            let ah = &mut a.ah_attr;
+            ah.is_global = 1;
+            ah.port_num = 1;
+            ah.sl = r.av.sl;
+            // The port's one GID (index 0 here; the engine numbers it 1).
+            ah.grh.sgid_index = 0;
+            ah.grh.dgid.raw = r.av.dest_gid.0;
+            ah.grh.hop_limit = r.av.hop_limit;
+            ah.grh.traffic_class = r.av.traffic_class;
+            ah.grh.flow_label = r.av.flow_label;
+            sys::IBV_QP_STATE
+                | sys::IBV_QP_AV
+                | sys::IBV_QP_PATH_MTU
+                | sys::IBV_QP_DEST_QPN
+                | sys::IBV_QP_RQ_PSN
+                | sys::IBV_QP_MAX_DEST_RD_ATOMIC
+                | sys::IBV_QP_MIN_RNR_TIMER
+        }
+        QpTransition::Rts(r) => {
+            a.qp_state = sys::IBV_QPS_RTS;
+            a.sq_psn = r.sq_psn.get();
+            a.timeout = r.timeout;
+            a.retry_cnt = r.retry_cnt;
+            a.rnr_retry = r.rnr_retry;
+            a.max_rd_atomic = r.max_rd_atomic;
+            sys::IBV_QP_STATE
+                | sys::IBV_QP_TIMEOUT
+                | sys::IBV_QP_RETRY_CNT
+                | sys::IBV_QP_RNR_RETRY
+                | sys::IBV_QP_SQ_PSN
+                | sys::IBV_QP_MAX_QP_RD_ATOMIC
+        }
+        QpTransition::Err => {
+            a.qp_state = sys::IBV_QPS_ERR;
+            sys::IBV_QP_STATE
+        }
+        _ => {
+            a.qp_state = sys::IBV_QPS_RESET;
+            sys::IBV_QP_STATE
+        }
+    };
+    (a, mask)
+}
+
 export!(
     "IBVERBS_1.1",
     libc::EIO,
