@@ -12,7 +12,7 @@ use rand_core::SeedableRng;
 use rctb_core::time::{Duration, Instant};
 use rctb_core::transport::*;
 use rctb_core::wire::cm::CmMad;
-use rctb_engine::{CM_TIMEOUT, Endpoint, EndpointConfig, Packet, PacketDrop};
+use rctb_engine::{CM_RESPONSE_TIMEOUT, CM_TIMEOUT, Endpoint, EndpointConfig, Packet, PacketDrop, cm_time};
 
 const LATENCY: Duration = Duration::from_micros(5);
 const IA: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
@@ -281,12 +281,20 @@ fn a_slow_application_gets_an_mra_sent_for_it() {
     b.handle_packet(Instant::ZERO, &req).unwrap();
     let mra = b.poll_cm_packet(&mut Vec::new()).expect("an MRA");
     assert_eq!(name(&mra), "MRA");
+    // MRA byte 9, bits 7..3: the service timeout. b asks for four more
+    // response timeouts: two codes above its own (each code doubles).
+    assert_eq!(mra.payload[24 + 9] >> 3, CM_RESPONSE_TIMEOUT + 2);
     a.handle_packet(Instant::ZERO, &mra).unwrap();
     // a now waits past its usual retry for the answer.
     let t = a.poll_timeout().unwrap();
     a.handle_timeout(t);
     assert!(a.poll_cm_packet(&mut Vec::new()).is_none(), "resent at the old deadline despite the MRA");
     assert!(a.poll_cm_event().is_none());
+    // The REQ goes again once the MRA's wait and a response timeout are over.
+    let again = a.poll_timeout().unwrap();
+    assert_eq!(again, Instant::ZERO + cm_time(CM_RESPONSE_TIMEOUT) * 4 + cm_time(CM_RESPONSE_TIMEOUT));
+    a.handle_timeout(again);
+    assert_eq!(a.poll_cm_packet(&mut Vec::new()).map(|p| name(&p)), Some("REQ"));
     let _ = conn;
 }
 
@@ -355,6 +363,17 @@ fn hostile_mads_are_counted_or_rejected_never_a_panic() {
     }
     assert!(b.poll_cm_event().is_none(), "no bad REQ reaches the application");
     assert_eq!(b.resources().qps, 0);
+}
+
+#[test]
+fn a_cm_time_code_doubles_4096_ns_and_stops_at_31() {
+    assert_eq!(cm_time(0), Duration::from_nanos(4096));
+    assert_eq!(cm_time(12), Duration::from_nanos(4096 << 12));
+    assert_eq!(cm_time(31), Duration::from_nanos(4096 << 31));
+    // The wire fields are 5 bits; a larger code (a value handed to
+    // handle_cm, no MAD) reads as the largest there is.
+    assert_eq!(cm_time(32), cm_time(31));
+    assert_eq!(cm_time(255), cm_time(31));
 }
 
 /// One drawn fate per MAD, from a script the property test makes.
