@@ -12,7 +12,8 @@ use rand_core::SeedableRng;
 use rctb_core::time::{Duration, Instant};
 use rctb_core::transport::*;
 use rctb_core::wire::cm::CmMad;
-use rctb_engine::{CM_RESPONSE_TIMEOUT, CM_TIMEOUT, Endpoint, EndpointConfig, Packet, PacketDrop, cm_time};
+use rctb_engine::cm::mad;
+use rctb_engine::{CM_RESPONSE_TIMEOUT, CM_TIMEOUT, CmMessage, Endpoint, EndpointConfig, Packet, PacketDrop, cm_time};
 
 const LATENCY: Duration = Duration::from_micros(5);
 const IA: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
@@ -61,6 +62,18 @@ fn qp_init(ep: &mut Endpoint) -> QpInit {
 
 fn name(pkt: &Packet) -> &'static str {
     CmMad::decode(&pkt.payload).map(|m| m.message.name()).unwrap_or("?")
+}
+
+/// Hands `to` (at `to_ip`) the MAD of `msg` as the endpoint at `from` sends it.
+fn inject(to: &mut Endpoint, to_ip: Ipv4Addr, from: Ipv4Addr, msg: &CmMessage) {
+    let bytes = mad::to_mad(msg, from, to_ip, 0).unwrap();
+    to.handle_packet(Instant::ZERO, &mad::gsi_packet(from, to_ip, Psn::wrapping(0), &bytes, Vec::new())).unwrap();
+}
+
+/// The QPN of the QP that `events` say came up.
+fn established_qpn(ep: &Endpoint, events: &[CmEvent]) -> u32 {
+    let qp = events.iter().find_map(|e| if let CmEvent::Established { qp, .. } = e { Some(*qp) } else { None });
+    ep.query_qp(qp.expect("established")).unwrap().qpn
 }
 
 impl Net {
@@ -374,6 +387,76 @@ fn a_cm_time_code_doubles_4096_ns_and_stops_at_31() {
     // handle_cm, no MAD) reads as the largest there is.
     assert_eq!(cm_time(32), cm_time(31));
     assert_eq!(cm_time(255), cm_time(31));
+}
+
+#[test]
+fn stale_or_foreign_messages_are_counted_as_ignored_and_change_nothing() {
+    let mut net = Net::new(Answer::Accept);
+    let a_conn = net.connect(&[]);
+    net.settle(&mut |_, _| Fate::Pass);
+    assert_eq!(net.established(), (1, 1));
+    // A clean exchange ignores nothing.
+    assert_eq!((net.a.counters().cm_ignored, net.b.counters().cm_ignored), (0, 0));
+    let Some(&CmEvent::ConnectRequest { conn: b_conn, .. }) = net.events_b.first() else { panic!() };
+    let (a_qpn, b_qpn) = (established_qpn(&net.a, &net.events_a), established_qpn(&net.b, &net.events_b));
+    // An id neither side gave out: another connection of the same peer.
+    let other = ConnId(a_conn.0.max(b_conn.0) + 100);
+    let rep = CmMessage::Rep {
+        dst_conn: a_conn,
+        src_conn: other,
+        qpn: b_qpn,
+        psn: Psn::wrapping(0),
+        mtu: Mtu::Mtu1024,
+        private_data: Vec::new(),
+        responder_resources: 1,
+        initiator_depth: 1,
+        rnr_retry_count: 7,
+    };
+    let cases = [
+        ("an RTU for no connection", false, CmMessage::Rtu { dst_conn: other, src_conn: a_conn }),
+        ("an MRA once established", true, CmMessage::Mra { dst_conn: a_conn, src_conn: b_conn, service_timeout: 14 }),
+        ("a REP from another connection", true, rep),
+        (
+            "a REJ once established",
+            true,
+            CmMessage::Rej { dst_conn: a_conn, src_conn: b_conn, reason: 28, private_data: Vec::new() },
+        ),
+        ("a DREQ for another QP", true, CmMessage::Dreq { dst_conn: a_conn, src_conn: b_conn, remote_qpn: a_qpn + 1 }),
+        (
+            "a DREQ from another connection",
+            true,
+            CmMessage::Dreq { dst_conn: a_conn, src_conn: other, remote_qpn: a_qpn },
+        ),
+    ];
+    for (what, to_a, msg) in cases {
+        let (to, to_ip, from) = if to_a { (&mut net.a, IA, IB) } else { (&mut net.b, IB, IA) };
+        let before = to.counters();
+        inject(to, to_ip, from, &msg);
+        let after = to.counters();
+        assert_eq!(after.cm_ignored, before.cm_ignored + 1, "{what}");
+        assert_eq!(after.cm_duplicates, before.cm_duplicates, "{what}: taken as a duplicate");
+        assert!(to.poll_cm_packet(&mut Vec::new()).is_none(), "{what}: answered");
+        assert!(to.poll_cm_event().is_none(), "{what}: reached the application");
+    }
+    // The connection is untouched: it still disconnects as usual.
+    net.a.cm_disconnect(net.now, a_conn).unwrap();
+    net.settle(&mut |_, _| Fate::Pass);
+    assert_eq!(net.disconnected(), (1, 1));
+}
+
+#[test]
+fn a_dreq_for_a_connection_still_connecting_is_ignored() {
+    let mut a = endpoint("a", IA, 1, 1);
+    let init = qp_init(&mut a);
+    let params = ConnectParams::new(SocketAddrV4::new(IB, PORT), init, Vec::new());
+    let (conn, qp) = a.cm_connect(Instant::ZERO, &params).unwrap();
+    assert_eq!(a.poll_cm_packet(&mut Vec::new()).map(|p| name(&p)), Some("REQ"));
+    // Its QP and id, but no REP came yet: nothing to disconnect.
+    let qpn = a.query_qp(qp).unwrap().qpn;
+    inject(&mut a, IA, IB, &CmMessage::Dreq { dst_conn: conn, src_conn: ConnId(5), remote_qpn: qpn });
+    assert_eq!(a.counters().cm_ignored, 1);
+    assert!(a.poll_cm_packet(&mut Vec::new()).is_none(), "answered with a DREP");
+    assert!(a.poll_cm_event().is_none());
 }
 
 /// One drawn fate per MAD, from a script the property test makes.
