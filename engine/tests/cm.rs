@@ -459,6 +459,39 @@ fn a_dreq_for_a_connection_still_connecting_is_ignored() {
     assert!(a.poll_cm_event().is_none());
 }
 
+#[test]
+fn an_active_side_that_gives_up_tells_the_passive_side_it_timed_out() {
+    let mut b = endpoint("b", IB, 2, 2);
+    b.cm_listen(PORT).unwrap();
+    let mut a = endpoint("a", IA, 1, 1);
+    let init = qp_init(&mut a);
+    let params = ConnectParams::new(SocketAddrV4::new(IB, PORT), init, Vec::new());
+    let (a_conn, _) = a.cm_connect(Instant::ZERO, &params).unwrap();
+    let req = a.poll_cm_packet(&mut Vec::new()).unwrap();
+    b.handle_packet(Instant::ZERO, &req).unwrap();
+    let Some(CmEvent::ConnectRequest { conn: b_conn, .. }) = b.poll_cm_event() else { panic!() };
+    let init = qp_init(&mut b);
+    let b_qp = b.cm_accept(Instant::ZERO, b_conn, &AcceptParams::new(init, Vec::new())).unwrap();
+    // Every REP is lost, and so are a's REQs sent again: a runs out of
+    // retries and sends its last word, a REJ "timeout".
+    assert_eq!(b.poll_cm_packet(&mut Vec::new()).map(|p| name(&p)), Some("REP"));
+    let mut last = None;
+    while let Some(t) = a.poll_timeout() {
+        a.handle_timeout(t);
+        while let Some(p) = a.poll_cm_packet(&mut Vec::new()) {
+            last = Some((t, p));
+        }
+    }
+    assert_eq!(a.poll_cm_event(), Some(CmEvent::Unreachable { conn: a_conn, reason: UnreachableReason::Timeout }));
+    let (t, rej) = last.expect("a REJ");
+    assert_eq!(name(&rej), "REJ");
+    // b, still waiting for the RTU, learns the connect timed out (not that
+    // it was rejected), and its QP goes to ERR.
+    b.handle_packet(t, &rej).unwrap();
+    assert_eq!(b.poll_cm_event(), Some(CmEvent::Unreachable { conn: b_conn, reason: UnreachableReason::Timeout }));
+    assert_eq!(b.query_qp(b_qp).unwrap().state, QpState::Err);
+}
+
 /// One drawn fate per MAD, from a script the property test makes.
 fn scripted(script: Vec<(u8, u8)>, drop_pct: u8) -> impl FnMut(bool, &'static str) -> Fate {
     let mut i = 0;
