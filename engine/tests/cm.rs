@@ -12,7 +12,8 @@ use rand_core::SeedableRng;
 use rctb_core::time::{Duration, Instant};
 use rctb_core::transport::*;
 use rctb_core::wire::cm::CmMad;
-use rctb_engine::{CM_TIMEOUT, Endpoint, EndpointConfig, Packet, PacketDrop};
+use rctb_engine::cm::mad;
+use rctb_engine::{CM_RESPONSE_TIMEOUT, CM_TIMEOUT, CmMessage, Endpoint, EndpointConfig, Packet, PacketDrop, cm_time};
 
 const LATENCY: Duration = Duration::from_micros(5);
 const IA: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
@@ -61,6 +62,18 @@ fn qp_init(ep: &mut Endpoint) -> QpInit {
 
 fn name(pkt: &Packet) -> &'static str {
     CmMad::decode(&pkt.payload).map(|m| m.message.name()).unwrap_or("?")
+}
+
+/// Hands `to` (at `to_ip`) the MAD of `msg` as the endpoint at `from` sends it.
+fn inject(to: &mut Endpoint, to_ip: Ipv4Addr, from: Ipv4Addr, msg: &CmMessage) {
+    let bytes = mad::to_mad(msg, from, to_ip, 0).unwrap();
+    to.handle_packet(Instant::ZERO, &mad::gsi_packet(from, to_ip, Psn::wrapping(0), &bytes, Vec::new())).unwrap();
+}
+
+/// The QPN of the QP that `events` say came up.
+fn established_qpn(ep: &Endpoint, events: &[CmEvent]) -> u32 {
+    let qp = events.iter().find_map(|e| if let CmEvent::Established { qp, .. } = e { Some(*qp) } else { None });
+    ep.query_qp(qp.expect("established")).unwrap().qpn
 }
 
 impl Net {
@@ -281,12 +294,20 @@ fn a_slow_application_gets_an_mra_sent_for_it() {
     b.handle_packet(Instant::ZERO, &req).unwrap();
     let mra = b.poll_cm_packet(&mut Vec::new()).expect("an MRA");
     assert_eq!(name(&mra), "MRA");
+    // MRA byte 9, bits 7..3: the service timeout. b asks for four more
+    // response timeouts: two codes above its own (each code doubles).
+    assert_eq!(mra.payload[24 + 9] >> 3, CM_RESPONSE_TIMEOUT + 2);
     a.handle_packet(Instant::ZERO, &mra).unwrap();
     // a now waits past its usual retry for the answer.
     let t = a.poll_timeout().unwrap();
     a.handle_timeout(t);
     assert!(a.poll_cm_packet(&mut Vec::new()).is_none(), "resent at the old deadline despite the MRA");
     assert!(a.poll_cm_event().is_none());
+    // The REQ goes again once the MRA's wait and a response timeout are over.
+    let again = a.poll_timeout().unwrap();
+    assert_eq!(again, Instant::ZERO + cm_time(CM_RESPONSE_TIMEOUT) * 4 + cm_time(CM_RESPONSE_TIMEOUT));
+    a.handle_timeout(again);
+    assert_eq!(a.poll_cm_packet(&mut Vec::new()).map(|p| name(&p)), Some("REQ"));
     let _ = conn;
 }
 
@@ -355,6 +376,120 @@ fn hostile_mads_are_counted_or_rejected_never_a_panic() {
     }
     assert!(b.poll_cm_event().is_none(), "no bad REQ reaches the application");
     assert_eq!(b.resources().qps, 0);
+}
+
+#[test]
+fn a_cm_time_code_doubles_4096_ns_and_stops_at_31() {
+    assert_eq!(cm_time(0), Duration::from_nanos(4096));
+    assert_eq!(cm_time(12), Duration::from_nanos(4096 << 12));
+    assert_eq!(cm_time(31), Duration::from_nanos(4096 << 31));
+    // The wire fields are 5 bits; a larger code (a value handed to
+    // handle_cm, no MAD) reads as the largest there is.
+    assert_eq!(cm_time(32), cm_time(31));
+    assert_eq!(cm_time(255), cm_time(31));
+}
+
+#[test]
+fn stale_or_foreign_messages_are_counted_as_ignored_and_change_nothing() {
+    let mut net = Net::new(Answer::Accept);
+    let a_conn = net.connect(&[]);
+    net.settle(&mut |_, _| Fate::Pass);
+    assert_eq!(net.established(), (1, 1));
+    // A clean exchange ignores nothing.
+    assert_eq!((net.a.counters().cm_ignored, net.b.counters().cm_ignored), (0, 0));
+    let Some(&CmEvent::ConnectRequest { conn: b_conn, .. }) = net.events_b.first() else { panic!() };
+    let (a_qpn, b_qpn) = (established_qpn(&net.a, &net.events_a), established_qpn(&net.b, &net.events_b));
+    // An id neither side gave out: another connection of the same peer.
+    let other = ConnId(a_conn.0.max(b_conn.0) + 100);
+    let rep = CmMessage::Rep {
+        dst_conn: a_conn,
+        src_conn: other,
+        qpn: b_qpn,
+        psn: Psn::wrapping(0),
+        mtu: Mtu::Mtu1024,
+        private_data: Vec::new(),
+        responder_resources: 1,
+        initiator_depth: 1,
+        rnr_retry_count: 7,
+    };
+    let cases = [
+        ("an RTU for no connection", false, CmMessage::Rtu { dst_conn: other, src_conn: a_conn }),
+        ("an MRA once established", true, CmMessage::Mra { dst_conn: a_conn, src_conn: b_conn, service_timeout: 14 }),
+        ("a REP from another connection", true, rep),
+        (
+            "a REJ once established",
+            true,
+            CmMessage::Rej { dst_conn: a_conn, src_conn: b_conn, reason: 28, private_data: Vec::new() },
+        ),
+        ("a DREQ for another QP", true, CmMessage::Dreq { dst_conn: a_conn, src_conn: b_conn, remote_qpn: a_qpn + 1 }),
+        (
+            "a DREQ from another connection",
+            true,
+            CmMessage::Dreq { dst_conn: a_conn, src_conn: other, remote_qpn: a_qpn },
+        ),
+    ];
+    for (what, to_a, msg) in cases {
+        let (to, to_ip, from) = if to_a { (&mut net.a, IA, IB) } else { (&mut net.b, IB, IA) };
+        let before = to.counters();
+        inject(to, to_ip, from, &msg);
+        let after = to.counters();
+        assert_eq!(after.cm_ignored, before.cm_ignored + 1, "{what}");
+        assert_eq!(after.cm_duplicates, before.cm_duplicates, "{what}: taken as a duplicate");
+        assert!(to.poll_cm_packet(&mut Vec::new()).is_none(), "{what}: answered");
+        assert!(to.poll_cm_event().is_none(), "{what}: reached the application");
+    }
+    // The connection is untouched: it still disconnects as usual.
+    net.a.cm_disconnect(net.now, a_conn).unwrap();
+    net.settle(&mut |_, _| Fate::Pass);
+    assert_eq!(net.disconnected(), (1, 1));
+}
+
+#[test]
+fn a_dreq_for_a_connection_still_connecting_is_ignored() {
+    let mut a = endpoint("a", IA, 1, 1);
+    let init = qp_init(&mut a);
+    let params = ConnectParams::new(SocketAddrV4::new(IB, PORT), init, Vec::new());
+    let (conn, qp) = a.cm_connect(Instant::ZERO, &params).unwrap();
+    assert_eq!(a.poll_cm_packet(&mut Vec::new()).map(|p| name(&p)), Some("REQ"));
+    // Its QP and id, but no REP came yet: nothing to disconnect.
+    let qpn = a.query_qp(qp).unwrap().qpn;
+    inject(&mut a, IA, IB, &CmMessage::Dreq { dst_conn: conn, src_conn: ConnId(5), remote_qpn: qpn });
+    assert_eq!(a.counters().cm_ignored, 1);
+    assert!(a.poll_cm_packet(&mut Vec::new()).is_none(), "answered with a DREP");
+    assert!(a.poll_cm_event().is_none());
+}
+
+#[test]
+fn an_active_side_that_gives_up_tells_the_passive_side_it_timed_out() {
+    let mut b = endpoint("b", IB, 2, 2);
+    b.cm_listen(PORT).unwrap();
+    let mut a = endpoint("a", IA, 1, 1);
+    let init = qp_init(&mut a);
+    let params = ConnectParams::new(SocketAddrV4::new(IB, PORT), init, Vec::new());
+    let (a_conn, _) = a.cm_connect(Instant::ZERO, &params).unwrap();
+    let req = a.poll_cm_packet(&mut Vec::new()).unwrap();
+    b.handle_packet(Instant::ZERO, &req).unwrap();
+    let Some(CmEvent::ConnectRequest { conn: b_conn, .. }) = b.poll_cm_event() else { panic!() };
+    let init = qp_init(&mut b);
+    let b_qp = b.cm_accept(Instant::ZERO, b_conn, &AcceptParams::new(init, Vec::new())).unwrap();
+    // Every REP is lost, and so are a's REQs sent again: a runs out of
+    // retries and sends its last word, a REJ "timeout".
+    assert_eq!(b.poll_cm_packet(&mut Vec::new()).map(|p| name(&p)), Some("REP"));
+    let mut last = None;
+    while let Some(t) = a.poll_timeout() {
+        a.handle_timeout(t);
+        while let Some(p) = a.poll_cm_packet(&mut Vec::new()) {
+            last = Some((t, p));
+        }
+    }
+    assert_eq!(a.poll_cm_event(), Some(CmEvent::Unreachable { conn: a_conn, reason: UnreachableReason::Timeout }));
+    let (t, rej) = last.expect("a REJ");
+    assert_eq!(name(&rej), "REJ");
+    // b, still waiting for the RTU, learns the connect timed out (not that
+    // it was rejected), and its QP goes to ERR.
+    b.handle_packet(t, &rej).unwrap();
+    assert_eq!(b.poll_cm_event(), Some(CmEvent::Unreachable { conn: b_conn, reason: UnreachableReason::Timeout }));
+    assert_eq!(b.query_qp(b_qp).unwrap().state, QpState::Err);
 }
 
 /// One drawn fate per MAD, from a script the property test makes.

@@ -19,6 +19,11 @@ const TARGET: Ipv4Addr = Ipv4Addr::new(10, 10, 0, 1);
 
 /// The capture's QP1 frames, as packets the engine takes.
 fn capture_mads() -> Vec<Packet> {
+    capture_qp1().into_iter().map(|(_, p)| p).collect()
+}
+
+/// The capture's QP1 frames, each with its Ethernet source (the sender's MAC).
+fn capture_qp1() -> Vec<([u8; 6], Packet)> {
     let bytes = std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/../testdata/captures/nvme-rdma.pcap")).unwrap();
     let mut reader = pcap_file::pcap::PcapReader::new(&bytes[..]).unwrap();
     let mut out = Vec::new();
@@ -28,7 +33,7 @@ fn capture_mads() -> Vec<Packet> {
         if f.bth.dest_qp != 1 {
             continue;
         }
-        out.push(Packet {
+        let pkt = Packet {
             src_ip: f.ip.src,
             dst_ip: f.ip.dst,
             udp_src_port: f.udp.src_port,
@@ -41,7 +46,8 @@ fn capture_mads() -> Vec<Packet> {
             imm: None,
             payload: f.payload[..cm::MAD_LEN].to_vec(),
             corrupt: false,
-        });
+        };
+        out.push((f.eth.expect("an Ethernet capture").src.0, pkt));
     }
     out
 }
@@ -183,4 +189,32 @@ fn the_engines_req_carries_what_the_kernel_hosts_does() {
     assert_eq!(consumer[..8], private);
     // The whole MAD reads back as it was written (nothing out of range).
     assert_eq!(CmMad::decode(&pkt.payload).unwrap().encode().unwrap()[..], pkt.payload[..]);
+}
+
+#[test]
+fn the_engines_ca_guids_are_the_ones_rxe_made_from_the_same_macs() {
+    // rxe makes a port's node GUID from its MAC (EUI-64); an engine with
+    // the host's MAC sends the GUID the kernel's REQ carries, and one with
+    // the target's MAC the GUID of the kernel's REP.
+    let frames = capture_qp1();
+    let ((host_mac, kernel_req), (target_mac, kernel_rep)) = (&frames[0], &frames[1]);
+    let (cm::CmMessage::Req(kreq), cm::CmMessage::Rep(krep)) = (mad(kernel_req), mad(kernel_rep)) else { panic!() };
+    let with_mac = |name, ip, mac: [u8; 6]| {
+        let mut cfg = EndpointConfig::new(name, ip);
+        cfg.mac = mac;
+        Endpoint::new(cfg, Box::new(ChaCha8Rng::seed_from_u64(7)))
+    };
+    let (mut h, mut t) = (with_mac("host", HOST, *host_mac), with_mac("target", TARGET, *target_mac));
+    t.cm_listen(4420).unwrap();
+    let init = qp_init(&mut h);
+    h.cm_connect(Instant::ZERO, &ConnectParams::new(SocketAddrV4::new(TARGET, 4420), init, Vec::new())).unwrap();
+    let req = h.poll_cm_packet(&mut Vec::new()).unwrap();
+    let cm::CmMessage::Req(ours) = mad(&req) else { panic!() };
+    assert_eq!(ours.local_ca_guid, kreq.local_ca_guid);
+    t.handle_packet(Instant::ZERO, &req).unwrap();
+    let Some(CmEvent::ConnectRequest { conn, .. }) = t.poll_cm_event() else { panic!() };
+    let init = qp_init(&mut t);
+    t.cm_accept(Instant::ZERO, conn, &AcceptParams::new(init, Vec::new())).unwrap();
+    let cm::CmMessage::Rep(ours) = mad(&t.poll_cm_packet(&mut Vec::new()).unwrap()) else { panic!() };
+    assert_eq!(ours.local_ca_guid, krep.local_ca_guid);
 }

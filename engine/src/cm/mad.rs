@@ -302,3 +302,121 @@ pub fn gsi_packet(src: Ipv4Addr, dst: Ipv4Addr, psn: Psn, mad: &[u8], mut payloa
 pub fn is_gsi(pkt: &Packet) -> bool {
     pkt.bth.dest_qp == GSI_QPN && pkt.bth.opcode == Opcode::UD_SEND_ONLY && pkt.deth.is_some_and(|d| d.qkey == GSI_QKEY)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cm::CM_QP_TIMEOUT;
+
+    const A: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
+    const B: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
+    /// The CM message starts after the 24-byte MAD header; the offsets
+    /// below are the IBA's (12.6), counted from there.
+    const D: usize = 24;
+
+    fn req() -> CmMessage {
+        CmMessage::Req {
+            src_conn: ConnId(0x0102_0304),
+            src_port: 0xC000,
+            port: 4420,
+            qpn: 0x11,
+            psn: Psn::wrapping(0x42),
+            mtu: Mtu::Mtu1024,
+            private_data: Vec::new(),
+            responder_resources: 4,
+            initiator_depth: 4,
+            retry_count: 7,
+            rnr_retry_count: 7,
+            response_timeout: 12,
+            max_retries: 5,
+        }
+    }
+
+    fn rej(reason: u16) -> CmMessage {
+        CmMessage::Rej { dst_conn: ConnId(7), src_conn: ConnId(9), reason, private_data: Vec::new() }
+    }
+
+    #[test]
+    fn a_ca_guid_is_the_macs_eui64_with_the_universal_local_bit_flipped() {
+        // EUI-48 to EUI-64: FF FE between the OUI and the rest, bit 1 of
+        // the first octet inverted (rxe makes its node GUID this way). A
+        // universal MAC gets the bit set, a local one cleared, and the
+        // other bits of the first octet stay as they are.
+        assert_eq!(ca_guid([0x00, 0x1B, 0x21, 0xAA, 0xBB, 0xCC]), 0x021B_21FF_FEAA_BBCC);
+        assert_eq!(ca_guid([0x52, 0x54, 0x00, 0x12, 0x34, 0x56]), 0x5054_00FF_FE12_3456);
+    }
+
+    #[test]
+    fn a_req_carries_the_ca_guid_at_byte_16_and_a_rep_at_byte_28() {
+        let guid = 0x0496_F1FF_FE99_8AE0;
+        let bytes = to_mad(&req(), A, B, guid).unwrap();
+        assert_eq!(bytes[D + 16..D + 24], guid.to_be_bytes());
+        let rep = CmMessage::Rep {
+            dst_conn: ConnId(1),
+            src_conn: ConnId(2),
+            qpn: 0x12,
+            psn: Psn::wrapping(0),
+            mtu: Mtu::Mtu1024,
+            private_data: Vec::new(),
+            responder_resources: 1,
+            initiator_depth: 1,
+            rnr_retry_count: 7,
+        };
+        let bytes = to_mad(&rep, A, B, guid).unwrap();
+        assert_eq!(bytes[D + 28..D + 36], guid.to_be_bytes());
+    }
+
+    #[test]
+    fn a_reqs_primary_path_is_a_roce_one_with_the_engines_ack_timeout() {
+        let bytes = to_mad(&req(), A, B, 0).unwrap();
+        let path = &bytes[D + 52..D + 96];
+        // Permissive LIDs (RoCE has none), the IPv4-mapped GIDs, hop limit 64.
+        assert_eq!(path[0..4], [0xFF, 0xFF, 0xFF, 0xFF]);
+        assert_eq!(path[4..20], Gid::from_ipv4(A).0);
+        assert_eq!(path[20..36], Gid::from_ipv4(B).0);
+        assert_eq!(path[41], 64);
+        // Byte 94: SL (bits 7..4) 0, SubnetLocal (bit 3) set. The kernel
+        // sets SubnetLocal from hop limit <= 1, so its REQ in
+        // nvme-rdma.pcap has it clear: pinned here so a change is a choice.
+        assert_eq!(path[42], 0x08);
+        // Byte 95, bits 7..3: the local ACK timeout, the code the engine's
+        // own QPs use, so that a passive side that takes its QP's timeout
+        // from the REQ (as the kernel's does) times out as the active one.
+        assert_eq!(path[43] >> 3, CM_QP_TIMEOUT);
+        assert_eq!(path[43] & 0x07, 0);
+    }
+
+    #[test]
+    fn a_timeout_rej_names_no_message_and_any_other_rej_names_the_req() {
+        // Byte 8, bits 7..6: Message REJected (0 REQ, 1 REP, 2 other).
+        // Bytes 10..12: the reason.
+        // A timeout answers no message: the active side's REQ got nothing
+        // back, or the passive side's REP got no RTU.
+        for (why, msg_rejected) in
+            [(reason::TIMEOUT, 2), (reason::CONSUMER_DEFINED, 0), (reason::INVALID_SERVICE_ID, 0)]
+        {
+            let bytes = to_mad(&rej(why), A, B, 0).unwrap();
+            assert_eq!(bytes[D + 8] >> 6, msg_rejected, "reason {why}");
+            assert_eq!(bytes[D + 10..D + 12], why.to_be_bytes());
+        }
+    }
+
+    #[test]
+    fn only_a_ud_send_to_qp1_with_the_gsi_qkey_is_a_mad() {
+        let mad = gsi_packet(A, B, Psn::wrapping(0), &[0; MAD_LEN], Vec::new());
+        assert!(is_gsi(&mad));
+        // Each of the three conditions alone makes a packet something else.
+        let mut other_qp = mad.clone();
+        other_qp.bth.dest_qp = 2;
+        assert!(!is_gsi(&other_qp));
+        let mut rc_send = mad.clone();
+        rc_send.bth.opcode = Opcode::SEND_ONLY;
+        assert!(!is_gsi(&rc_send));
+        let mut other_qkey = mad.clone();
+        other_qkey.deth = Some(Deth { qkey: 0x1234, resv8: 0, src_qp: GSI_QPN });
+        assert!(!is_gsi(&other_qkey));
+        let mut no_deth = mad;
+        no_deth.deth = None;
+        assert!(!is_gsi(&no_deth));
+    }
+}
