@@ -9,7 +9,7 @@
 #
 # Without the programs it says "skip" and exits 0, unless RCTB_REQUIRE_TOOLS=1.
 set -uo pipefail
-cd "$(dirname "$0")/../../.."
+cd "$(dirname "$0")/../../.." || exit 1
 
 for p in rping ucmatose rdma_server rdma_client udaddy ib_send_bw ib_write_bw ib_read_bw ib_write_lat ibv_rc_pingpong; do
     if ! command -v "$p" >/dev/null; then
