@@ -186,10 +186,13 @@ impl Id {
         if let Some(r) = rec {
             let data = r.private_data();
             ev.data[..data.len()].copy_from_slice(data);
+            // As rdma_cm reports them, from this side: the peer's
+            // initiator depth is the responder resources this side needs,
+            // and the other way round.
             ev.c.param.conn = rdma_conn_param {
                 private_data_len: data.len() as u8,
-                responder_resources: r.responder_resources,
-                initiator_depth: r.initiator_depth,
+                responder_resources: r.initiator_depth,
+                initiator_depth: r.responder_resources,
                 ..Default::default()
             };
         }
