@@ -1,6 +1,9 @@
 #!/bin/sh
 # verbs-shim: Debian's perftest through rctb's libibverbs.so.1 against
-# Debian's perftest on kernel rxe, both ways.
+# Debian's perftest on kernel rxe, both ways; rping and ucmatose through
+# rctb's libibverbs.so.1 and librdmacm.so.1 against the kernel's rdma_cm
+# on rxe, both roles; and the seed's nvmeof initiator through both
+# libraries against the kernel's nvmet-rdma target.
 #
 # The network of udp.sh: rxe2 on veth2 (10.10.2.1) in the root namespace,
 # and the network namespace "udp" (10.10.2.2 on veth3), which has no rxe
@@ -14,8 +17,8 @@
 # library counted no frame of rxe's with a bad ICRC (it reads them from a
 # raw socket, with the IPv4 header rxe's kernel wrote).
 #
-# Time: about 40 s under TCG.
-# hwv-timeout: 240
+# Time: about 90 s under TCG.
+# hwv-timeout: 420
 set -u
 IP=/usr/bin/ip
 SHIM=/usr/local/lib/rctb-verbs
@@ -102,6 +105,78 @@ for role in shim-server rxe-server; do
     pair "$role" ib_send_lat -s 64 -n 500
     pair "$role" ib_write_lat -s 64 -n 500
 done
+
+# ---- RDMA CM: rctb's librdmacm.so.1 against the kernel's rdma_cm ----
+# cm ROLE NAME SERVER CLIENT PATTERN COUNT: ROLE shim-server (the server on
+# the libraries in the namespace, the client on rxe2) or rxe-server; both
+# must exit 0, and the client print PATTERN at least COUNT times.
+cm() {
+    role=$1 name=$2 server=$3 client=$4 pattern=$5 want=$6
+    out=$HWV_OUT/verbs-shim-$role-$name
+    if [ ! -e "$SHIM/librdmacm.so.1" ]; then
+        echo "FAIL $role/$name $SHIM/librdmacm.so.1 is not in the image"
+        fails=1
+        return
+    fi
+    if [ "$role" = shim-server ]; then
+        # shellcheck disable=SC2086 # word lists
+        shim "$TIMEOUT" 60 $server >"$out.srv" 2>&1 &
+    else
+        # shellcheck disable=SC2086
+        "$TIMEOUT" 60 $server >"$out.srv" 2>&1 &
+    fi
+    spid=$!
+    # The server's CM listens once its process is up: no port to watch.
+    sleep 2
+    if [ "$role" = shim-server ]; then
+        # shellcheck disable=SC2086
+        "$TIMEOUT" 60 $client >"$out.cli" 2>&1
+    else
+        # shellcheck disable=SC2086
+        shim "$TIMEOUT" 60 $client >"$out.cli" 2>&1
+    fi
+    crc=$?
+    wait "$spid"
+    src=$?
+    n=$(grep -c "$pattern" "$out.cli")
+    if [ "$crc" = 0 ] && [ "$src" = 0 ] && [ "$n" -ge "$want" ]; then
+        echo "PASS $role/$name $n x '$pattern'"
+    else
+        echo "FAIL $role/$name client exit $crc, server exit $src, $n of $want x '$pattern': $(tail -n 1 "$out.cli" | cut -c1-160)"
+        fails=1
+    fi
+}
+
+cm shim-server rping "rping -s -v -a 10.10.2.2 -C 20" "rping -c -v -a 10.10.2.2 -C 20" '^ping data: rdma-ping-' 20
+cm rxe-server rping "rping -s -v -a 10.10.2.1 -C 20" "rping -c -v -a 10.10.2.1 -C 20" '^ping data: rdma-ping-' 20
+cm shim-server ucmatose "ucmatose -b 10.10.2.2" "ucmatose -s 10.10.2.2" 'return status 0' 1
+cm rxe-server ucmatose "ucmatose -b 10.10.2.1" "ucmatose -s 10.10.2.1" 'return status 0' 1
+
+# ---- the seed's nvmeof (PyPI, with its ibverbs wheel) through both
+# libraries against the kernel's nvmet-rdma target, on a port of its own
+# on 10.10.2.1 ----
+if [ -z "${NVMET_NQN:-}" ]; then
+    echo "FAIL seed-nvmeof no kernel NVMe-oF target (NVMET_NQN unset)"
+    fails=1
+elif [ ! -d /usr/lib/hwv-nvmeof/nvmeof ] || [ ! -x /usr/bin/python3 ]; then
+    echo "FAIL seed-nvmeof the nvmeof and ibverbs wheels or python3 are not in the image"
+    fails=1
+elif nvmet_port_up 3 10.10.2.1; then
+    sleep 1
+    line=$(shim env PYTHONPATH=/usr/lib/hwv-nvmeof "$TIMEOUT" 90 /usr/bin/python3 /hwv/nvmeof_io.py \
+        10.10.2.1 "$NVMET_NQN" 10.10.2.2 10 2>"$HWV_OUT/verbs-shim-seed-nvmeof.err" | tail -n 1)
+    case $line in
+    *'"rounds_verified": 3'*) echo "PASS seed-nvmeof $line" ;;
+    *)
+        echo "FAIL seed-nvmeof ${line:-nothing}: $(tail -n 1 "$HWV_OUT/verbs-shim-seed-nvmeof.err" | cut -c1-160)"
+        fails=1
+        ;;
+    esac
+    nvmet_port_down 3
+else
+    echo "FAIL seed-nvmeof nvmet port 3 on 10.10.2.1 could not be made"
+    fails=1
+fi
 
 bad=$(sed -n 's/.*"bad_icrc":\([0-9]*\).*/\1/p' "$STATS" 2>/dev/null | awk '{ s += $1 } END { print s + 0 }')
 runs=$(wc -l <"$STATS" 2>/dev/null || echo 0)
