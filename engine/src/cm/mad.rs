@@ -174,15 +174,28 @@ pub fn to_mad(msg: &CmMessage, src: Ipv4Addr, dst: Ipv4Addr, guid: u64) -> Resul
             private_data: private_data.clone(),
         }),
         CmMessage::Rtu { dst_conn, src_conn } => wire::CmMessage::Rtu(ids(*src_conn, *dst_conn)),
-        CmMessage::Rej { dst_conn, src_conn, reason, private_data } => wire::CmMessage::Rej(wire::Rej {
-            local_comm_id: src_conn.0,
-            remote_comm_id: dst_conn.0,
-            message_rejected: if *reason == reason::TIMEOUT { MSG_NONE } else { MSG_REQ },
-            reject_info_length: 0,
-            reason: *reason,
-            additional_reject_info: [0; 72],
-            private_data: private_data.clone(),
-        }),
+        CmMessage::Rej { dst_conn, src_conn, reason, private_data } => {
+            // A timeout REJ may name no connection of the receiver's: its
+            // additional information carries the sender's CA GUID, which
+            // with the sender's id is how the kernel's CM finds the
+            // connection it is about.
+            let (reject_info_length, additional_reject_info) = if *reason == reason::TIMEOUT {
+                let mut ari = [0; 72];
+                ari[..8].copy_from_slice(&guid.to_be_bytes());
+                (8, ari)
+            } else {
+                (0, [0; 72])
+            };
+            wire::CmMessage::Rej(wire::Rej {
+                local_comm_id: src_conn.0,
+                remote_comm_id: dst_conn.0,
+                message_rejected: if *reason == reason::TIMEOUT { MSG_NONE } else { MSG_REQ },
+                reject_info_length,
+                reason: *reason,
+                additional_reject_info,
+                private_data: private_data.clone(),
+            })
+        }
         CmMessage::Dreq { dst_conn, src_conn, remote_qpn } => wire::CmMessage::Dreq(wire::Dreq {
             local_comm_id: src_conn.0,
             remote_comm_id: dst_conn.0,
@@ -399,6 +412,18 @@ mod tests {
             assert_eq!(bytes[D + 8] >> 6, msg_rejected, "reason {why}");
             assert_eq!(bytes[D + 10..D + 12], why.to_be_bytes());
         }
+    }
+
+    #[test]
+    fn a_timeout_rej_carries_the_senders_ca_guid_and_no_other_rej_does() {
+        // Byte 9, bits 7..1: the ARI's length; bytes 12..84: the ARI.
+        let guid = 0x0496_F1FF_FE99_8AE0;
+        let bytes = to_mad(&rej(reason::TIMEOUT), A, B, guid).unwrap();
+        assert_eq!(bytes[D + 9] >> 1, 8);
+        assert_eq!(bytes[D + 12..D + 20], guid.to_be_bytes());
+        let bytes = to_mad(&rej(reason::CONSUMER_DEFINED), A, B, guid).unwrap();
+        assert_eq!(bytes[D + 9] >> 1, 0);
+        assert_eq!(bytes[D + 12..D + 20], [0; 8]);
     }
 
     #[test]
