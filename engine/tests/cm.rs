@@ -550,3 +550,48 @@ proptest! {
         prop_assert_eq!(net.log.len(), quiet, "CM kept sending after both settled");
     }
 }
+
+#[test]
+fn a_dreq_that_overtakes_a_lost_rtu_disconnects_the_passive_side() {
+    // a gets the REP, goes to RTS, sends the RTU (lost) and at once
+    // disconnects. b, still waiting for the RTU, takes the DREQ as the
+    // kernel's CM does in REP_SENT: its QP goes to ERR, it reports the
+    // disconnect and answers with a DREP, so a's DREQ is not sent again
+    // until it gives up, and b does not time out its REP.
+    let mut b = endpoint("b", IB, 2, 2);
+    b.cm_listen(PORT).unwrap();
+    let mut a = endpoint("a", IA, 1, 1);
+    let init = qp_init(&mut a);
+    let params = ConnectParams::new(SocketAddrV4::new(IB, PORT), init, Vec::new());
+    let (a_conn, _) = a.cm_connect(Instant::ZERO, &params).unwrap();
+    let req = a.poll_cm_packet(&mut Vec::new()).unwrap();
+    b.handle_packet(Instant::ZERO, &req).unwrap();
+    let Some(CmEvent::ConnectRequest { conn: b_conn, .. }) = b.poll_cm_event() else { panic!() };
+    let init = qp_init(&mut b);
+    let b_qp = b.cm_accept(Instant::ZERO, b_conn, &AcceptParams::new(init, Vec::new())).unwrap();
+    let rep = b.poll_cm_packet(&mut Vec::new()).unwrap();
+    a.handle_packet(Instant::ZERO, &rep).unwrap();
+    assert!(matches!(a.poll_cm_event(), Some(CmEvent::Established { .. })));
+    assert_eq!(a.poll_cm_packet(&mut Vec::new()).map(|p| name(&p)), Some("RTU"), "the RTU, then lost");
+    a.cm_disconnect(Instant::ZERO, a_conn).unwrap();
+    assert_eq!(a.poll_cm_event(), Some(CmEvent::Disconnected { conn: a_conn }));
+    let dreq = a.poll_cm_packet(&mut Vec::new()).unwrap();
+    assert_eq!(name(&dreq), "DREQ");
+    b.handle_packet(Instant::ZERO, &dreq).unwrap();
+    assert_eq!(b.poll_cm_event(), Some(CmEvent::Disconnected { conn: b_conn }));
+    assert_eq!(b.query_qp(b_qp).unwrap().state, QpState::Err);
+    let drep = b.poll_cm_packet(&mut Vec::new()).unwrap();
+    assert_eq!(name(&drep), "DREP");
+    assert_eq!(b.counters().cm_ignored, 0);
+    a.handle_packet(Instant::ZERO, &drep).unwrap();
+    // Nothing more from either side: a's DREQ is answered, b's REP timer
+    // is gone (no REJ "timeout", no Unreachable).
+    for ep in [&mut a, &mut b] {
+        while let Some(t) = ep.poll_timeout() {
+            ep.handle_timeout(t);
+        }
+        assert!(ep.poll_cm_packet(&mut Vec::new()).is_none());
+        assert!(ep.poll_cm_event().is_none());
+    }
+    assert_eq!(a.counters().cm_retransmitted, 0);
+}

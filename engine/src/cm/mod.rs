@@ -19,7 +19,8 @@
 //! none came within the response timeout, up to the retry count; a
 //! duplicate is answered from the state it finds (a REQ whose REP went out
 //! gets the REP again, one still with the application gets an MRA; a REP
-//! already answered gets the RTU again; a DREQ always gets a DREP). The
+//! already answered gets the RTU again; a DREQ gets a DREP unless this
+//! side has not yet sent or applied a REP, or closed the connection). The
 //! active side waits `(CM_MAX_RETRIES + 1) × cm_time(CM_RESPONSE_TIMEOUT)`
 //! ([`CM_TIMEOUT`]) for REP or REJ, then reports
 //! `Unreachable { reason: Timeout }` and sends a REJ with reason TIMEOUT.
@@ -643,6 +644,15 @@ impl Endpoint {
                 }
                 match c.state {
                     ConnState::Established => self.disconnect_local(now, dst_conn, false),
+                    // The RTU was lost and the active side, up since the
+                    // REP, disconnects already: the connection was up, and
+                    // goes down (the kernel's CM takes a DREQ in REP_SENT).
+                    ConnState::RepSent => {
+                        if let Some(c) = self.conns.get_mut(&dst_conn) {
+                            c.settle(ConnState::Established);
+                        }
+                        self.disconnect_local(now, dst_conn, false);
+                    }
                     // Both sides disconnect at once: each answers the other.
                     ConnState::DreqSent | ConnState::TimeWait => self.counters.cm_duplicates += 1,
                     _ => {
