@@ -9,6 +9,7 @@
 # checked against what was measured (it has no reconnect).
 #
 #   PYTHON=/path/to/venv/bin/python capi/rdmacm/tests/nvmeof.sh
+#   RCTB_VERBS_WHEEL=rctb-*.whl ...   # also rctb.nvmeof on its verbs backend
 #
 # PYTHON defaults to a fresh virtualenv; the pinned wheels are installed
 # into it when missing. Without python3 or pip it says "skip" and exits 0,
@@ -91,6 +92,22 @@ case_ crash-restart 'r["connected"] and r["rounds_verified"] == 1 and "Work Requ
     --crash-after-writes 2 --restart-ms 500
 case_ disconnect 'r["connected"] and r["rounds_verified"] == 1 and "Work Request Flushed Error" in r["error"]' "" -- \
     --disconnect-at-write 2
+
+# Beside it, rctb's own Python initiator (rctb.nvmeof, the same API) on
+# its verbs backend, which links libibverbs.so.1 and librdmacm.so.1: on
+# rctb's libraries through LD_LIBRARY_PATH, when RCTB_VERBS_WHEEL names
+# the wheel built with --features verbs.
+if [ -n "${RCTB_VERBS_WHEEL:-}" ]; then
+    if python3 -m venv "$work/rctb-venv" >/dev/null 2>&1 && "$work/rctb-venv/bin/pip" install --quiet "$RCTB_VERBS_WHEEL"; then
+        PYTHON=$work/rctb-venv/bin/python
+        export NVMEOF_MODULE=rctb.nvmeof
+        case_ rctb.nvmeof-clean "$verified" "" --
+        case_ rctb.nvmeof-wire-loss "$verified" "seed=7,drop=0.05,dup=0.01,reorder=0.02" --
+    else
+        failed=$((failed + 1))
+        echo "not ok - rctb.nvmeof: could not install $RCTB_VERBS_WHEEL"
+    fi
+fi
 
 echo "# nvmeof (the seed's initiator) on rctb's libraries: $passed passed, $failed failed"
 [ "$failed" = 0 ]

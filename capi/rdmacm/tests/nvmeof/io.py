@@ -5,13 +5,18 @@ far it got, what it raised and when, so a fault's effect is recorded as
 measured. Exit 0 when every round verified.
 
     python io.py HOST NQN SOURCE [TIMEOUT_S]
+
+NVMEOF_MODULE names another module with the same API to run instead
+(`rctb.nvmeof`, rctb's own Python initiator).
 """
 
+import importlib
 import json
+import os
 import sys
 import time
 
-import nvmeof
+nvmeof = importlib.import_module(os.environ.get("NVMEOF_MODULE", "nvmeof"))
 
 
 def main() -> int:
