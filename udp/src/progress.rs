@@ -324,7 +324,12 @@ fn run<X: Owner>(shared: &Shared<X>, all: &OwnedFd, bell: &OwnedFd, timer: &Owne
                 st.error.get_or_insert(e);
             }
             bump(&shared.counts.turns);
-            (st.driver.next_wake(), st.driver.last_now())
+            let wake = st.driver.next_wake();
+            // Published under the lock: a caller that arms a sooner
+            // deadline after this turn reads it after its own turn, and
+            // rings (`wake_for`); one before this turn is in `wake`.
+            shared.armed.store(wake.map_or(u64::MAX, |w| w.as_nanos()), Ordering::Relaxed);
+            (wake, st.driver.last_now())
         };
         let polls = shared.polls.load(Ordering::Relaxed);
         if polls != seen {
@@ -335,7 +340,6 @@ fn run<X: Owner>(shared: &Shared<X>, all: &OwnedFd, bell: &OwnedFd, timer: &Owne
         // A deadline now: look once and go round. A later one: the timer
         // (one-shot) wakes the wait. None: only a frame or the doorbell.
         // Callers that arm a sooner deadline ring (`wake_for`).
-        shared.armed.store(wake.map_or(u64::MAX, |w| w.as_nanos()), Ordering::Relaxed);
         let timeout = match wake.map(|w| w.saturating_duration_since(now)) {
             Some(d) if d.is_zero() => Some(Timespec { tv_sec: 0, tv_nsec: 0 }),
             Some(d) => {

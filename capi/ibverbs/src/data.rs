@@ -355,6 +355,11 @@ pub(crate) unsafe extern "C" fn poll_cq(cq: *mut sys::ibv_cq, num_entries: c_int
         let r = take(&mut st, c.id, max, wc);
         if !matches!(r, Ok(n) if n > 0) {
             let _ = st.poll_flush();
+            // What this turn armed (an RNR wait, say), the thread keeps if
+            // the program now blocks without another call.
+            let next = st.driver.next_wake();
+            drop(st);
+            ctx.rt.progress.wake_for(next);
         } else if st.driver.next_wake() == Some(rctb_core::time::Instant::ZERO) {
             drop(st);
             ctx.rt.progress.nudge();

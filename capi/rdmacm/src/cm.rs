@@ -87,9 +87,8 @@ fn dev_of(id: &Id) -> Result<(&'static Cm, usize), c_int> {
 
 /// Acknowledges the event a synchronous call left in `id->event`.
 fn ack_pending(id: &Id) {
-    let raw = id as *const Id as *mut Id;
     // SAFETY: the id's own event field; the program does not write it.
-    let ev = unsafe { std::mem::replace(&mut (*raw).c.event, null_mut()) };
+    let ev = unsafe { std::mem::replace(&mut (*id.c()).event, null_mut()) };
     if !ev.is_null() {
         // SAFETY: an event handed out to the id, not yet taken back.
         unsafe { Event::take_back(ev) };
@@ -104,10 +103,9 @@ fn complete(id: &Id, want: rdma_cm_event_type) -> Result<(), c_int> {
     }
     ack_pending(id);
     let ev = Event::hand_out(id.channel().next()?);
-    let raw = id as *const Id as *mut Id;
     // SAFETY: the id's own event field; `ev` is live until acknowledged.
     let (event, status) = unsafe {
-        (*raw).c.event = ev;
+        (*id.c()).event = ev;
         ((*ev).event, (*ev).status)
     };
     match (event, status) {
@@ -247,7 +245,8 @@ unsafe fn destroy_id(id: *mut rdma_cm_id) -> Result<(), c_int> {
         // SAFETY: the request's id, now out of the engine and the queue.
         drop(unsafe { Box::from_raw(child.cast::<Id>()) });
     }
-    let channel = me.c.channel;
+    // SAFETY: the id's channel field, read before the id goes.
+    let channel = unsafe { (*me.c()).channel };
     // SAFETY: the id leaked by Id::create; nothing refers to it any more.
     drop(unsafe { Box::from_raw(id.cast::<Id>()) });
     if own {
@@ -415,7 +414,8 @@ unsafe fn create_qp(id: *mut rdma_cm_id, pd: *mut ibv_pd, attr: *mut ibv_qp_init
     let a = unsafe { &mut *attr };
     // Programs leave the type to the id (rdma_create_ep's examples do).
     if a.qp_type == 0 {
-        a.qp_type = me.c.qp_type;
+        // SAFETY: the id's own field.
+        a.qp_type = unsafe { (*me.c()).qp_type };
     }
     let made_cqs = a.send_cq.is_null() || a.recv_cq.is_null();
     if made_cqs {
@@ -1013,7 +1013,8 @@ export!(
             let new = if own_new { EventChannel::create()? } else { channel };
             let (old, own_old) = {
                 let mut st = me.lock();
-                let old = me.c.channel;
+                // SAFETY: the id's channel field, under its lock.
+                let old = unsafe { (*me.c()).channel };
                 // SAFETY: the id's channel field, changed under its lock
                 // (the sink reads it under the same lock).
                 unsafe { (*id).channel = new };

@@ -7,6 +7,7 @@
 //! holds either across a call of the CM port: it reads what it needs,
 //! lets go, then calls.
 
+use std::cell::UnsafeCell;
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::ptr::null_mut;
 use std::sync::{Condvar, Mutex, MutexGuard};
@@ -61,16 +62,27 @@ pub(crate) struct IdState {
     pub events_out: u32,
 }
 
-/// An id: the C struct first, so a pointer to one is a pointer to the other.
+/// An id: the C struct first, so a pointer to one is a pointer to the
+/// other. The C struct is shared with the program, which reads and writes
+/// it (`id->context`, `id->qp`, ...) while the library holds references
+/// to the id: it lives in an `UnsafeCell`, reached through `c()`.
 #[repr(C)]
 pub(crate) struct Id {
-    pub c: rdma_cm_id,
+    c: UnsafeCell<rdma_cm_id>,
     pub state: Mutex<IdState>,
     /// Signalled when an event of the id is acknowledged.
     pub acked: Condvar,
-    /// The one path record (`route.path_rec`).
-    pub path: Box<ibv_sa_path_rec>,
+    /// The one path record (`route.path_rec` points at it).
+    path: Box<UnsafeCell<ibv_sa_path_rec>>,
 }
+
+// SAFETY: the C struct is written only in calls on the id (the program's
+// rule for rdma_cm_ids) or before the id is shared; what the sink thread
+// reads of it (channel, context, port space) is written under the id's
+// lock or before the id is shared.
+unsafe impl Sync for Id {}
+// SAFETY: as for Sync.
+unsafe impl Send for Id {}
 
 impl Id {
     /// A new id on `channel`, boxed and leaked.
@@ -80,15 +92,15 @@ impl Id {
         context: *mut std::ffi::c_void,
         ps: rdma_port_space,
     ) -> *mut Id {
-        let mut path = Box::new(ibv_sa_path_rec::default());
-        let c = rdma_cm_id {
+        let path = Box::new(UnsafeCell::new(ibv_sa_path_rec::default()));
+        let c = UnsafeCell::new(rdma_cm_id {
             channel,
             context,
             ps,
             qp_type: IBV_QPT_RC,
-            route: rdma_route { path_rec: &raw mut *path, num_paths: 0, ..Default::default() },
+            route: rdma_route { path_rec: path.get(), num_paths: 0, ..Default::default() },
             ..Default::default()
-        };
+        });
         let state = IdState {
             phase: Phase::Idle,
             dev: None,
@@ -112,6 +124,11 @@ impl Id {
         unsafe { &*id.cast::<Id>() }
     }
 
+    /// The C struct the program sees.
+    pub fn c(&self) -> *mut rdma_cm_id {
+        self.c.get()
+    }
+
     pub fn lock(&self) -> MutexGuard<'_, IdState> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -120,54 +137,54 @@ impl Id {
     pub fn channel(&self) -> &EventChannel {
         // SAFETY: an id's channel outlives it (the program destroys its
         // ids before their channel; an own channel goes with the id).
-        unsafe { EventChannel::of(self.c.channel) }
+        unsafe { EventChannel::of((*self.c()).channel) }
     }
 
     /// Sets the source address (and the port's GID when a device is known).
     pub fn set_src(&self, addr: SocketAddrV4) {
-        let me = self as *const Id as *mut Id;
+        let c = self.c();
         // SAFETY: the id's own address fields; the program reads them only
         // between calls on the id, as with rdma-core.
         unsafe {
-            (*me).c.route.addr.__bindgen_anon_1.src_sin = sockaddr_in_of(addr);
-            (*me).c.route.addr.addr.ibaddr.sgid.raw = gid_of(*addr.ip());
-            (*me).c.route.addr.addr.ibaddr.pkey = 0xffff_u16.to_be();
+            (*c).route.addr.__bindgen_anon_1.src_sin = sockaddr_in_of(addr);
+            (*c).route.addr.addr.ibaddr.sgid.raw = gid_of(*addr.ip());
+            (*c).route.addr.addr.ibaddr.pkey = 0xffff_u16.to_be();
         }
     }
 
     /// Sets the destination address and its GID.
     pub fn set_dst(&self, addr: SocketAddrV4) {
-        let me = self as *const Id as *mut Id;
+        let c = self.c();
         // SAFETY: as in set_src.
         unsafe {
-            (*me).c.route.addr.__bindgen_anon_2.dst_sin = sockaddr_in_of(addr);
-            (*me).c.route.addr.addr.ibaddr.dgid.raw = gid_of(*addr.ip());
+            (*c).route.addr.__bindgen_anon_2.dst_sin = sockaddr_in_of(addr);
+            (*c).route.addr.addr.ibaddr.dgid.raw = gid_of(*addr.ip());
         }
     }
 
     /// The source address, when it is IPv4.
     pub fn src(&self) -> Option<SocketAddrV4> {
         // SAFETY: the union is as large as a sockaddr_storage.
-        unsafe { v4_of(&raw const self.c.route.addr.__bindgen_anon_1.src_addr) }
+        unsafe { v4_of(&raw const (*self.c()).route.addr.__bindgen_anon_1.src_addr) }
     }
 
     /// The destination address, when it is IPv4.
     pub fn dst(&self) -> Option<SocketAddrV4> {
         // SAFETY: as in src.
-        unsafe { v4_of(&raw const self.c.route.addr.__bindgen_anon_2.dst_addr) }
+        unsafe { v4_of(&raw const (*self.c()).route.addr.__bindgen_anon_2.dst_addr) }
     }
 
     /// Fills the path record (both GIDs) and says the route is known.
     pub fn set_route(&self) {
-        let me = self as *const Id as *mut Id;
+        let c = self.c();
         // SAFETY: the id's own path record (64 bytes: DGID at 0, SGID at
         // 16, the layout of `struct ibv_sa_path_rec`) and route count.
         unsafe {
-            let raw = (&raw mut *(*me).path).cast::<u8>();
-            let ib = self.c.route.addr.addr.ibaddr;
+            let raw = self.path.get().cast::<u8>();
+            let ib = (*c).route.addr.addr.ibaddr;
             std::ptr::copy_nonoverlapping(ib.dgid.raw.as_ptr(), raw, 16);
             std::ptr::copy_nonoverlapping(ib.sgid.raw.as_ptr(), raw.add(16), 16);
-            (*me).c.route.num_paths = 1;
+            (*c).route.num_paths = 1;
         }
     }
 
@@ -196,6 +213,8 @@ impl Id {
                 ..Default::default()
             };
         }
+        // Under the id's lock: rdma_migrate_id changes the channel under it.
+        let _g = self.lock();
         self.channel().push(ev);
     }
 }
@@ -317,12 +336,20 @@ pub(crate) unsafe extern "C" fn sink(user: *mut std::ffi::c_void, rec: *const Re
 /// listener's channel, and the CONNECT_REQUEST event for it.
 fn request(listener: &Id, dev: usize, r: &Record) -> *mut Id {
     let Ok(cm) = crate::verbs::loaded() else { return null_mut() };
-    let l = &listener.c;
-    let child = Id::create(l.channel, false, l.context, l.ps);
+    // SAFETY: the listener's C struct; its channel is read under its lock.
+    let (channel, context, ps) = unsafe {
+        let _g = listener.lock();
+        let l = listener.c();
+        ((*l).channel, (*l).context, (*l).ps)
+    };
+    let child = Id::create(channel, false, context, ps);
     // SAFETY: just created, not yet shared.
-    let c = unsafe { &mut *child };
-    c.c.verbs = cm.devs[dev].ctx;
-    c.c.port_num = 1;
+    let c = unsafe { &*child };
+    // SAFETY: as above.
+    unsafe {
+        (*c.c()).verbs = cm.devs[dev].ctx;
+        (*c.c()).port_num = 1;
+    }
     let port = listener.src().map_or(0, |a| a.port());
     c.set_src(SocketAddrV4::new(cm.devs[dev].ip, port));
     c.set_dst(SocketAddrV4::new(r.remote_ip.into(), r.remote_port));
