@@ -76,7 +76,13 @@ fn templates() -> Vec<[u8; rctb_core::wire::cm::MAD_LEN]> {
         },
         CmMessage::Rtu { dst_conn: c(1), src_conn: c(7) },
         CmMessage::Mra { dst_conn: c(1), src_conn: c(7), service_timeout: 14 },
-        CmMessage::Rej { dst_conn: c(1), src_conn: c(7), reason: 28, private_data: vec![0, 0, 6, 0] },
+        CmMessage::Rej {
+            dst_conn: c(1),
+            src_conn: c(7),
+            rejected: crate::cm::Rejected::Req,
+            reason: 28,
+            private_data: vec![0, 0, 6, 0],
+        },
         CmMessage::Dreq { dst_conn: c(1), src_conn: c(7), remote_qpn: 0x11 },
         CmMessage::Drep { dst_conn: c(1), src_conn: c(7) },
         CmMessage::Rep {

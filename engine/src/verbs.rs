@@ -824,6 +824,7 @@ impl Endpoint {
             let msg = CmMessage::Rej {
                 dst_conn: peer_conn,
                 src_conn: conn,
+                rejected: crate::cm::Rejected::Req,
                 reason: mad::reason::CONSUMER_DEFINED,
                 private_data: private_data.to_vec(),
             };

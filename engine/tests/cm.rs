@@ -12,7 +12,7 @@ use rand_core::SeedableRng;
 use rctb_core::time::{Duration, Instant};
 use rctb_core::transport::*;
 use rctb_core::wire::cm::CmMad;
-use rctb_engine::cm::mad;
+use rctb_engine::cm::{Rejected, mad};
 use rctb_engine::{CM_RESPONSE_TIMEOUT, CM_TIMEOUT, CmMessage, Endpoint, EndpointConfig, Packet, PacketDrop, cm_time};
 
 const LATENCY: Duration = Duration::from_micros(5);
@@ -419,7 +419,13 @@ fn stale_or_foreign_messages_are_counted_as_ignored_and_change_nothing() {
         (
             "a REJ once established",
             true,
-            CmMessage::Rej { dst_conn: a_conn, src_conn: b_conn, reason: 28, private_data: Vec::new() },
+            CmMessage::Rej {
+                dst_conn: a_conn,
+                src_conn: b_conn,
+                rejected: Rejected::Req,
+                reason: 28,
+                private_data: Vec::new(),
+            },
         ),
         ("a DREQ for another QP", true, CmMessage::Dreq { dst_conn: a_conn, src_conn: b_conn, remote_qpn: a_qpn + 1 }),
         (
@@ -594,4 +600,34 @@ fn a_dreq_that_overtakes_a_lost_rtu_disconnects_the_passive_side() {
         assert!(ep.poll_cm_event().is_none());
     }
     assert_eq!(a.counters().cm_retransmitted, 0);
+}
+
+#[test]
+fn an_active_side_that_cannot_take_the_rep_refuses_the_rep() {
+    // a's QP is moved to ERR before the REP comes: a cannot bring it to
+    // RTR, so it answers the REP with a REJ that says the REP is what it
+    // refuses (the kernel's CM finds its connection by that), and reports
+    // no route.
+    let mut b = endpoint("b", IB, 2, 2);
+    b.cm_listen(PORT).unwrap();
+    let mut a = endpoint("a", IA, 1, 1);
+    let init = qp_init(&mut a);
+    let params = ConnectParams::new(SocketAddrV4::new(IB, PORT), init, Vec::new());
+    let (a_conn, a_qp) = a.cm_connect(Instant::ZERO, &params).unwrap();
+    let req = a.poll_cm_packet(&mut Vec::new()).unwrap();
+    b.handle_packet(Instant::ZERO, &req).unwrap();
+    let Some(CmEvent::ConnectRequest { conn: b_conn, .. }) = b.poll_cm_event() else { panic!() };
+    let init = qp_init(&mut b);
+    b.cm_accept(Instant::ZERO, b_conn, &AcceptParams::new(init, Vec::new())).unwrap();
+    a.modify_qp(Instant::ZERO, a_qp, &QpTransition::Err).unwrap();
+    let rep = b.poll_cm_packet(&mut Vec::new()).unwrap();
+    a.handle_packet(Instant::ZERO, &rep).unwrap();
+    assert_eq!(a.poll_cm_event(), Some(CmEvent::Unreachable { conn: a_conn, reason: UnreachableReason::NoRoute }));
+    let rej = a.poll_cm_packet(&mut Vec::new()).unwrap();
+    match mad::from_mad(&rej.payload).unwrap() {
+        CmMessage::Rej { rejected, dst_conn, reason, .. } => {
+            assert_eq!((rejected, dst_conn, reason), (Rejected::Rep, b_conn, mad::reason::CONSUMER_DEFINED));
+        }
+        other => panic!("not a REJ: {other:?}"),
+    }
 }

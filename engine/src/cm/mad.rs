@@ -23,7 +23,7 @@ use rctb_core::wire::cm::{
 };
 use rctb_core::wire::roce::{Bth, Deth, Opcode};
 
-use super::CmMessage;
+use super::{CmMessage, Rejected};
 use crate::packet::Packet;
 
 /// IBA REJ reasons (table 112) the engine sends or tells apart.
@@ -49,6 +49,7 @@ const TARGET_ACK_DELAY: u8 = 15;
 const PERMISSIVE_LID: u16 = 0xFFFF;
 /// IBA "MessageRejected" / "MessageMRAed": the REQ, or no message.
 const MSG_REQ: u8 = 0;
+const MSG_REP: u8 = 1;
 const MSG_NONE: u8 = 2;
 
 /// Why a received MAD did not become a CM message.
@@ -174,7 +175,7 @@ pub fn to_mad(msg: &CmMessage, src: Ipv4Addr, dst: Ipv4Addr, guid: u64) -> Resul
             private_data: private_data.clone(),
         }),
         CmMessage::Rtu { dst_conn, src_conn } => wire::CmMessage::Rtu(ids(*src_conn, *dst_conn)),
-        CmMessage::Rej { dst_conn, src_conn, reason, private_data } => {
+        CmMessage::Rej { dst_conn, src_conn, rejected, reason, private_data } => {
             // A timeout REJ may name no connection of the receiver's: its
             // additional information carries the sender's CA GUID, which
             // with the sender's id is how the kernel's CM finds the
@@ -189,7 +190,11 @@ pub fn to_mad(msg: &CmMessage, src: Ipv4Addr, dst: Ipv4Addr, guid: u64) -> Resul
             wire::CmMessage::Rej(wire::Rej {
                 local_comm_id: src_conn.0,
                 remote_comm_id: dst_conn.0,
-                message_rejected: if *reason == reason::TIMEOUT { MSG_NONE } else { MSG_REQ },
+                message_rejected: match rejected {
+                    Rejected::Req => MSG_REQ,
+                    Rejected::Rep => MSG_REP,
+                    Rejected::Other => MSG_NONE,
+                },
                 reject_info_length,
                 reason: *reason,
                 additional_reject_info,
@@ -244,6 +249,11 @@ pub fn from_mad(bytes: &[u8]) -> Result<CmMessage, MadDrop> {
         wire::CmMessage::Rej(m) => CmMessage::Rej {
             dst_conn: ConnId(m.remote_comm_id),
             src_conn: ConnId(m.local_comm_id),
+            rejected: match m.message_rejected {
+                MSG_REQ => Rejected::Req,
+                MSG_REP => Rejected::Rep,
+                _ => Rejected::Other,
+            },
             reason: m.reason,
             private_data: m.private_data,
         },
@@ -346,7 +356,8 @@ mod tests {
     }
 
     fn rej(reason: u16) -> CmMessage {
-        CmMessage::Rej { dst_conn: ConnId(7), src_conn: ConnId(9), reason, private_data: Vec::new() }
+        let rejected = if reason == reason::TIMEOUT { Rejected::Other } else { Rejected::Req };
+        CmMessage::Rej { dst_conn: ConnId(7), src_conn: ConnId(9), rejected, reason, private_data: Vec::new() }
     }
 
     #[test]
@@ -411,6 +422,27 @@ mod tests {
             let bytes = to_mad(&rej(why), A, B, 0).unwrap();
             assert_eq!(bytes[D + 8] >> 6, msg_rejected, "reason {why}");
             assert_eq!(bytes[D + 10..D + 12], why.to_be_bytes());
+        }
+    }
+
+    #[test]
+    fn a_rej_names_the_message_it_refuses_and_decodes_back_to_it() {
+        // Byte 8, bits 7..6: Message REJected, 0 REQ, 1 REP, 2 other: an
+        // active side that cannot take a REP refuses the REP (the kernel
+        // looks the connection up by it).
+        for (rejected, code) in [(Rejected::Req, 0), (Rejected::Rep, 1), (Rejected::Other, 2)] {
+            let msg = CmMessage::Rej {
+                dst_conn: ConnId(7),
+                src_conn: ConnId(9),
+                rejected,
+                reason: reason::CONSUMER_DEFINED,
+                private_data: Vec::new(),
+            };
+            let bytes = to_mad(&msg, A, B, 0).unwrap();
+            assert_eq!(bytes[D + 8] >> 6, code, "{rejected:?}");
+            // (The wire pads the private data: compare the field itself.)
+            let Ok(CmMessage::Rej { rejected: back, .. }) = from_mad(&bytes) else { panic!("not a REJ") };
+            assert_eq!(back, rejected);
         }
     }
 

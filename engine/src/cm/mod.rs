@@ -149,6 +149,8 @@ pub enum CmMessage {
         dst_conn: ConnId,
         /// `ConnId(0)` when the sender has no connection (no listener).
         src_conn: ConnId,
+        /// Which message is refused (the MAD's Message REJected).
+        rejected: Rejected,
         /// IBA table 112 ([`mad::reason`]).
         reason: u16,
         /// The application's private data.
@@ -170,6 +172,19 @@ pub enum CmMessage {
         /// The sender's communication id.
         src_conn: ConnId,
     },
+}
+
+/// Which message a REJ refuses (its "Message REJected" field, IBA 12.6):
+/// how the receiver finds the connection the REJ is about.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Rejected {
+    /// The REQ: a passive side's answer (no listener, or its application
+    /// refused).
+    Req,
+    /// The REP: an active side that cannot take the REP it got.
+    Rep,
+    /// Neither: a timeout, from either side.
+    Other,
 }
 
 /// A CM message to deliver to the endpoint at `dst`.
@@ -587,6 +602,7 @@ impl Endpoint {
                     let rej = CmMessage::Rej {
                         dst_conn: src_conn,
                         src_conn: dst_conn,
+                        rejected: Rejected::Rep,
                         reason: reason::CONSUMER_DEFINED,
                         private_data: Vec::new(),
                     };
@@ -606,7 +622,7 @@ impl Endpoint {
                     self.cm_events.push_back(CmEvent::Established { conn: dst_conn, qp, private_data: Vec::new() });
                 }
             }
-            CmMessage::Rej { dst_conn, src_conn, reason: why, private_data } => {
+            CmMessage::Rej { dst_conn, src_conn, reason: why, private_data, .. } => {
                 // A REJ "timeout" from an active side that never saw our REP
                 // names only its own connection.
                 let target = if dst_conn == ConnId(0) { self.conn_of_peer((from, src_conn)) } else { Some(dst_conn) };
@@ -679,7 +695,13 @@ impl Endpoint {
     /// Refuses a REQ for which no connection was made.
     pub(crate) fn reject_req(&mut self, to: Ipv4Addr, req_conn: ConnId, why: u16) {
         self.counters.cm_rejected += 1;
-        let rej = CmMessage::Rej { dst_conn: req_conn, src_conn: ConnId(0), reason: why, private_data: Vec::new() };
+        let rej = CmMessage::Rej {
+            dst_conn: req_conn,
+            src_conn: ConnId(0),
+            rejected: Rejected::Req,
+            reason: why,
+            private_data: Vec::new(),
+        };
         self.send_cm(to, rej);
     }
 
@@ -736,7 +758,14 @@ pub(crate) fn timeout(ep: &mut Endpoint, now: Instant, conn: ConnId) {
     // an active side that never heard back names only its own id).
     c.settle(ConnState::Closed);
     let dst_conn = peer.map_or(ConnId(0), |(_, p)| p);
-    ep.send_cm(dst, CmMessage::Rej { dst_conn, src_conn: conn, reason: reason::TIMEOUT, private_data: Vec::new() });
+    let rej = CmMessage::Rej {
+        dst_conn,
+        src_conn: conn,
+        rejected: Rejected::Other,
+        reason: reason::TIMEOUT,
+        private_data: Vec::new(),
+    };
+    ep.send_cm(dst, rej);
     if state == ConnState::RepSent
         && let Some(qp) = qp
     {
