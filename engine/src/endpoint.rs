@@ -98,6 +98,9 @@ pub struct EndpointCounters {
     pub cm_rejected: u64,
     /// CM exchanges given up after their last retry.
     pub cm_timeouts: u64,
+    /// Passive connections established by the peer's first packet on the
+    /// QP rather than by the RTU (which was lost).
+    pub cm_established_by_data: u64,
     /// QP1 packets that were no CM MAD this engine reads.
     pub cm_dropped: u64,
 }
@@ -367,6 +370,12 @@ pub struct Endpoint {
     pub(crate) comps: Vec<RoutedCompletion>,
     pub(crate) listeners: BTreeMap<u16, ListenId>,
     pub(crate) conns: BTreeMap<ConnId, Conn>,
+    /// Passive connections whose REP is out and whose RTU has not come,
+    /// by QP: the first packet the peer sends on the QP establishes the
+    /// connection too (IBA's "communication established"), since the
+    /// peer is up once it sends. Entries for connections that went
+    /// another way are dropped when met.
+    pub(crate) awaiting_rtu: BTreeMap<QpId, ConnId>,
     pub(crate) cm_events: VecDeque<CmEvent>,
     pub(crate) async_events: VecDeque<AsyncEvent>,
     /// CQs with a request for notification outstanding or answered
@@ -402,6 +411,7 @@ impl Endpoint {
             comps: Vec::new(),
             listeners: BTreeMap::new(),
             conns: BTreeMap::new(),
+            awaiting_rtu: BTreeMap::new(),
             cm_events: VecDeque::new(),
             async_events: VecDeque::new(),
             armed_cqs: Vec::new(),
@@ -599,6 +609,9 @@ impl Endpoint {
         // The QP stays in hand for its outputs (no second lookup).
         route(&mut self.comps, &mut self.cqs, &mut self.counters, &mut self.async_events);
         self.out.after_change(q, now, qp);
+        if !self.awaiting_rtu.is_empty() {
+            self.communication_established(qp);
+        }
         Ok(())
     }
 

@@ -684,6 +684,7 @@ impl Endpoint {
         c.attrs = Some(attrs);
         c.state = ConnState::RepSent;
         let retries = c.retries_left;
+        self.awaiting_rtu.insert(qp, conn);
         if let Some((_, peer_conn)) = peer {
             let msg = CmMessage::Rep {
                 dst_conn: peer_conn,

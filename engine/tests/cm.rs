@@ -631,3 +631,39 @@ fn an_active_side_that_cannot_take_the_rep_refuses_the_rep() {
         other => panic!("not a REJ: {other:?}"),
     }
 }
+
+#[test]
+fn the_peers_first_packet_establishes_a_passive_side_whose_rtus_were_lost() {
+    // Every RTU is lost, but a is up and sends on its QP: b takes the
+    // packet as the RTU (IBA's "communication established"), reports the
+    // connection up, and stops sending its REP again, so it does not time
+    // the connection out under the peer's traffic.
+    let mut b = endpoint("b", IB, 2, 2);
+    b.cm_listen(PORT).unwrap();
+    let mut a = endpoint("a", IA, 1, 1);
+    let init = qp_init(&mut a);
+    let params = ConnectParams::new(SocketAddrV4::new(IB, PORT), init, Vec::new());
+    let (_, a_qp) = a.cm_connect(Instant::ZERO, &params).unwrap();
+    let req = a.poll_cm_packet(&mut Vec::new()).unwrap();
+    b.handle_packet(Instant::ZERO, &req).unwrap();
+    let Some(CmEvent::ConnectRequest { conn: b_conn, .. }) = b.poll_cm_event() else { panic!() };
+    let init = qp_init(&mut b);
+    let b_qp = b.cm_accept(Instant::ZERO, b_conn, &AcceptParams::new(init, Vec::new())).unwrap();
+    let rep = b.poll_cm_packet(&mut Vec::new()).unwrap();
+    a.handle_packet(Instant::ZERO, &rep).unwrap();
+    assert!(matches!(a.poll_cm_event(), Some(CmEvent::Established { .. })));
+    assert_eq!(a.poll_cm_packet(&mut Vec::new()).map(|p| name(&p)), Some("RTU"), "the RTU, then lost");
+    assert!(b.poll_cm_event().is_none(), "b is not up before a packet or the RTU");
+    a.post_send(Instant::ZERO, a_qp, &SendWr::new(1, SendOp::Send, &[])).unwrap();
+    let data = a.poll_transmit(Instant::ZERO, &mut Vec::new()).expect("a SEND").packet;
+    b.handle_packet(Instant::ZERO, &data).unwrap();
+    assert_eq!(b.poll_cm_event(), Some(CmEvent::Established { conn: b_conn, qp: b_qp, private_data: Vec::new() }));
+    assert_eq!(b.counters().cm_established_by_data, 1);
+    // b's REP timer finds the connection up: no REP again, no timeout.
+    while let Some(t) = b.poll_timeout() {
+        b.handle_timeout(t);
+        assert!(b.poll_cm_packet(&mut Vec::new()).is_none(), "a REP or REJ at {t:?}");
+    }
+    assert!(b.poll_cm_event().is_none());
+    assert_eq!(b.counters().cm_timeouts, 0);
+}

@@ -619,6 +619,7 @@ impl Endpoint {
                 let c = self.conns.get_mut(&dst_conn).expect("checked above");
                 c.settle(ConnState::Established);
                 if let Some(qp) = c.qp {
+                    self.awaiting_rtu.remove(&qp);
                     self.cm_events.push_back(CmEvent::Established { conn: dst_conn, qp, private_data: Vec::new() });
                 }
             }
@@ -690,6 +691,20 @@ impl Endpoint {
                 self.conns.get_mut(&dst_conn).expect("checked above").settle(ConnState::TimeWait);
             }
         }
+    }
+
+    /// A packet came on `qp` from the peer: if its connection still waits
+    /// for the RTU, the peer is up (it sends only from RTS), and so is the
+    /// connection, as if the RTU came: every RTU may have been lost.
+    pub(crate) fn communication_established(&mut self, qp: QpId) {
+        let Some(conn) = self.awaiting_rtu.remove(&qp) else { return };
+        let Some(c) = self.conns.get_mut(&conn) else { return };
+        if c.state != ConnState::RepSent || c.qp != Some(qp) {
+            return;
+        }
+        c.settle(ConnState::Established);
+        self.counters.cm_established_by_data += 1;
+        self.cm_events.push_back(CmEvent::Established { conn, qp, private_data: Vec::new() });
     }
 
     /// Refuses a REQ for which no connection was made.
