@@ -241,4 +241,18 @@ mod tests {
         r.push_back(7);
         assert_eq!(contents(&r), vec![7]);
     }
+
+    #[test]
+    fn no_entry_past_the_last_is_handed_out_even_where_a_slot_exists() {
+        // One entry in four slots: slot 1 holds a placeholder (or a retired
+        // entry), which must not be handed out as the entry after the last.
+        let mut r = Ring::default();
+        r.push_back(5u32);
+        r.push_back(6);
+        assert_eq!(r.pop_front(), Some(&5));
+        assert_eq!(r.get(1), None);
+        assert_eq!(r.get_mut(1), None);
+        assert_eq!(r.get_mut(0).copied(), Some(6));
+        assert_eq!(r.back_mut().copied(), Some(6));
+    }
 }
