@@ -262,3 +262,48 @@ fn a_flushed_receive_wakes_a_cq_armed_for_solicited_completions() {
         [(8, WcStatus::WrFlushErr)]
     );
 }
+
+#[test]
+fn an_rnr_nak_holds_back_a_qp_already_queued_to_send() {
+    // a's first SEND finds no receive at b: RNR NAK. a's second SEND was
+    // posted before the NAK arrived, so a is already queued to transmit;
+    // still nothing leaves during the RNR wait, and both leave after it.
+    let (mut a, mut b) = connected(1);
+    post_send(&mut a, 1, 0, 16);
+    let first = transmitted(&mut a, Instant::ZERO);
+    b.ep.handle_packet(Instant::ZERO, &first[0]).unwrap();
+    let nak = transmitted(&mut b, Instant::ZERO);
+    assert_eq!(nak.len(), 1);
+    post_send(&mut a, 2, 0, 16);
+    a.ep.handle_packet(at(1), &nak[0]).unwrap();
+    assert!(transmitted(&mut a, at(1)).is_empty());
+    let wait = RnrTimer::default().duration().as_nanos() as u64;
+    let after = at(1 + wait);
+    a.ep.handle_timeout(after);
+    let again = transmitted(&mut a, after);
+    assert_eq!(again.iter().map(|p| p.bth.psn.get()).collect::<Vec<_>>(), [0, 1]);
+}
+
+#[test]
+fn after_an_ack_a_qp_goes_on_to_its_own_requests_and_says_when_none_is_left() {
+    // b owes an ACK for a's SEND. Alone, the ACK leaves with `more` false;
+    // with a SEND of b's own waiting too, the ACK says `more` and the SEND
+    // follows it.
+    let (mut a, mut b) = connected(1);
+    post_recv(&mut b, 7, 64);
+    post_recv(&mut b, 8, 64);
+    post_send(&mut a, 1, 0, 16);
+    post_send(&mut a, 2, 0, 16);
+    let sends = transmitted(&mut a, Instant::ZERO);
+    let mut buf = Vec::new();
+    b.ep.handle_packet(Instant::ZERO, &sends[0]).unwrap();
+    let alone = b.ep.poll_transmit(Instant::ZERO, &mut buf).unwrap();
+    assert_eq!((alone.packet.bth.opcode, alone.more), (Opcode::ACKNOWLEDGE, false));
+    assert!(b.ep.poll_transmit(Instant::ZERO, &mut buf).is_none());
+    b.ep.handle_packet(Instant::ZERO, &sends[1]).unwrap();
+    post_send(&mut b, 9, 0, 16);
+    let out: Vec<_> = std::iter::from_fn(|| b.ep.poll_transmit(Instant::ZERO, &mut buf))
+        .map(|t| (t.packet.bth.opcode, t.more))
+        .collect();
+    assert_eq!(out, [(Opcode::ACKNOWLEDGE, true), (Opcode::SEND_ONLY, false)]);
+}

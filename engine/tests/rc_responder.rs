@@ -191,3 +191,20 @@ fn the_srq_limit_fires_once_fewer_than_it_remain() {
         [(0, WcStatus::Success), (1, WcStatus::Success), (2, WcStatus::Success), (3, WcStatus::Success)]
     );
 }
+
+#[test]
+fn a_read_response_and_a_later_ack_both_go_out_in_order() {
+    // A READ and then a SEND reach b before it transmits: the READ's
+    // response is queued and the SEND's ACK waits behind it; both leave.
+    let (mut a, mut b) = connected();
+    post_recv(&mut b, 7, 64);
+    let read = SendOp::Read { remote: b.mr.remote(0) };
+    a.ep.post_send(NOW, a.qp.id, &SendWr::new(1, read, &[Sge::new(a.mr.id, 512, 8)])).unwrap();
+    let mut pkts = request(&mut a, &b, 2, false, 16);
+    assert_eq!(pkts.len(), 2);
+    for p in pkts.drain(..) {
+        b.ep.handle_packet(NOW, &p).unwrap();
+    }
+    let out: Vec<_> = answers(&mut b).into_iter().map(|(op, psn, _)| (op, psn)).collect();
+    assert_eq!(out, [(Opcode::READ_RESPONSE_ONLY, 0), (Opcode::ACKNOWLEDGE, 1)]);
+}
