@@ -241,4 +241,53 @@ mod tests {
         r.push_back(7);
         assert_eq!(contents(&r), vec![7]);
     }
+
+    #[test]
+    fn no_entry_past_the_last_is_handed_out_even_where_a_slot_exists() {
+        // One entry in four slots: slot 1 holds a placeholder (or a retired
+        // entry), which must not be handed out as the entry after the last.
+        let mut r = Ring::default();
+        r.push_back(5u32);
+        r.push_back(6);
+        assert_eq!(r.pop_front(), Some(&5));
+        assert_eq!(r.get(1), None);
+        assert_eq!(r.get_mut(1), None);
+        assert_eq!(r.get_mut(0).copied(), Some(6));
+        assert_eq!(r.back_mut().copied(), Some(6));
+    }
+
+    #[test]
+    fn the_front_can_be_changed_in_place_and_an_empty_ring_has_none() {
+        let mut r = Ring::default();
+        assert_eq!(r.front_mut(), None);
+        r.push_back(1u32);
+        r.push_back(2);
+        if let Some(f) = r.front_mut() {
+            *f = 10;
+        }
+        assert_eq!(contents(&r), vec![10, 2]);
+        assert_eq!(r.pop_front(), Some(&10));
+        assert_eq!(r.pop_front(), Some(&2));
+        assert_eq!(r.front_mut(), None);
+    }
+
+    #[test]
+    fn iter_mut_reaches_every_entry_of_a_wrapped_ring_once() {
+        // Four slots, front at slot 3: the entries lie in slots 3, 0, 1.
+        let mut r = Ring::default();
+        for v in 0..4u32 {
+            r.push_back(v);
+        }
+        for _ in 0..3 {
+            r.pop_front();
+        }
+        r.push_back(4);
+        r.push_back(5);
+        assert_eq!(contents(&r), vec![3, 4, 5]);
+        for v in r.iter_mut() {
+            *v += 100;
+        }
+        assert_eq!(contents(&r), vec![103, 104, 105]);
+        assert_eq!(r.iter_mut().count(), 3);
+    }
 }

@@ -35,9 +35,17 @@ pub fn side(name: &str, ip: Ipv4Addr, seed: u64, mr_len: u64, access: Access) ->
 pub fn connected(mr_len: u64, access: Access, rd_atomic: u8) -> (Side, Side) {
     let (ia, ib) = (Ipv4Addr::new(10, 0, 0, 1), Ipv4Addr::new(10, 0, 0, 2));
     let (mut a, mut b) = (side("a", ia, 1, mr_len, access), side("b", ib, 2, mr_len, access));
+    connect(&mut a, &mut b, access, rd_atomic);
+    (a, b)
+}
+
+/// Connects `a`'s QP (at 10.0.0.1) and `b`'s (at 10.0.0.2), both in RESET,
+/// as [`connected`] does.
+pub fn connect(a: &mut Side, b: &mut Side, access: Access, rd_atomic: u8) {
+    let (ia, ib) = (Ipv4Addr::new(10, 0, 0, 1), Ipv4Addr::new(10, 0, 0, 2));
     let (aq, bq) = (a.qp.qpn, b.qp.qpn);
     let now = Instant::ZERO;
-    for (s, dest, ip) in [(&mut a, bq, ib), (&mut b, aq, ia)] {
+    for (s, dest, ip) in [(a, bq, ib), (b, aq, ia)] {
         s.ep.modify_qp(now, s.qp.id, &QpTransition::Init(InitAttr { pkey_index: 0, port: 1, access })).unwrap();
         let rtr = RtrAttr {
             path_mtu: Mtu::Mtu1024,
@@ -52,5 +60,4 @@ pub fn connected(mr_len: u64, access: Access, rd_atomic: u8) -> (Side, Side) {
             RtsAttr { sq_psn: Psn::wrapping(0), timeout: 14, retry_cnt: 7, rnr_retry: 7, max_rd_atomic: rd_atomic };
         s.ep.modify_qp(now, s.qp.id, &QpTransition::Rts(rts)).unwrap();
     }
-    (a, b)
 }
