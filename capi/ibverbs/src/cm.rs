@@ -1,5 +1,5 @@
 //! RDMA CM on a device's engine, for rctb's librdmacm.so.1: the table of
-//! `rctb_cmport` (`rctb_cm_port@@RCTB_PRIVATE_1`), and the delivery of the
+//! `capi/ibverbs/src/cmport.rs` (`rctb_cm_port@@RCTB_PRIVATE_1`), and the delivery of the
 //! engine's CM events to the sink librdmacm attached.
 //!
 //! The engine's CM does the protocol (MADs on QP1, timers, QP
@@ -10,7 +10,7 @@
 
 use std::ffi::{c_int, c_void};
 
-use rctb_cmport::{CmEventRecord, CmPort, ConnParams, Sink, driver, kind};
+use crate::cmport::{CmEventRecord, CmPort, ConnParams, Sink, driver, kind};
 use rctb_core::transport::{
     AcceptParams, CmEvent, ConnId, ConnectParams, CqId, ListenId, PdId, QpCaps, QpId, QpInit, QpState,
     UnreachableReason,
@@ -59,13 +59,13 @@ impl CmLinks {
             }
             CmEvent::Rejected { private_data, .. } => {
                 r.kind = kind::REJECTED;
-                r.status = rctb_cmport::REJ_CONSUMER_DEFINED;
+                r.status = crate::cmport::REJ_CONSUMER_DEFINED;
                 r.set_private_data(private_data);
             }
             CmEvent::Unreachable { reason: UnreachableReason::NoListener, .. } => {
                 // What rdma_cm reports for a REJ "invalid service ID".
                 r.kind = kind::REJECTED;
-                r.status = rctb_cmport::REJ_INVALID_SERVICE_ID;
+                r.status = crate::cmport::REJ_INVALID_SERVICE_ID;
             }
             CmEvent::Unreachable { reason, .. } => {
                 r.kind = kind::UNREACHABLE;
@@ -357,7 +357,7 @@ unsafe extern "C" fn qp_attr(ctx: *mut c_void, conn: u32, state: c_int, attr: *m
 }
 
 static PORT: CmPort = CmPort {
-    version: rctb_cmport::VERSION,
+    version: crate::cmport::VERSION,
     size: std::mem::size_of::<CmPort>() as u32,
     attach,
     listen,

@@ -51,6 +51,9 @@
 #[macro_use]
 mod abi;
 mod cm;
+// Shared with capi/rdmacm: each library uses its half of the port.
+#[allow(dead_code)]
+mod cmport;
 mod config;
 mod data;
 mod device;

@@ -6,7 +6,7 @@
 //! for a destination, the first device), and ADDR_RESOLVED and
 //! ROUTE_RESOLVED are queued at once. The CM exchange (REQ, REP, RTU, REJ,
 //! DREQ, DREP) is the engine's, through the CM port of rctb's libibverbs
-//! (`rctb_cmport`); its events arrive through `id::sink`.
+//! (`capi/ibverbs/src/cmport.rs`); its events arrive through `id::sink`.
 //!
 //! A synchronous id (created with no channel) has a channel of its own,
 //! and the calls that wait for an event on it (resolve, connect, accept,
@@ -23,7 +23,7 @@ use std::net::{Ipv4Addr, SocketAddrV4};
 use std::ptr::null_mut;
 use std::sync::atomic::{AtomicU16, Ordering};
 
-use rctb_cmport::{ConnParams, driver};
+use crate::cmport::{ConnParams, driver};
 
 use crate::abi::set_errno;
 use crate::channel::{EventChannel, queued_requests_of};

@@ -12,7 +12,7 @@ use std::net::{Ipv4Addr, SocketAddrV4};
 use std::ptr::null_mut;
 use std::sync::{Condvar, Mutex, MutexGuard};
 
-use rctb_cmport::kind;
+use crate::cmport::kind;
 
 use crate::channel::EventChannel;
 use crate::sys::*;
@@ -198,7 +198,7 @@ impl Id {
                 status,
                 ..Default::default()
             },
-            data: [0; rctb_cmport::MAX_PRIVATE_DATA],
+            data: [0; crate::cmport::MAX_PRIVATE_DATA],
         });
         if let Some(r) = rec {
             let data = r.private_data();
@@ -223,7 +223,7 @@ impl Id {
 #[repr(C)]
 pub(crate) struct Event {
     pub c: rdma_cm_event,
-    data: [u8; rctb_cmport::MAX_PRIVATE_DATA],
+    data: [u8; crate::cmport::MAX_PRIVATE_DATA],
 }
 
 impl Event {
@@ -296,7 +296,7 @@ fn c_int_of(f: sa_family_t) -> i32 {
     i32::from(f)
 }
 
-/// Where every device's CM events arrive (see `rctb_cmport::Sink`): `user`
+/// Where every device's CM events arrive (see `crate::cmport::Sink`): `user`
 /// is the device's index, the record's cookie an id of this library.
 pub(crate) unsafe extern "C" fn sink(user: *mut std::ffi::c_void, rec: *const Record) -> u64 {
     crate::abi::guard("the CM event sink", 0, || {

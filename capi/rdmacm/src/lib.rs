@@ -14,7 +14,7 @@
 //! the program may poll) are real. The CM exchange itself (REQ, REP, RTU,
 //! REJ, DREQ, DREP as MADs on QP1, their retransmission, the QP
 //! transitions) is rctb-engine's, in the device's engine inside rctb's
-//! libibverbs.so.1, reached through its private CM port (`rctb_cmport`).
+//! libibverbs.so.1, reached through its private CM port (`capi/ibverbs/src/cmport.rs`).
 //! UD port spaces, IPv6, multicast and ECE fail with EOPNOTSUPP (the
 //! device is RC only); the `_ex` creation calls, the 1.4 address-info
 //! calls and rsockets with ENOSYS. Nothing aborts.
@@ -46,6 +46,10 @@ mod abi;
 mod addrinfo;
 mod channel;
 mod cm;
+// The private CM port, one declaration shared with capi/ibverbs.
+#[path = "../../ibverbs/src/cmport.rs"]
+#[allow(dead_code)]
+mod cmport;
 mod id;
 mod rsocket;
 mod sys;

@@ -1,7 +1,7 @@
 //! The libibverbs under this library: the public verbs it calls (found
 //! with `dlsym` in the libibverbs.so.1 the program loaded, as rdma-core's
 //! librdmacm calls them), the CM port of rctb's libibverbs
-//! (`rctb_cmport`), and the devices, opened once for the process.
+//! (`capi/ibverbs/src/cmport.rs`), and the devices, opened once for the process.
 //!
 //! Nothing is linked at build time: a fresh machine has no libibverbs to
 //! link against, and the program brings its own. A libibverbs that is not
@@ -12,7 +12,7 @@ use std::ffi::{CStr, c_int, c_void};
 use std::net::Ipv4Addr;
 use std::sync::OnceLock;
 
-use rctb_cmport::{CmEventRecord, CmPort};
+use crate::cmport::{CmEventRecord, CmPort};
 
 use crate::sys::*;
 
@@ -134,7 +134,7 @@ fn load() -> Result<Cm, String> {
         return Err("libibverbs.so.1 cannot be loaded".into());
     }
     // SAFETY: the handle; the versioned name of rctb's CM port.
-    let port = unsafe { libc::dlvsym(h, rctb_cmport::SYMBOL.as_ptr(), rctb_cmport::NODE.as_ptr()) };
+    let port = unsafe { libc::dlvsym(h, crate::cmport::SYMBOL.as_ptr(), crate::cmport::NODE.as_ptr()) };
     if port.is_null() {
         return Err("the libibverbs.so.1 loaded is not rctb's (put target/<profile>/rctb-verbs first \
                     on LD_LIBRARY_PATH)"
@@ -145,7 +145,7 @@ fn load() -> Result<Cm, String> {
     // SAFETY: as above; the table is static in that library.
     let table = unsafe { get_port() };
     // SAFETY: not NULL: a static table whose first field is its version.
-    if table.is_null() || unsafe { (*table).version } != rctb_cmport::VERSION {
+    if table.is_null() || unsafe { (*table).version } != crate::cmport::VERSION {
         return Err("rctb's libibverbs.so.1 is of another version than this librdmacm.so.1".into());
     }
     macro_rules! load {

@@ -1,5 +1,7 @@
 //! The private interface between rctb's two drop-in libraries: RDMA CM on
-//! the engine of an opened device.
+//! the engine of an opened device. One file, compiled into both C-ABI
+//! crates (`capi/ibverbs` owns it; `capi/rdmacm` includes it with
+//! `#[path]`), so the two sides share one declaration of the table.
 //!
 //! rctb's `librdmacm.so.1` (`capi/rdmacm`) keeps what rdma-core's
 //! librdmacm keeps in user space: ids, event channels, address and route
@@ -8,8 +10,8 @@
 //! is rctb-engine's, and runs in the device's engine inside rctb's
 //! `libibverbs.so.1` (`capi/ibverbs`), as the kernel's rdma_cm runs beside
 //! the device for rdma-core. This crate is the port between the two: one
-//! table of functions ([`CmPort`]) that libibverbs exports as [`SYMBOL`] at
-//! version node [`NODE`], and the records that cross it.
+//! table of functions (`CmPort`) that libibverbs exports as `SYMBOL` at
+//! version node `NODE`, and the records that cross it.
 //!
 //! # Contract
 //!
@@ -218,18 +220,4 @@ pub struct CmPort {
     /// connection's QP to `state` (an `enum ibv_qp_state`: INIT, RTR, RTS).
     pub qp_attr:
         unsafe extern "C" fn(ctx: *mut c_void, conn: u32, state: c_int, attr: *mut c_void, mask: *mut c_int) -> c_int,
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn private_data_is_cut_to_the_record_and_read_back_as_set() {
-        let mut r = CmEventRecord::default();
-        r.set_private_data(&[7; 300]);
-        assert_eq!(r.private_data().len(), MAX_PRIVATE_DATA);
-        r.set_private_data(b"abc");
-        assert_eq!(r.private_data(), b"abc");
-    }
 }
