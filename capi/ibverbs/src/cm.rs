@@ -160,6 +160,20 @@ unsafe fn private_data(p: &ConnParams) -> Vec<u8> {
     unsafe { std::slice::from_raw_parts(p.private_data, usize::from(p.private_data_len)) }.to_vec()
 }
 
+/// The driver, parameters and private data of a connect or an accept;
+/// `None` for an unknown driver or no parameters.
+///
+/// # Safety
+/// `params` is NULL or the caller's parameters, valid for the call, their
+/// private data readable for its length.
+unsafe fn conn_args<'a>(drv: u32, params: *const ConnParams) -> Option<(QpDriver, &'a ConnParams, Vec<u8>)> {
+    let drv = qp_driver(drv)?;
+    // SAFETY: the caller's promise.
+    let p = unsafe { params.as_ref() }?;
+    // SAFETY: as above.
+    Some((drv, p, unsafe { private_data(p) }))
+}
+
 unsafe extern "C" fn attach(ctx: *mut c_void, sink: Option<Sink>, user: *mut c_void) -> c_int {
     crate::abi::guard("rctb_cm_port.attach", libc::EIO, || {
         // SAFETY: librdmacm passes a context it opened with this library.
@@ -215,14 +229,11 @@ unsafe extern "C" fn connect(
     out: *mut u32,
 ) -> c_int {
     crate::abi::guard("rctb_cm_port.connect", libc::EIO, || {
-        let Some(drv) = qp_driver(drv) else { return libc::EINVAL };
-        if params.is_null() || out.is_null() {
+        if out.is_null() {
             return libc::EINVAL;
         }
         // SAFETY: the caller's parameters, read for the call.
-        let p = unsafe { &*params };
-        // SAFETY: as above.
-        let data = unsafe { private_data(p) };
+        let Some((drv, p, data)) = (unsafe { conn_args(drv, params) }) else { return libc::EINVAL };
         // SAFETY: as in attach; `qp` is NULL or a QP of this library.
         unsafe {
             with_engine(ctx, |engine, now, owner| {
@@ -258,14 +269,8 @@ unsafe extern "C" fn accept(
     params: *const ConnParams,
 ) -> c_int {
     crate::abi::guard("rctb_cm_port.accept", libc::EIO, || {
-        let Some(drv) = qp_driver(drv) else { return libc::EINVAL };
-        if params.is_null() {
-            return libc::EINVAL;
-        }
         // SAFETY: the caller's parameters, read for the call.
-        let p = unsafe { &*params };
-        // SAFETY: as above.
-        let data = unsafe { private_data(p) };
+        let Some((drv, p, data)) = (unsafe { conn_args(drv, params) }) else { return libc::EINVAL };
         // SAFETY: as in connect.
         unsafe {
             with_engine(ctx, |engine, now, owner| {
