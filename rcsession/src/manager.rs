@@ -52,6 +52,8 @@ pub(super) struct Session {
     pub published: bool,
     pub stage_done: bool,
     pub reap_pending: bool,
+    /// When PREPARE made it (the snapshot's age).
+    pub created: Instant,
     pub prep_deadline: Option<Instant>,
     pub exec_deadline: Option<Instant>,
     /// The session's own PD: its QP can reach its staging region and no
@@ -131,6 +133,8 @@ pub struct SessionManager<T: Transport, R: RngCore> {
     pub(super) results: BTreeMap<ReadyTicket, Result<ReadyReply, RcError>>,
     pub(super) leaked_mrs: Vec<MrInfo>,
     pub(super) leaked_qps: u32,
+    /// Destroyed sessions not yet taken, when [`Self::record_ended`] is on.
+    pub(super) ended: Option<Vec<Ended>>,
 }
 
 impl<T: Transport, R: RngCore> SessionManager<T, R> {
@@ -160,6 +164,7 @@ impl<T: Transport, R: RngCore> SessionManager<T, R> {
             results: BTreeMap::new(),
             leaked_mrs: Vec::new(),
             leaked_qps: 0,
+            ended: None,
         })
     }
 
@@ -176,6 +181,27 @@ impl<T: Transport, R: RngCore> SessionManager<T, R> {
     /// The transport, e.g. to `wait` on [`Self::wait_set`].
     pub fn transport_mut(&mut self) -> &mut T {
         &mut self.t
+    }
+
+    /// From now on, every destroyed session leaves an [`Ended`] record for
+    /// [`Self::take_ended`] (the C ABI's terminal notification: one per
+    /// session, delivered by the caller after it let go of the lock). Off
+    /// by default, so a caller that never takes them does not grow a list.
+    pub fn record_ended(&mut self) {
+        self.ended.get_or_insert_with(Vec::new);
+    }
+
+    /// The sessions destroyed since the last call, in the order they went
+    /// (empty unless [`Self::record_ended`] is on).
+    pub fn take_ended(&mut self) -> Vec<Ended> {
+        self.ended.as_mut().map(std::mem::take).unwrap_or_default()
+    }
+
+    /// The staging region of a live session: where a GET's data is staged
+    /// and a PUT's lands. Its `addr` is what the transport registered (a
+    /// host address on verbs, where the C ABI lends it out as a pointer).
+    pub fn staging_region(&self, id: &SessionId) -> Option<MrInfo> {
+        self.sessions.get(id).map(|s| s.staging)
     }
 
     /// The transport's clock: the time every deadline is measured in.
@@ -287,6 +313,7 @@ impl<T: Transport, R: RngCore> SessionManager<T, R> {
             published: false,
             stage_done: false,
             reap_pending: false,
+            created: now,
             prep_deadline: deadline(now, self.cfg.t_prep),
             exec_deadline: None,
             pd,
@@ -477,6 +504,23 @@ impl<T: Transport, R: RngCore> SessionManager<T, R> {
         Ok(())
     }
 
+    /// Takes a READY slot outside READY (the C ABI's
+    /// `rc_try_acquire_ready`: a gateway bounds its READY handlers with it);
+    /// READY itself takes one too.
+    pub fn try_acquire_ready(&mut self) -> Result<(), RcError> {
+        if self.ready_slots_free == 0 {
+            return Err(RcError::Limit(LimitKind::ReadySlots));
+        }
+        self.ready_slots_free -= 1;
+        Ok(())
+    }
+
+    /// Returns a READY slot taken by [`Self::try_acquire_ready`]. Extra
+    /// releases are ignored (the pool never exceeds its size).
+    pub fn release_ready(&mut self) {
+        self.ready_slots_free = (self.ready_slots_free + 1).min(self.cfg.ready_slots());
+    }
+
     /// Returns a staging slot taken by [`Self::try_acquire_stage`]. Extra
     /// releases are ignored (the pool never exceeds its size).
     pub fn release_stage(&mut self) {
@@ -605,6 +649,7 @@ impl<T: Transport, R: RngCore> SessionManager<T, R> {
                     + s.active_ref
                     + s.put_ref,
                 server_qpn: s.qp.qpn,
+                created: s.created,
             })
             .collect()
     }

@@ -7,6 +7,8 @@
 use rand_core::RngCore;
 
 use super::manager::{Session, SessionManager};
+use super::status::ReadyOutcome;
+use super::types::Ended;
 use crate::hipobj::SessionId;
 use crate::transport::Transport;
 
@@ -40,6 +42,10 @@ impl<T: Transport, R: RngCore> SessionManager<T, R> {
         self.in_flight.remove(&s.id);
         self.rollback(s.pd, Some(s.qp), Some(s.cq), Some(s.staging));
         self.release_limits(&s.principal, s.size);
+        if let Some(ended) = self.ended.as_mut() {
+            let bytes = if s.last_outcome == Some(ReadyOutcome::Ok) { s.size } else { 0 };
+            ended.push(Ended { session: s.id, outcome: s.last_outcome, bytes });
+        }
     }
 
     /// Shutdown after every admitted call has left: marks every session,

@@ -218,6 +218,22 @@ pub struct SessionSummary {
     pub handles: u32,
     /// The session's server QP.
     pub server_qpn: Qpn,
+    /// When PREPARE made it, on the transport's clock.
+    pub created: crate::time::Instant,
+}
+
+/// A destroyed session (the C ABI's terminal notification), recorded once
+/// [`SessionManager::record_ended`](super::SessionManager::record_ended) is
+/// on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Ended {
+    /// The session's id.
+    pub session: SessionId,
+    /// Its last READY's outcome; `None` when no READY finished (cancelled,
+    /// expired or abandoned before its data moved).
+    pub outcome: Option<ReadyOutcome>,
+    /// Bytes its data phase moved: the size after an OK, else 0.
+    pub bytes: u64,
 }
 
 /// Resources held against the limits, and what was leaked on purpose.

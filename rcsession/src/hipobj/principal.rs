@@ -19,6 +19,17 @@ impl PrincipalId {
         h.update(secret.as_bytes());
         PrincipalId(h.finalize().into())
     }
+
+    /// A principal from its 32-byte digest, as a C caller passes it
+    /// (`rc_principal_id`).
+    pub const fn from_digest(digest: [u8; 32]) -> Self {
+        PrincipalId(digest)
+    }
+
+    /// The 32-byte digest.
+    pub const fn digest(&self) -> &[u8; 32] {
+        &self.0
+    }
 }
 
 impl fmt::Display for PrincipalId {

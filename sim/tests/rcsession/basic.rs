@@ -179,3 +179,33 @@ fn deadlines_come_from_the_transport_clock() {
     assert_eq!(r.m.finish_prepare(&id, true), Err(RcError::NoSession));
     r.assert_drained();
 }
+
+#[test]
+fn every_destroyed_session_is_recorded_once_with_its_outcome() {
+    let mut cfg = ServerConfig::default();
+    cfg.t_exec = Duration::from_millis(5);
+    let mut r = rig(8, cfg, 1);
+    assert!(r.m.take_ended().is_empty(), "off by default");
+    r.m.record_ended();
+    // A GET that moves its bytes, a PUT that does, a session cancelled
+    // before READY, and a READY whose client vanished.
+    let object = pattern(8, 5000);
+    assert_eq!(r.get(0, alice(), &object, 0xC0C0).unwrap(), object);
+    assert_eq!(r.put(0, alice(), &object, 0xB0B0).unwrap(), object);
+    let (_x, req) = r.clients[0].begin(alice(), Op::Put, "/b/c", 10, 1, 0xCAFE).unwrap();
+    let cancelled = prepare_put(&mut r.m, &req).unwrap().session;
+    assert_eq!(r.m.cancel(&cancelled, &alice()).unwrap(), Cancelled::Marked);
+    let (mut x, ready) = get_without_recv(&mut r, &pattern(9, 64));
+    r.clients[0].abandon(&mut x).unwrap();
+    r.m.ready_blocking(&ready).unwrap_err();
+    r.assert_drained();
+    let ended = r.m.take_ended();
+    let summary: Vec<(Option<ReadyOutcome>, u64)> = ended.iter().map(|e| (e.outcome, e.bytes)).collect();
+    assert_eq!(
+        summary,
+        [(Some(ReadyOutcome::Ok), 5000), (Some(ReadyOutcome::Ok), 5000), (None, 0), (Some(ReadyOutcome::Timeout), 0)]
+    );
+    assert_eq!(ended[2].session, cancelled);
+    assert_eq!(ended[3].session, ready.session);
+    assert!(r.m.take_ended().is_empty(), "each record is handed out once");
+}

@@ -104,6 +104,15 @@ fn every_status_code_is_reached() {
     m.try_acquire_stage().unwrap();
     expect(m.try_acquire_stage(), Status::Limit);
     m.release_stage();
+    // The ready slot taken outside READY is the one READY needs; a second
+    // release does not make two.
+    m.try_acquire_ready().unwrap();
+    expect(m.ready(&ready_req(alice(), p, 0xC0)).map(|_| ()), Status::Limit);
+    m.release_ready();
+    m.release_ready();
+    m.try_acquire_ready().unwrap();
+    expect(m.try_acquire_ready(), Status::Limit);
+    m.release_ready();
     // INTERNAL: a session id collision (an RNG that repeats itself).
     let sim = Sim::new(1);
     let n = sim.add_node(NodeConfig::new("s", "10.9.0.1".parse().unwrap())).unwrap();
