@@ -648,6 +648,7 @@ impl<T: Transport, R: RngCore> SessionManager<T, R> {
                     + u32::from(s.put_view.is_some())
                     + s.active_ref
                     + s.put_ref,
+                lent: s.staging_lease.is_some() || s.put_view.is_some(),
                 server_qpn: s.qp.qpn,
                 created: s.created,
             })

@@ -216,6 +216,9 @@ pub struct SessionSummary {
     pub reap_pending: bool,
     /// Outstanding staging lease / put view / completion refs.
     pub handles: u32,
+    /// A staging lease or PUT view is out: the caller holds memory of the
+    /// session's staging region.
+    pub lent: bool,
     /// The session's server QP.
     pub server_qpn: Qpn,
     /// When PREPARE made it, on the transport's clock.
