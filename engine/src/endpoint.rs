@@ -2,7 +2,7 @@
 //! pairs, its RDMA CM state — with the protocol's inputs and outputs.
 //!
 //! The verbs themselves (`reg_mr`, `create_qp`, `post_send`, ...) are in
-//! `verbs.rs`, the CM state machine in `cm/`; this file holds the state,
+//! `verbs/`, the CM state machine in `cm/`; this file holds the state,
 //! the packet and timer inputs, and the transmit and timer outputs.
 
 use std::cmp::Reverse;
@@ -329,7 +329,7 @@ impl fmt::Debug for Rng {
 ///   [`handle_cm`](Self::handle_cm) for every CM message,
 ///   [`handle_timeout`](Self::handle_timeout) when the time
 ///   [`poll_timeout`](Self::poll_timeout) gave has come.
-/// - **Commands** (the verbs, in `verbs.rs`): `alloc_pd`, `reg_mr`,
+/// - **Commands** (the verbs, in `verbs/`): `alloc_pd`, `reg_mr`,
 ///   `create_cq`, `create_qp`, `modify_qp`, `post_send`, `post_recv`,
 ///   `cm_listen`, `cm_connect`, `cm_accept`, ... Those that start protocol
 ///   work take `now`. `cm_connect_qp` and `cm_accept_qp` connect a QP the

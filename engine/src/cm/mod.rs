@@ -2,7 +2,7 @@
 //! connection state, and the timers that retransmit what got no answer.
 //!
 //! Contract: the endpoint's CM verbs (`cm_connect`, `cm_accept`,
-//! `cm_reject`, `cm_disconnect`, in `verbs.rs`) and
+//! `cm_reject`, `cm_disconnect`, in `verbs/cm.rs`) and
 //! [`Endpoint::handle_cm`] queue [`CmTransmit`]s. An owner carries them
 //! one of two ways:
 //!
