@@ -99,7 +99,8 @@
 //! # Module map
 //!
 //! - [`endpoint`](Endpoint): the per-node state, packet and timer inputs,
-//!   transmit and timer outputs (`endpoint.rs`).
+//!   transmit and timer outputs (`endpoint/`: `cq.rs` the CQs and the
+//!   delivery of completions, `io.rs` the inputs and outputs).
 //! - `verbs/`: the verbs as endpoint methods, with the device limits
 //!   (`verbs/qp.rs` the QP and SRQ verbs, `verbs/cm.rs` the CM verbs).
 //! - [`cm`]: RDMA CM messages, connection states and their retransmission
