@@ -99,8 +99,10 @@
 //! # Module map
 //!
 //! - [`endpoint`](Endpoint): the per-node state, packet and timer inputs,
-//!   transmit and timer outputs (`endpoint.rs`).
-//! - `verbs.rs`: the verbs as endpoint methods, with the device limits.
+//!   transmit and timer outputs (`endpoint/`: `cq.rs` the CQs and the
+//!   delivery of completions, `io.rs` the inputs and outputs).
+//! - `verbs/`: the verbs as endpoint methods, with the device limits
+//!   (`verbs/qp.rs` the QP and SRQ verbs, `verbs/cm.rs` the CM verbs).
 //! - [`cm`]: RDMA CM messages, connection states and their retransmission
 //!   timers (REQ/MRA/REP/RTU/REJ/DREQ/DREP); [`cm::mad`] their MADs and
 //!   QP1 packets.

@@ -26,7 +26,7 @@
 //! - `channel.rs`: event channels and `rdma_get_cm_event`;
 //! - `id.rs`: ids, the events queued for them, and the sink that takes
 //!   the engine's CM events;
-//! - `cm.rs`: the calls on ids: addresses, routes, QPs, connections;
+//! - `cm/`: the calls on ids: addresses, routes, QPs, connections;
 //! - `addrinfo.rs`: `rdma_getaddrinfo`;
 //! - `verbs.rs`: the libibverbs under it (found with `dlsym`) and its
 //!   devices;
