@@ -16,6 +16,9 @@
 //! block says why it is sound in a `// SAFETY:` line.
 
 pub mod abi;
+mod calls;
+#[cfg(feature = "fuzzing")]
+pub mod fuzzing;
 mod server;
 mod transport;
 mod verbs;
@@ -24,4 +27,5 @@ mod verbs;
 #[allow(clippy::undocumented_unsafe_blocks, unreachable_pub, missing_docs)]
 mod sys;
 
+pub use calls::*;
 pub use server::*;

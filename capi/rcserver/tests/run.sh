@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# The C tests of rctb's librcserver.a, against its own header
+# (include/rc_server_abi.h), linked as versitygw's cgo line links it:
+#   1. symbols: the archive defines every rc_* function of the header, and
+#      no libibverbs name (it finds libibverbs with dlopen at init);
+#   2. header: include/rc_server_abi.h compiles alone as C11 and as C++
+#      with -Wall -Wextra -Werror -pedantic;
+#   3. abi_test: tests/c/abi_test.c, linked with
+#      -l:librcserver.a -lstdc++ -ldl -lpthread and nothing else, run on a
+#      device of rctb's libibverbs.so.1 (RCTB_RCSERVER_ADDR, default
+#      127.0.0.31): struct layouts and constants, every rule of the ABI,
+#      and 8 threads at once.
+# Builds the libraries first (cargo build --release, honouring
+# CARGO_TARGET_DIR). Exits non-zero on any failure, naming it. Without cc,
+# c++ or nm it prints "skip: ..." and exits 0, or 1 when
+# RCTB_REQUIRE_TOOLS=1.
+set -uo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+crate=$(cd "$here/.." && pwd)
+root=$(cd "$crate/../.." && pwd)
+
+skip() {
+	echo "skip: $*"
+	if [ "${RCTB_REQUIRE_TOOLS:-0}" = 1 ]; then
+		echo "RCTB_REQUIRE_TOOLS=1: failing instead of skipping" >&2
+		exit 1
+	fi
+	exit 0
+}
+
+for tool in cc c++ nm cargo; do
+	command -v "$tool" >/dev/null 2>&1 || skip "$tool not found"
+done
+
+target=${CARGO_TARGET_DIR:-$root/target}
+archive=$target/release/librcserver.a
+verbs=$target/release/rctb-verbs
+echo "# building (cargo build --release -p rctb-rcserver -p rctb-ibverbs)"
+if ! (cd "$root" && cargo build --release -p rctb-rcserver -p rctb-ibverbs); then
+	echo "FAIL: cargo build --release -p rctb-rcserver -p rctb-ibverbs"
+	exit 1
+fi
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+failed=()
+
+# ---- 1. symbols ----
+echo "# symbols (nm $archive)"
+nm --defined-only -g "$archive" 2>/dev/null | awk '$2 == "T" { print $3 }' | sort -u >"$work/defined"
+sed -n 's/^[a-z][a-z_ ]* \**\(rc_[a-z_]*\)(.*/\1/p' "$crate/include/rc_server_abi.h" | sort -u >"$work/declared"
+n=$(wc -l <"$work/declared")
+[ "$n" -eq 20 ] || failed+=("the header declares $n functions, not 20")
+missing=$(comm -23 "$work/declared" "$work/defined")
+[ -z "$missing" ] || failed+=("not defined in the archive: $missing")
+foreign=$(nm -g "$archive" 2>/dev/null | awk '$1 == "U" && $2 ~ /^(ibv|rdma)_/ { print $2 }' | sort -u)
+[ -z "$foreign" ] || failed+=("the archive needs libibverbs names at link time: $foreign")
+echo "$n functions declared, all defined; no libibverbs name needed at link time"
+
+# ---- 2. header ----
+echo "# header alone, C11 and C++17"
+printf '#include "rc_server_abi.h"\nint main(void) { return RC_OK; }\n' >"$work/h.c"
+cc -std=c11 -Wall -Wextra -Werror -pedantic -I "$crate/include" -c -o "$work/h.o" "$work/h.c" ||
+	failed+=("the header as C11")
+cp "$work/h.c" "$work/h.cc"
+c++ -std=c++17 -Wall -Wextra -Werror -pedantic -I "$crate/include" -c -o "$work/hh.o" "$work/h.cc" ||
+	failed+=("the header as C++17")
+
+# ---- 3. abi_test ----
+echo "# abi_test, linked as versitygw links: -l:librcserver.a -lstdc++ -ldl -lpthread"
+if cc -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -O1 -I "$crate/include" -o "$work/abi_test" \
+	"$here/c/abi_test.c" -L "$(dirname "$archive")" -l:librcserver.a -lstdc++ -ldl -lpthread; then
+	addr=${RCTB_RCSERVER_ADDR:-127.0.0.31}
+	# A hook that deadlocked on a lock the server held would hang: bound it.
+	if ! LD_LIBRARY_PATH="$verbs" RCTB_IBV_ADDR="$addr" timeout 300 "$work/abi_test"; then
+		failed+=("abi_test")
+	fi
+else
+	failed+=("compiling and linking abi_test")
+fi
+
+if [ ${#failed[@]} -gt 0 ]; then
+	printf 'FAIL: %s\n' "${failed[@]}"
+	exit 1
+fi
+echo "PASSED: symbols, header, abi_test"
