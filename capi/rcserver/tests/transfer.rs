@@ -17,9 +17,12 @@ use std::sync::Mutex;
 use rcserver::abi::*;
 use rcserver::*;
 use rctb_rcsession::{ClientConfig, Op, PrepareReply, PrincipalId, RcClient, SessionId};
+use rctb_transport::Mtu;
 use rctb_udp::{UdpConfig, UdpTransport};
 
-/// Set in the re-run: the client's address (the server's is RCTB_IBV_ADDR).
+/// Set in the re-run: the client's endpoint, `IP[@NETNS][/MTU]` (the
+/// server's device is RCTB_IBV_ADDR's). Set from outside, the test runs at
+/// once on the libibverbs the process has (the VM's check on rxe).
 const CHILD: &str = "RCTB_RCSERVER_TRANSFER_CLIENT";
 
 /// Terminal notifications seen: (session id, outcome, bytes).
@@ -152,9 +155,31 @@ fn ready(srv: *mut rc_server, req: &rctb_rcsession::ReadyRequest) -> std::thread
     })
 }
 
+/// The client's endpoint from `IP[@NETNS][/MTU]` (the VM's check puts it
+/// in a network namespace, on rxe's MTU of 1024).
+fn client_endpoint(spec: &str) -> UdpConfig {
+    let (rest, mtu) = match spec.split_once('/') {
+        Some((rest, mtu)) => (rest, Some(mtu)),
+        None => (spec, None),
+    };
+    let (ip, netns) = match rest.split_once('@') {
+        Some((ip, ns)) => (ip, Some(ns)),
+        None => (rest, None),
+    };
+    let mut cfg = UdpConfig::new("client", ip.parse::<Ipv4Addr>().expect("the client's IPv4 address"));
+    cfg.netns = netns.map(Into::into);
+    if let Some(mtu) = mtu {
+        cfg.mtu = Mtu::from_bytes(mtu.parse().expect("an MTU in bytes")).expect("256, 512, 1024, 2048 or 4096");
+    }
+    cfg
+}
+
 fn transfers() {
-    let server = std::ffi::CString::new(std::env::var("RCTB_IBV_ADDR").unwrap()).unwrap();
-    let client_ip: Ipv4Addr = std::env::var(CHILD).unwrap().parse().unwrap();
+    // The server's device: the one whose GID holds this address (rctb's
+    // libibverbs: RCTB_IBV_ADDR; rxe in the VM: RCTB_RCSERVER_GID_HINT).
+    let hint = std::env::var("RCTB_RCSERVER_GID_HINT").or_else(|_| std::env::var("RCTB_IBV_ADDR")).unwrap();
+    let server = std::ffi::CString::new(hint).unwrap();
+    let client = client_endpoint(&std::env::var(CHILD).unwrap());
     let opts = rc_device_opts {
         gid_hint: server.as_ptr(),
         port: 1,
@@ -176,7 +201,7 @@ fn transfers() {
     // SAFETY: a live server; the hook is a function of this test.
     unsafe { rc_server_set_terminal_notify(srv, Some(on_terminal), std::ptr::null_mut()) };
 
-    let transport = UdpTransport::bind(UdpConfig::new("client", client_ip)).expect("the client's udp endpoint");
+    let transport = UdpTransport::bind(client).expect("the client's udp endpoint");
     let mut ccfg = ClientConfig::default();
     ccfg.capacity = 1 << 20;
     let mut client = RcClient::new(transport, ccfg).expect("the client");
