@@ -9,7 +9,12 @@
 #      -l:librcserver.a -lstdc++ -ldl -lpthread and nothing else, run on a
 #      device of rctb's libibverbs.so.1 (RCTB_RCSERVER_ADDR, default
 #      127.0.0.31): struct layouts and constants, every rule of the ABI,
-#      and 8 threads at once.
+#      and 8 threads at once;
+#   4. transfer_test: tests/c/transfer_test.c, linked the same way: a whole
+#      GET and PUT of 1 B .. 4 MiB over RC with rctb's own hipobj client
+#      (examples/rc_client.rs, RcClient on a rctb-udp endpoint) on the other
+#      side, clean and with the server's packets lost, duplicated and
+#      reordered (RCTB_IBV_FAULTS; the drops are shown to have happened).
 # Builds the libraries first (cargo build --release, honouring
 # CARGO_TARGET_DIR). Exits non-zero on any failure, naming it. Without cc,
 # c++ or nm it prints "skip: ..." and exits 0, or 1 when
@@ -36,9 +41,9 @@ done
 target=${CARGO_TARGET_DIR:-$root/target}
 archive=$target/release/librcserver.a
 verbs=$target/release/rctb-verbs
-echo "# building (cargo build --release -p rctb-rcserver -p rctb-ibverbs)"
-if ! (cd "$root" && cargo build --release -p rctb-rcserver -p rctb-ibverbs); then
-	echo "FAIL: cargo build --release -p rctb-rcserver -p rctb-ibverbs"
+echo "# building (cargo build --release -p rctb-rcserver -p rctb-ibverbs --example rc_client)"
+if ! (cd "$root" && cargo build --release -p rctb-rcserver -p rctb-ibverbs --example rc_client); then
+	echo "FAIL: cargo build --release -p rctb-rcserver -p rctb-ibverbs --example rc_client"
 	exit 1
 fi
 
@@ -80,8 +85,31 @@ else
 	failed+=("compiling and linking abi_test")
 fi
 
+# ---- 4. transfer_test ----
+echo "# transfer_test: GET and PUT over RC, rctb's client on the other side"
+if cc -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -O1 -I "$crate/include" -o "$work/transfer_test" \
+	"$here/c/transfer_test.c" -L "$(dirname "$archive")" -l:librcserver.a -lstdc++ -ldl -lpthread; then
+	server=${RCTB_RCSERVER_ADDR2:-127.0.0.32} client=${RCTB_RCSERVER_CLIENT:-127.0.0.33}
+	LD_LIBRARY_PATH="$verbs" RCTB_IBV_ADDR="$server" \
+		timeout 300 "$work/transfer_test" "$target/release/examples/rc_client" "$client" "$server" ||
+		failed+=("transfer_test")
+	faults=seed=5,drop=0.02,dup=0.01,reorder=0.02
+	echo "# transfer_test with the server's packets under RCTB_IBV_FAULTS=$faults"
+	if LD_LIBRARY_PATH="$verbs" RCTB_IBV_ADDR="$server" RCTB_IBV_FAULTS=$faults RCTB_IBV_STATS=1 \
+		timeout 300 "$work/transfer_test" "$target/release/examples/rc_client" "$client" "$server" 2>"$work/faults.err"; then
+		cat "$work/faults.err"
+		dropped=$(sed -n 's/.*dropped \([0-9]*\).*/\1/p' "$work/faults.err" | head -n 1)
+		[ "${dropped:-0}" -gt 0 ] || failed+=("transfer_test under faults: no packet was dropped")
+	else
+		cat "$work/faults.err"
+		failed+=("transfer_test under faults")
+	fi
+else
+	failed+=("compiling and linking transfer_test")
+fi
+
 if [ ${#failed[@]} -gt 0 ]; then
 	printf 'FAIL: %s\n' "${failed[@]}"
 	exit 1
 fi
-echo "PASSED: symbols, header, abi_test"
+echo "PASSED: symbols, header, abi_test, transfer_test (clean and under faults)"

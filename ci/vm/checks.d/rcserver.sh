@@ -6,10 +6,13 @@
 #    (-l:librcserver.a -lstdc++ -ldl -lpthread; ci/hw-validate builds it):
 #    every size, offset and constant, each rule of the ABI (a failed READY's
 #    data phase runs on rxe), and 8 threads at once; on the first device.
-# 2. transfer: capi/rcserver/tests/transfer.rs, a whole GET and PUT of 1 B,
-#    4 KiB, 64 KiB + 1 and 1 MiB through the C entry points: the server on
-#    rxe2 (10.10.2.1), rctb's RcClient on a UDP endpoint in the network
-#    namespace udp (10.10.2.2) at rxe's MTU 1024; every byte moves over RC.
+# 2. c-transfer: capi/rcserver/tests/c/transfer_test.c, a whole GET and PUT
+#    of 1 B .. 4 MiB through the C ABI: the server on rxe2 (10.10.2.1),
+#    rctb's hipobj client (examples/rc_client.rs, RcClient on a UDP
+#    endpoint) in the network namespace udp (10.10.2.2) at rxe's MTU 1024;
+#    every byte moves over RC.
+# 3. transfer: capi/rcserver/tests/transfer.rs, the same from Rust through
+#    the same entry points (1 B .. 1 MiB).
 #
 # Time: a few seconds each under TCG.
 # hwv-timeout: 150
@@ -43,6 +46,20 @@ elif ! why=$(udp_ns_up); then
     echo "FAIL transfer setup: $why"
     fails=1
 else
+    clog=$HWV_OUT/rcserver-c-transfer.log
+    if command -v rcserver-transfer-test >/dev/null && command -v rc_client >/dev/null; then
+        "$TIMEOUT" 100 rcserver-transfer-test "$(command -v rc_client)" 10.10.2.2@udp/1024 10.10.2.1 >"$clog" 2>&1
+        rc=$?
+        if [ $rc = 0 ] && grep -q ' 0 failed$' "$clog"; then
+            echo "PASS c-transfer $(tail -n 1 "$clog")"
+        else
+            echo "FAIL c-transfer exit $rc: $(grep -m1 '^FAIL' "$clog" || tail -n 1 "$clog")"
+            fails=1
+        fi
+    else
+        echo "FAIL c-transfer rcserver-transfer-test or rc_client not built (see the build check)"
+        fails=1
+    fi
     RCTB_RCSERVER_TRANSFER_CLIENT=10.10.2.2@udp/1024 RCTB_RCSERVER_GID_HINT=10.10.2.1 \
         "$TIMEOUT" 100 rcserver-transfer --exact get_and_put_move_the_bytes_over_rc --nocapture >"$log" 2>&1
     rc=$?
