@@ -14,10 +14,12 @@
 #      GET and PUT of 1 B .. 4 MiB over RC with rctb's own hipobj client
 #      (examples/rc_client.rs, RcClient on a rctb-udp endpoint) on the other
 #      side, clean and with the server's packets lost, duplicated and
-#      reordered (RCTB_IBV_FAULTS; the drops are shown to have happened).
+#      reordered (RCTB_IBV_FAULTS; the drops are shown to have happened);
+#   5. go: tests/go/main.go, a cgo program with versitygw's #cgo LDFLAGS
+#      line, built with `go build` and run (Go's own external link).
 # Builds the libraries first (cargo build --release, honouring
 # CARGO_TARGET_DIR). Exits non-zero on any failure, naming it. Without cc,
-# c++ or nm it prints "skip: ..." and exits 0, or 1 when
+# c++, nm or go it prints "skip: ..." and exits 0, or 1 when
 # RCTB_REQUIRE_TOOLS=1.
 set -uo pipefail
 
@@ -34,7 +36,7 @@ skip() {
 	exit 0
 }
 
-for tool in cc c++ nm cargo; do
+for tool in cc c++ nm cargo go; do
 	command -v "$tool" >/dev/null 2>&1 || skip "$tool not found"
 done
 
@@ -108,8 +110,22 @@ else
 	failed+=("compiling and linking transfer_test")
 fi
 
+# ---- 5. go ----
+echo "# a cgo program with versitygw's link line (go build)"
+# Laid out as the binding finds them: the archive in lib/, the header in include/.
+mkdir -p "$work/go/lib" "$work/go/include"
+cp "$here/go/main.go" "$here/go/go.mod" "$work/go/"
+cp "$archive" "$work/go/lib/"
+cp "$crate/include/rc_server_abi.h" "$work/go/include/"
+if (cd "$work/go" && CGO_ENABLED=1 GOFLAGS=-mod=mod GOCACHE="$work/gocache" go build -o "$work/rcgo" .); then
+	LD_LIBRARY_PATH="$verbs" RCTB_IBV_ADDR="${RCTB_RCSERVER_ADDR3:-127.0.0.34}" timeout 120 "$work/rcgo" ||
+		failed+=("the cgo program")
+else
+	failed+=("go build of the cgo program")
+fi
+
 if [ ${#failed[@]} -gt 0 ]; then
 	printf 'FAIL: %s\n' "${failed[@]}"
 	exit 1
 fi
-echo "PASSED: symbols, header, abi_test, transfer_test (clean and under faults)"
+echo "PASSED: symbols, header, abi_test, transfer_test (clean and under faults), cgo"

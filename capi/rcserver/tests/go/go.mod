@@ -1,0 +1,3 @@
+module rctb.test/rcserver
+
+go 1.19
