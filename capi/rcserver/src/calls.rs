@@ -271,7 +271,6 @@ pub unsafe extern "C" fn rc_ready_transfer(
         let result = adm.ready(&request);
         let mut out = Outbox::default();
         adm.with(|m| out.ended.extend(m.take_ended()));
-        drop(adm);
         let rc = match result {
             Ok(reply) => {
                 let mut fresh = rc_ready_resp {
@@ -304,6 +303,8 @@ pub unsafe extern "C" fn rc_ready_transfer(
             }
         };
         s.deliver(out);
+        // Left last: until then destroy waits, and the server stays.
+        drop(adm);
         rc
     })
 }
@@ -438,13 +439,10 @@ fn slot(
         Ok(s) => s,
         Err(e) => return e,
     };
-    let mut out = Outbox::default();
-    let rc = match s.with(&mut out, f) {
+    admitted(s, false, |out| match s.with(out, f) {
         Ok(()) => RC_OK,
         Err(e) => code(&e),
-    };
-    s.deliver(out);
-    rc
+    })
 }
 
 /// Takes a READY slot (`RC_E_LIMIT` when none is free).

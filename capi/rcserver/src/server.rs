@@ -314,10 +314,13 @@ pub unsafe extern "C" fn rc_server_destroy(srv: *mut rc_server) {
 pub unsafe extern "C" fn rc_server_set_log_sink(srv: *mut rc_server, f: rc_log_fn, ctx: *mut c_void) {
     guard(|| {
         // SAFETY: the caller's promise.
-        if let Ok(s) = unsafe { server(srv) } {
-            *lock(&s.log) = f.map(|_| Hook { f, ctx: ctx as usize });
+        match unsafe { server(srv) } {
+            Ok(s) => admitted(s, false, |_| {
+                *lock(&s.log) = f.map(|_| Hook { f, ctx: ctx as usize });
+                RC_OK
+            }),
+            Err(e) => e,
         }
-        RC_OK
     });
 }
 
@@ -329,10 +332,13 @@ pub unsafe extern "C" fn rc_server_set_log_sink(srv: *mut rc_server, f: rc_log_f
 pub unsafe extern "C" fn rc_server_set_terminal_notify(srv: *mut rc_server, f: rc_terminal_fn, ctx: *mut c_void) {
     guard(|| {
         // SAFETY: the caller's promise.
-        if let Ok(s) = unsafe { server(srv) } {
-            *lock(&s.terminal) = f.map(|_| Hook { f, ctx: ctx as usize });
+        match unsafe { server(srv) } {
+            Ok(s) => admitted(s, false, |_| {
+                *lock(&s.terminal) = f.map(|_| Hook { f, ctx: ctx as usize });
+                RC_OK
+            }),
+            Err(e) => e,
         }
-        RC_OK
     });
 }
 
@@ -365,33 +371,33 @@ pub unsafe extern "C" fn rc_server_sessions_snapshot(
             Err(e) => return e,
         };
         let Some(cb) = cb else { return RC_E_ARG };
-        let mut out = Outbox::default();
-        let records: Vec<rc_session_snapshot> = s.with(&mut out, |m| {
-            let now = m.now();
-            m.sessions()
-                .into_iter()
-                .filter_map(|x| {
-                    let mut r = rc_session_snapshot {
-                        session_id: [0; 33],
-                        op: [0; 4],
-                        target: [0; 2048],
-                        target_len: 0,
-                        state: snapshot_state(x.state, x.published, x.reap_pending),
-                        age_ms: now.saturating_duration_since(x.created).as_millis() as u64,
-                        staging_bytes: x.size,
-                    };
-                    put(&mut r.session_id, &x.session.to_string(), 32).ok()?;
-                    put(&mut r.op, if x.op == Op::Get { "GET" } else { "PUT" }, 3).ok()?;
-                    r.target_len = put(&mut r.target, &x.target, 2047).ok()?;
-                    Some(r)
-                })
-                .collect()
-        });
-        s.deliver(out);
-        for r in &records {
-            cb(r, ctx);
-        }
-        RC_OK
+        admitted(s, false, |out| {
+            let records: Vec<rc_session_snapshot> = s.with(out, |m| {
+                let now = m.now();
+                m.sessions()
+                    .into_iter()
+                    .filter_map(|x| {
+                        let mut r = rc_session_snapshot {
+                            session_id: [0; 33],
+                            op: [0; 4],
+                            target: [0; 2048],
+                            target_len: 0,
+                            state: snapshot_state(x.state, x.published, x.reap_pending),
+                            age_ms: now.saturating_duration_since(x.created).as_millis() as u64,
+                            staging_bytes: x.size,
+                        };
+                        put(&mut r.session_id, &x.session.to_string(), 32).ok()?;
+                        put(&mut r.op, if x.op == Op::Get { "GET" } else { "PUT" }, 3).ok()?;
+                        r.target_len = put(&mut r.target, &x.target, 2047).ok()?;
+                        Some(r)
+                    })
+                    .collect()
+            });
+            for r in &records {
+                cb(r, ctx);
+            }
+            RC_OK
+        })
     })
 }
 
@@ -401,10 +407,12 @@ pub(crate) fn admitted(s: &Server, starts_work: bool, f: impl FnOnce(&mut Outbox
     if starts_work && s.destroying.load(Ordering::Acquire) {
         return RC_E_INTERNAL;
     }
-    let Some(_adm) = s.svc.try_enter() else { return RC_E_INTERNAL };
+    let Some(adm) = s.svc.try_enter() else { return RC_E_INTERNAL };
     let mut out = Outbox::default();
     let rc = f(&mut out);
-    drop(_adm);
+    // The hooks run inside the admission (it is a count, not a lock):
+    // destroy waits for them, so the server outlives every use here.
     s.deliver(out);
+    drop(adm);
     rc
 }

@@ -356,16 +356,23 @@ static void arguments_first(void)
 static void limits(void)
 {
 	char id[33];
-	rc_device_opts o = opts_default();
-	o.max_sessions = 0;
-	rc_server *srv = open_server(o);
-	EXPECT_RC(prepare(srv, 1, 1, 10, id), RC_E_LIMIT);
-	rc_server_destroy(srv);
-	o = opts_default();
-	o.max_user_staging_bytes = 0;
-	srv = open_server(o);
-	EXPECT_RC(prepare(srv, 1, 1, 10, id), RC_E_LIMIT);
-	rc_server_destroy(srv);
+	rc_device_opts o;
+	rc_server *srv;
+	/* Each maximum at 0 refuses every PREPARE (max_user_qps aside). */
+	for (int field = 0; field < 5; field++) {
+		o = opts_default();
+		switch (field) {
+		case 0: o.max_sessions = 0; break;
+		case 1: o.max_user_sessions = 0; break;
+		case 2: o.max_staging_bytes = 0; break;
+		case 3: o.max_user_staging_bytes = 0; break;
+		default: o.max_qps = 0; break;
+		}
+		srv = open_server(o);
+		int rc = prepare(srv, 1, 1, 10, id);
+		CHECK(rc == RC_E_LIMIT, "a zero maximum (field %d) lets PREPARE through: %d", field, rc);
+		rc_server_destroy(srv);
+	}
 	/* max_user_qps 0 is no limit; max_qps 2 is two sessions. */
 	o = opts_default();
 	o.max_qps = 2;
@@ -555,6 +562,59 @@ static void *destroy_thread(void *arg)
 	return NULL;
 }
 
+struct inflight {
+	rc_server *srv;
+	char id[33];
+	atomic_int returned;
+	int rc;
+};
+
+static void *ready_elsewhere(void *arg)
+{
+	struct inflight *f = arg;
+	rc_ready_req rr = ready_req(1, f->id, 0xABCDE);
+	rc_ready_resp resp;
+	f->rc = rc_ready_transfer(f->srv, &rr, &resp);
+	atomic_store(&f->returned, 1);
+	return NULL;
+}
+
+struct state_seen {
+	int transferring;
+};
+
+static void on_state(const rc_session_snapshot *s, void *ctx)
+{
+	struct state_seen *st = ctx;
+	st->transferring |= (s->state & 0x7f) == 2;
+}
+
+/* Destroy waits for a call in progress: a READY whose data phase runs
+ * (to a QP that does not exist, until its 100 ms deadline). */
+static void destroy_waits_for_calls(void)
+{
+	rc_device_opts o = opts_default();
+	o.t_exec_ms = 100;
+	rc_server *srv = open_server(o);
+	struct inflight f = {.srv = srv};
+	EXPECT_RC(prepare(srv, 1, 1, 16, f.id), RC_OK);
+	EXPECT_RC(rc_finish_prepare(srv, str(f.id), 1), RC_OK);
+	rec.srv = NULL;
+	pthread_t t;
+	pthread_create(&t, NULL, ready_elsewhere, &f);
+	struct state_seen st = {0};
+	while (!st.transferring && !atomic_load(&f.returned))
+		rc_server_sessions_snapshot(srv, on_state, &st);
+	CHECK(st.transferring, "the READY was seen transferring before it returned");
+	rc_server_destroy(srv);
+	CHECK(atomic_load(&f.returned) == 1, "destroy returned while a READY was in progress");
+	pthread_join(t, NULL);
+	CHECK(f.rc == RC_E_WIRE, "the READY in progress ended as WIRE: %d", f.rc);
+	/* Destroy cancelled its data phase (the QP is stopped): WIRE_FAIL. */
+	CHECK(ended_count(f.id) == 1 && last_outcome(f.id) == RC_READY_WIRE_FAIL, "it ended once, WIRE_FAIL: %d",
+	      last_outcome(f.id));
+}
+
 static void destroy_waits_for_leases(void)
 {
 	rc_server *srv = open_server(opts_default());
@@ -706,6 +766,7 @@ int main(void)
 	rec.srv = NULL;
 	rc_server_destroy(srv);
 	destroy_waits_for_leases();
+	destroy_waits_for_calls();
 	CHECK(rec.logs > 0 && rec.errors > 0, "the log sink heard %d lines, %d errors", rec.logs, rec.errors);
 	load();
 	printf("%d checks, %d failed\n", checks, failures);
