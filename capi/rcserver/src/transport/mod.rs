@@ -56,6 +56,8 @@ pub(crate) struct DlTransport {
     mrs: BTreeMap<MrId, Mr>,
     cqs: BTreeMap<CqId, Cq>,
     qps: BTreeMap<QpId, Qp>,
+    /// QP numbers to handles: a completion names its QP by number.
+    by_qpn: BTreeMap<u32, QpId>,
 }
 
 // SAFETY: every pointer is a verbs object of `dev`'s context, owned by this
@@ -95,6 +97,7 @@ impl DlTransport {
             mrs: BTreeMap::new(),
             cqs: BTreeMap::new(),
             qps: BTreeMap::new(),
+            by_qpn: BTreeMap::new(),
         }
     }
 
@@ -148,11 +151,11 @@ impl DlTransport {
     }
 
     fn completion(&mut self, wc: &ibv_wc) -> Completion {
-        let qp = self.qps.iter_mut().find(|(_, q)| q.info.qpn == wc.qp_num);
-        let (qp_id, posted) = match qp {
+        let id = self.by_qpn.get(&wc.qp_num).copied();
+        let (qp_id, posted) = match id.and_then(|id| self.qps.get_mut(&id).map(|q| (id, q))) {
             Some((id, q)) => {
                 let at = q.posted.iter().position(|&(wr, _)| wr == wc.wr_id);
-                (*id, at.and_then(|i| q.posted.remove(i)).map(|(_, op)| op))
+                (id, at.and_then(|i| q.posted.remove(i)).map(|(_, op)| op))
             }
             None => (QpId(0), None),
         };
@@ -396,6 +399,7 @@ impl Transport for DlTransport {
         let qpn = unsafe { (*qp).qp_num };
         let info = QpInfo { id, qpn, state: QpState::Reset };
         self.qps.insert(id, Qp { qp, info, posted: VecDeque::new() });
+        self.by_qpn.insert(qpn, id);
         Ok(info)
     }
 
@@ -479,7 +483,9 @@ impl Transport for DlTransport {
         if rc != 0 {
             return Err(os(Verb::DestroyQp, "ibv_destroy_qp", rc));
         }
-        self.qps.remove(&qp);
+        if let Some(q) = self.qps.remove(&qp) {
+            self.by_qpn.remove(&q.info.qpn);
+        }
         Ok(())
     }
 
