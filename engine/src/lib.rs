@@ -106,8 +106,9 @@
 //! - [`cm`]: RDMA CM messages, connection states and their retransmission
 //!   timers (REQ/MRA/REP/RTU/REJ/DREQ/DREP); [`cm::mad`] their MADs and
 //!   QP1 packets.
-//! - [`rc`]: one queue pair's requester and responder (`rc/requester.rs`,
-//!   `rc/responder.rs`).
+//! - [`rc`]: one queue pair's requester and responder (`rc/requester.rs`
+//!   the requester's state, `rc/requester/ack.rs` what comes back to it,
+//!   `rc/requester/transmit.rs` its request packets; `rc/responder.rs`).
 //! - `memory.rs`: registered regions, key and bound checks, gather/scatter.
 //! - [`packet`](Packet): a RoCEv2 packet with its headers decoded, and the
 //!   UDP source port rule.

@@ -64,7 +64,9 @@
 //!
 //! - `transport.rs`: [`UdpReactor`] and [`UdpTransport`] (the verbs over
 //!   the engine).
-//! - `reactor.rs`: the loop over the engines, the sockets and the clock.
+//! - `reactor.rs`: the loop over the engines, the sockets and the clock
+//!   (`reactor/rx.rs` the receiving side, `reactor/tx.rs` the sending
+//!   side, `reactor/access.rs` what the owner reads and sets).
 //! - `endpoint.rs`: one endpoint's sockets (UDP, raw, network namespace).
 //! - [`wire`]: engine packets to datagrams and back, the ICRC check.
 //! - `config.rs`: [`UdpConfig`] and the path hook ([`Dir`], [`Fate`]).

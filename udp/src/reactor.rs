@@ -22,26 +22,32 @@
 //! answer each other while the caller waits on either. Nothing spins: an
 //! idle reactor blocks in `poll(2)` ([`block`](Driver::block)) until a
 //! frame arrives or its next timer is due.
+//!
+//! This file holds the driver, its endpoints and the turn; `rx.rs` reads
+//! the sockets and hands frames to the engines, `tx.rs` takes frames from
+//! the engines and sends them, `access.rs` holds what the driver's owner
+//! reads and sets (engines, counters, hooks, the capture).
 
-use std::io::{self, IoSlice};
+mod access;
+mod rx;
+mod tx;
+
+use std::io;
 use std::net::SocketAddrV4;
 
 use rctb_core::time::{Duration, Instant};
 use rctb_core::transport::{TransportError, Verb};
-use rctb_core::wire::roce::{AckKind, NakCode, Opcode};
-use rctb_engine::{EndpointConfig, Packet, PacketDrop, Resources};
+use rctb_engine::{EndpointConfig, Packet};
 use rustix::event::{PollFd, PollFlags, Timespec};
 use rustix::io::Errno;
-use rustix::net::SocketAddrAny;
-use smallvec::SmallVec;
 
-use crate::config::{Dir, Fate, PathHook, UdpConfig};
+use crate::config::{PathHook, UdpConfig};
 use crate::endpoint::Sockets;
 use crate::error::UdpError;
 use crate::pcap::PcapSink;
 use crate::rng::ChildRng;
 use crate::stats::{EngineStats, UdpStats};
-use crate::wire::{self, HEADERS_LEN, RxDrop};
+use tx::send_datagram;
 
 /// Frames sent per pass before the reactor reads its own sockets again, so
 /// two endpoints in one thread do not overrun each other's socket buffers
@@ -122,7 +128,7 @@ pub struct Driver {
     /// The sent frames by kind (`counters` has the rest of the counts).
     sent: rctb_engine::SentCounts,
     pcap: Option<PcapSink>,
-    /// Frames a hook delayed ([`Fate::Delay`]), in the order held.
+    /// Frames a hook delayed ([`Fate::Delay`](crate::config::Fate::Delay)), in the order held.
     delayed: Vec<Delayed>,
     pool: Vec<Vec<u8>>,
     rxbuf: Vec<u8>,
@@ -307,100 +313,6 @@ impl Driver {
         timers.chain(self.delayed.iter().map(|d| d.due)).min()
     }
 
-    /// The real time, on the engines' clock.
-    pub fn clock_now(&self) -> Instant {
-        self.clock.now()
-    }
-
-    /// The clock as the last [`turn`](Self::turn) read it (no new reading).
-    pub fn last_now(&self) -> Instant {
-        self.now
-    }
-
-    /// Endpoint `i`'s RC engine (the verbs that start no protocol work, the getters).
-    pub fn engine(&self, i: usize) -> &rctb_engine::Endpoint {
-        &self.endpoints[i].engine
-    }
-
-    /// Endpoint `i`'s RC engine, and the time to stamp a verb with: the
-    /// clock read now. Frames the verb makes leave at the next [`turn`](Self::turn).
-    pub fn engine_mut(&mut self, i: usize) -> (&mut rctb_engine::Endpoint, Instant) {
-        let now = self.advance();
-        (&mut self.endpoints[i].engine, now)
-    }
-
-    /// [`engine_mut`](Self::engine_mut) with the clock as last read (no new
-    /// reading): for verbs that start no protocol work (polling a CQ,
-    /// arming it), or right after an [`advance`](Self::advance).
-    pub fn engine_mut_at_last(&mut self, i: usize) -> (&mut rctb_engine::Endpoint, Instant) {
-        (&mut self.endpoints[i].engine, self.now)
-    }
-
-    /// Endpoint `i`'s socket counters.
-    pub fn stats(&self, i: usize) -> UdpStats {
-        self.endpoints[i].stats
-    }
-
-    /// The descriptors that become readable when a frame arrives.
-    pub fn rx_fds(&self) -> Vec<std::os::fd::BorrowedFd<'_>> {
-        self.endpoints.iter().map(|e| e.sockets.rx_fd()).collect()
-    }
-
-    /// Replaces endpoint `i`'s path hook.
-    pub fn set_hook(&mut self, i: usize, hook: Option<PathHook>) {
-        self.endpoints[i].hook = hook;
-    }
-
-    /// The engines' counters with what the reactor counted around them.
-    pub fn engine_stats(&self) -> EngineStats {
-        let mut s = self.counters.with_sent(&self.sent);
-        for e in &self.endpoints {
-            let c = e.engine.counters();
-            s.retransmitted += c.retransmitted;
-            s.timeouts += c.timeouts;
-            s.atomics_replayed += c.atomics_replayed;
-            s.seq_naks_ignored += c.seq_naks_ignored;
-        }
-        s
-    }
-
-    /// The verbs objects alive on every endpoint, summed.
-    pub fn resources(&self) -> Resources {
-        let mut r = Resources::default();
-        for e in &self.endpoints {
-            let x = e.engine.resources();
-            r.pds += x.pds;
-            r.mrs += x.mrs;
-            r.cqs += x.cqs;
-            r.qps += x.qps;
-        }
-        r
-    }
-
-    /// Starts recording every frame sent, in memory ([`take_pcap`](Self::take_pcap)).
-    pub fn enable_pcap(&mut self) {
-        self.pcap = Some(PcapSink::new());
-    }
-
-    /// Starts recording every frame sent into the file at `path` (created
-    /// or truncated), written as the frames go.
-    pub fn enable_pcap_file(&mut self, path: &std::path::Path) -> io::Result<()> {
-        self.pcap = Some(PcapSink::file(path)?);
-        Ok(())
-    }
-
-    /// Writes out what the file capture holds in its buffer.
-    pub fn flush_pcap(&mut self) {
-        if let Some(p) = self.pcap.as_mut() {
-            p.flush();
-        }
-    }
-
-    /// The in-memory capture recorded so far (recording stops).
-    pub fn take_pcap(&mut self) -> Option<Vec<u8>> {
-        self.pcap.take().and_then(PcapSink::into_bytes)
-    }
-
     /// Sends or delivers the delayed frames whose time has come, in the
     /// order they were held; returns how many were delivered to an engine.
     fn release_delayed(&mut self) -> Result<usize, TransportError> {
@@ -442,293 +354,11 @@ impl Driver {
         }
     }
 
-    /// Takes up to [`TX_CHUNK`] frames from the engines, [`TX_BURST`] from
-    /// each in turn, and sends them; returns how many.
-    fn flush(&mut self) -> Result<usize, TransportError> {
-        let now = self.now;
-        let mut sent = 0;
-        // CM first: its MADs are few, and they open and close the QPs the
-        // RC frames run on.
-        for i in 0..self.endpoints.len() {
-            while self.endpoints[i].engine.wants_cm_transmit() {
-                let mut buf = self.pool.pop().unwrap_or_default();
-                let Some(pkt) = self.endpoints[i].engine.poll_cm_packet(&mut buf) else {
-                    self.recycle(buf);
-                    break;
-                };
-                sent += 1;
-                let r = self.transmit(i, &pkt);
-                self.recycle(pkt.payload);
-                r?;
-            }
-        }
-        let r = self.flush_rc(now, sent);
-        // Whatever the outcome, nothing encoded stays behind.
-        let pending = self.send_pending();
-        let sent = r?;
-        pending?;
-        Ok(sent)
-    }
-
-    /// The RC part of [`flush`](Self::flush): up to [`TX_CHUNK`] frames,
-    /// [`TX_BURST`] per endpoint in turn.
-    fn flush_rc(&mut self, now: Instant, mut sent: usize) -> Result<usize, TransportError> {
-        loop {
-            let before = sent;
-            for i in 0..self.endpoints.len() {
-                let mut burst = 0;
-                while burst < TX_BURST && sent < TX_CHUNK && self.endpoints[i].engine.wants_transmit() {
-                    let mut buf = self.pool.pop().unwrap_or_default();
-                    let Some(tx) = self.endpoints[i].engine.poll_transmit(now, &mut buf) else {
-                        self.recycle(buf);
-                        break;
-                    };
-                    burst += 1;
-                    sent += 1;
-                    let r = self.transmit(i, &tx.packet);
-                    self.recycle(tx.packet.payload);
-                    r?;
-                }
-                self.send_queued(i)?;
-            }
-            if sent == before || sent >= TX_CHUNK {
-                return Ok(sent);
-            }
-        }
-    }
-
     fn recycle(&mut self, mut buf: Vec<u8>) {
         if self.pool.len() < POOL_MAX {
             buf.clear();
             self.pool.push(buf);
         }
-    }
-
-    /// Counts and records one frame endpoint `i`'s engine sent, then puts
-    /// it through the hook onto the socket.
-    fn transmit(&mut self, i: usize, pkt: &Packet) -> Result<(), TransportError> {
-        self.sent.count(pkt, pkt.wire_len());
-        if let Some(pcap) = self.pcap.as_mut() {
-            let dst = self.endpoints.iter().find(|e| e.engine.ip() == pkt.dst_ip).map_or([0xff; 6], |e| e.mac);
-            pcap.record(self.now, self.endpoints[i].mac, dst, pkt);
-        }
-        let fate = self.endpoints[i].hook.as_mut().map_or(Fate::Pass, |hook| hook(Dir::Tx, pkt));
-        let ep = &mut self.endpoints[i];
-        if fate == Fate::Drop {
-            ep.stats.tx_dropped += 1;
-            return Ok(());
-        }
-        let mut buf = self.pool.pop().unwrap_or_default();
-        let Ok(start) = wire::encode(pkt, ep.local.port(), ep.peer_port, &mut buf) else {
-            ep.stats.tx_errors += 1;
-            self.recycle(buf);
-            return Ok(());
-        };
-        let to = SocketAddrV4::new(pkt.dst_ip, ep.peer_port);
-        match fate {
-            Fate::Delay(d) => {
-                ep.stats.tx_delayed += 1;
-                buf.drain(..start);
-                let due = self.now + d;
-                self.delayed.push(Delayed { due, ep: i, held: Held::Tx { to, datagram: buf } });
-            }
-            Fate::Duplicate => {
-                ep.stats.tx_duplicated += 1;
-                let mut twin = self.pool.pop().unwrap_or_default();
-                twin.extend_from_slice(&buf);
-                ep.txq.push(Pending { buf: twin, start, to });
-                ep.txq.push(Pending { buf, start, to });
-            }
-            Fate::Pass | Fate::Drop => ep.txq.push(Pending { buf, start, to }),
-        }
-        if self.endpoints[i].txq.len() >= TX_BURST {
-            self.send_queued(i)?;
-        }
-        Ok(())
-    }
-
-    /// Sends every endpoint's queued datagrams.
-    fn send_pending(&mut self) -> Result<(), TransportError> {
-        let mut first_error = None;
-        for i in 0..self.endpoints.len() {
-            if let Err(e) = self.send_queued(i) {
-                first_error.get_or_insert(e);
-            }
-        }
-        first_error.map_or(Ok(()), Err)
-    }
-
-    /// Sends endpoint `i`'s queued datagrams, [`TX_BURST`] per `sendmmsg`,
-    /// and gives their buffers back to the pool (all of them, even when a
-    /// socket error stops the sending: RC recovers the frames as lost).
-    fn send_queued(&mut self, i: usize) -> Result<(), TransportError> {
-        let mut q = std::mem::take(&mut self.endpoints[i].txq);
-        let mut r = Ok(());
-        for chunk in q.chunks(TX_BURST) {
-            r = send_burst(&mut self.endpoints[i], chunk);
-            if r.is_err() {
-                break;
-            }
-        }
-        for p in q.drain(..) {
-            self.recycle(p.buf);
-        }
-        self.endpoints[i].txq = q;
-        r
-    }
-
-    /// Reads what the sockets hold (bounded per socket) and hands every
-    /// good frame to its engine; returns how many frames were read.
-    /// Reads every socket (a batch each); the first frame of a turn whose
-    /// clock was not read (`fresh` false) reads it, so frames are stamped
-    /// with the time they came.
-    fn receive(&mut self, fresh: &mut bool) -> Result<usize, TransportError> {
-        let mut total = 0;
-        for i in 0..self.endpoints.len() {
-            for _ in 0..RX_BATCH {
-                let ep = &mut self.endpoints[i];
-                let got = match &ep.sockets.raw {
-                    Some(raw) => match rustix::net::recv(raw, &mut self.rxbuf[..], rustix::net::RecvFlags::empty()) {
-                        Ok((n, _)) => Some(n),
-                        Err(Errno::AGAIN) | Err(Errno::INTR) => None,
-                        Err(e) => return Err(os("recv (raw)", e.into())),
-                    },
-                    None => match ep.sockets.udp.recv_from(&mut self.rxbuf[HEADERS_LEN..]) {
-                        Ok((n, std::net::SocketAddr::V4(src))) => {
-                            let mut hdr = [0u8; HEADERS_LEN];
-                            wire::synth_headers(&mut hdr, src, ep.local, n);
-                            self.rxbuf[..HEADERS_LEN].copy_from_slice(&hdr);
-                            Some(HEADERS_LEN + n)
-                        }
-                        Ok(_) => Some(0),
-                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => None,
-                        Err(e) if is_transient(&e) => Some(0),
-                        Err(e) => return Err(os("recvfrom", e)),
-                    },
-                };
-                let Some(n) = got else { break };
-                if !*fresh {
-                    self.advance();
-                    self.now_reads += 1;
-                    *fresh = true;
-                }
-                total += 1;
-                self.handle_rx(i, n);
-            }
-        }
-        Ok(total)
-    }
-
-    fn handle_rx(&mut self, i: usize, n: usize) {
-        let payload = self.pool.pop().unwrap_or_default();
-        let ep = &mut self.endpoints[i];
-        let n = n.min(self.rxbuf.len());
-        match wire::decode(&mut self.rxbuf[..n], *ep.local.ip(), ep.local.port(), payload) {
-            Ok(pkt) => {
-                ep.stats.rx_frames += 1;
-                ep.stats.rx_bytes += n.saturating_sub(HEADERS_LEN) as u64;
-                if let Some(aeth) = pkt.aeth.filter(|_| pkt.bth.opcode == Opcode::ACKNOWLEDGE) {
-                    match aeth.kind() {
-                        AckKind::Ack { .. } => ep.stats.rx_acks += 1,
-                        AckKind::RnrNak { .. } => ep.stats.rx_naks_rnr += 1,
-                        AckKind::Nak(NakCode::PsnSequenceError) => ep.stats.rx_naks_seq += 1,
-                        _ => ep.stats.rx_naks_other += 1,
-                    }
-                }
-                let fate = ep.hook.as_mut().map_or(Fate::Pass, |hook| hook(Dir::Rx, &pkt));
-                match fate {
-                    Fate::Drop => ep.stats.rx_dropped += 1,
-                    Fate::Duplicate => {
-                        ep.stats.rx_duplicated += 1;
-                        self.deliver(i, &pkt);
-                        self.deliver(i, &pkt);
-                    }
-                    Fate::Pass => self.deliver(i, &pkt),
-                    Fate::Delay(d) => {
-                        ep.stats.rx_delayed += 1;
-                        let held = pkt.clone();
-                        self.delayed.push(Delayed { due: self.now + d, ep: i, held: Held::Rx(held) });
-                    }
-                }
-                self.recycle(pkt.payload);
-            }
-            Err((why, payload)) => {
-                match why {
-                    RxDrop::NotForUs => ep.stats.rx_foreign += 1,
-                    RxDrop::BadIcrc { .. } => ep.stats.rx_bad_icrc += 1,
-                    RxDrop::Malformed(_) => ep.stats.rx_malformed += 1,
-                    RxDrop::Unsupported(_) => ep.stats.rx_unsupported += 1,
-                }
-                self.recycle(payload);
-            }
-        }
-    }
-
-    /// Hands a checked frame to endpoint `i`'s engine, now.
-    fn deliver(&mut self, i: usize, pkt: &Packet) {
-        match self.endpoints[i].engine.handle_packet(self.now, pkt) {
-            Ok(()) => self.counters.delivered += 1,
-            Err(PacketDrop::NoSuchQp) => self.counters.dropped_no_qp += 1,
-            Err(PacketDrop::BadMad(_)) => self.counters.dropped_bad_mad += 1,
-        }
-    }
-}
-
-/// Puts one encoded datagram on endpoint `ep`'s socket, counting it.
-/// One `sendmmsg` of up to [`TX_BURST`] datagrams, again past a datagram
-/// the kernel refused for a passing reason (counted as a send error, as
-/// [`send_datagram`] counts it).
-fn send_burst(ep: &mut Endpoint, chunk: &[Pending]) -> Result<(), TransportError> {
-    use rustix::net::{MMsgHdr, SendAncillaryBuffer, SendFlags};
-    let addrs: SmallVec<[SocketAddrAny; TX_BURST]> = chunk.iter().map(|p| SocketAddrAny::from(p.to)).collect();
-    let iovs: SmallVec<[[IoSlice<'_>; 1]; TX_BURST]> =
-        chunk.iter().map(|p| [IoSlice::new(&p.buf[p.start.min(p.buf.len())..])]).collect();
-    let mut controls: SmallVec<[SendAncillaryBuffer<'_, '_, '_>; TX_BURST]> =
-        chunk.iter().map(|_| SendAncillaryBuffer::default()).collect();
-    let mut msgs: SmallVec<[MMsgHdr<'_>; TX_BURST]> = addrs
-        .iter()
-        .zip(&iovs)
-        .zip(controls.iter_mut())
-        .map(|((addr, iov), control)| MMsgHdr::new_with_addr(addr, iov, control))
-        .collect();
-    let mut at = 0;
-    while at < msgs.len() {
-        match rustix::net::sendmmsg(&ep.sockets.udp, &mut msgs[at..], SendFlags::empty()) {
-            Ok(0) => break,
-            Ok(n) => {
-                for p in &chunk[at..at + n] {
-                    ep.stats.tx_frames += 1;
-                    ep.stats.tx_bytes += (p.buf.len() - p.start.min(p.buf.len())) as u64;
-                }
-                at += n;
-            }
-            Err(Errno::INTR) => {}
-            // A full socket buffer, no route, an ICMP error from an earlier
-            // datagram: this frame is lost, and RC recovers as from any loss.
-            Err(e) if is_transient(&io::Error::from(e)) => {
-                ep.stats.tx_errors += 1;
-                at += 1;
-            }
-            Err(e) => return Err(os("sendmmsg", e.into())),
-        }
-    }
-    Ok(())
-}
-
-fn send_datagram(ep: &mut Endpoint, datagram: &[u8], to: SocketAddrV4) -> Result<(), TransportError> {
-    match ep.sockets.udp.send_to(datagram, to) {
-        Ok(_) => {
-            ep.stats.tx_frames += 1;
-            ep.stats.tx_bytes += datagram.len() as u64;
-            Ok(())
-        }
-        // A full socket buffer, no route, an ICMP error from an earlier
-        // datagram: the frame is lost, and RC recovers as from any loss.
-        Err(e) if is_transient(&e) => {
-            ep.stats.tx_errors += 1;
-            Ok(())
-        }
-        Err(e) => Err(os("sendto", e)),
     }
 }
 
