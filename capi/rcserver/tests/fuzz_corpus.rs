@@ -4,6 +4,8 @@
 //! so the corpus guards every `cargo test`. The server needs a device: the
 //! test re-runs itself with rctb's libibverbs.so.1 on `LD_LIBRARY_PATH`.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -35,10 +37,8 @@ fn every_corpus_input_passes_the_abi_check() {
         println!("{} inputs replayed", files.len());
         return;
     }
-    let exe = std::env::current_exe().unwrap();
-    let dir = exe.parent().and_then(|d| d.parent()).unwrap().join("rctb-verbs");
-    assert!(dir.join("libibverbs.so.1").exists(), "{} is missing: cargo build -p rctb-ibverbs", dir.display());
-    let out = Command::new(exe)
+    let dir = common::rctb_verbs_dir();
+    let out = Command::new(std::env::current_exe().unwrap())
         .args(["--exact", "every_corpus_input_passes_the_abi_check", "--nocapture"])
         .env(CHILD, "1")
         .env("LD_LIBRARY_PATH", &dir)

@@ -6,14 +6,16 @@
 //!
 //! The server's libibverbs must be rctb's, and the process must be started
 //! with it on `LD_LIBRARY_PATH`: the test re-runs itself so, with
-//! `target/<profile>/rctb-verbs` (which building the workspace makes).
+//! `target/<profile>/rctb-verbs` (built first when missing).
 
 use std::ffi::c_void;
 use std::net::Ipv4Addr;
-use std::path::PathBuf;
 use std::process::Command;
 use std::sync::Mutex;
 
+mod common;
+
+use common::rctb_verbs_dir;
 use rcserver::abi::*;
 use rcserver::*;
 use rctb_rcsession::{ClientConfig, Op, PrepareReply, PrincipalId, RcClient, SessionId};
@@ -42,23 +44,12 @@ fn pattern(seed: u8, len: usize) -> Vec<u8> {
     (0..len).map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed)).collect()
 }
 
-fn rctb_verbs_dir() -> PathBuf {
-    // target/<profile>/deps/transfer-<hash> -> target/<profile>/rctb-verbs
-    let exe = std::env::current_exe().expect("the test binary's path");
-    exe.parent().and_then(|d| d.parent()).expect("target/<profile>").join("rctb-verbs")
-}
-
 /// Re-runs this test binary's `name` with rctb's libibverbs.so.1, the
 /// server's device on `server` and the client on `client` (each test its
 /// own pair: tests run at once), plus `env`; panics with its output if it
 /// fails.
 fn rerun(name: &str, server: &str, client: &str, env: &[(&str, &str)]) -> String {
     let dir = rctb_verbs_dir();
-    assert!(
-        dir.join("libibverbs.so.1").exists(),
-        "{} is missing: build rctb's libibverbs first (cargo build -p rctb-ibverbs)",
-        dir.display()
-    );
     let out = Command::new(std::env::current_exe().unwrap())
         .args(["--exact", name, "--nocapture", "--test-threads=1"])
         .env(CHILD, client)
