@@ -42,6 +42,11 @@ pub fn connected(mr_len: u64, access: Access, rd_atomic: u8) -> (Side, Side) {
 /// Connects `a`'s QP (at 10.0.0.1) and `b`'s (at 10.0.0.2), both in RESET,
 /// as [`connected`] does.
 pub fn connect(a: &mut Side, b: &mut Side, access: Access, rd_atomic: u8) {
+    connect_with(a, b, access, rd_atomic, 7, 7);
+}
+
+/// [`connect`] with the RTS retry counts given (`retry_cnt`, `rnr_retry`).
+pub fn connect_with(a: &mut Side, b: &mut Side, access: Access, rd_atomic: u8, retry_cnt: u8, rnr_retry: u8) {
     let (ia, ib) = (Ipv4Addr::new(10, 0, 0, 1), Ipv4Addr::new(10, 0, 0, 2));
     let (aq, bq) = (a.qp.qpn, b.qp.qpn);
     let now = Instant::ZERO;
@@ -56,8 +61,7 @@ pub fn connect(a: &mut Side, b: &mut Side, access: Access, rd_atomic: u8) {
             av: AddressVector::new(Gid::from_ipv4(ip), 1),
         };
         s.ep.modify_qp(now, s.qp.id, &QpTransition::Rtr(rtr)).unwrap();
-        let rts =
-            RtsAttr { sq_psn: Psn::wrapping(0), timeout: 14, retry_cnt: 7, rnr_retry: 7, max_rd_atomic: rd_atomic };
+        let rts = RtsAttr { sq_psn: Psn::wrapping(0), timeout: 14, retry_cnt, rnr_retry, max_rd_atomic: rd_atomic };
         s.ep.modify_qp(now, s.qp.id, &QpTransition::Rts(rts)).unwrap();
     }
 }

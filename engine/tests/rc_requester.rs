@@ -1,0 +1,308 @@
+//! The requester's own rules (engine/src/rc/requester.rs and its ack.rs
+//! and transmit.rs), each seen from outside: how many times it sends again
+//! before it gives up, what an ACK covers (one WR, several, part of one),
+//! where a go-back resumes, which WRs are still sent after a partial ACK,
+//! and what a QP taken through RTS again starts from. Driven by hand,
+//! packet by packet, at explicit instants.
+
+use std::net::Ipv4Addr;
+
+use rctb_core::time::Instant;
+use rctb_core::transport::*;
+use rctb_core::wire::roce::Opcode;
+use rctb_engine::Packet;
+
+mod common;
+
+use common::Side;
+
+const ACCESS: Access = Access::LOCAL_WRITE.union(Access::REMOTE_WRITE).union(Access::REMOTE_READ);
+/// 4.096 us << 14: the ACK timeout `common::connect_with` sets (code 14).
+const T: u64 = 4096 << 14;
+
+fn pair(retry_cnt: u8, rnr_retry: u8) -> (Side, Side) {
+    let (ia, ib) = (Ipv4Addr::new(10, 0, 0, 1), Ipv4Addr::new(10, 0, 0, 2));
+    let (mut a, mut b) = (common::side("a", ia, 1, 1 << 16, ACCESS), common::side("b", ib, 2, 1 << 16, ACCESS));
+    common::connect_with(&mut a, &mut b, ACCESS, 1, retry_cnt, rnr_retry);
+    (a, b)
+}
+
+fn at(ns: u64) -> Instant {
+    Instant::from_nanos(ns)
+}
+
+fn transmitted(s: &mut Side, now: Instant) -> Vec<Packet> {
+    let (mut out, mut buf) = (Vec::new(), Vec::new());
+    while let Some(tx) = s.ep.poll_transmit(now, &mut buf) {
+        out.push(tx.packet);
+    }
+    out
+}
+
+fn psns(p: &[Packet]) -> Vec<u32> {
+    p.iter().map(|p| p.bth.psn.get()).collect()
+}
+
+fn completions(s: &mut Side) -> Vec<(u64, WcStatus)> {
+    let mut out = Vec::new();
+    s.ep.poll_cq(s.cq, 64, &mut out).unwrap();
+    out.iter().map(|c| (c.wr_id, c.status)).collect()
+}
+
+fn post_send(s: &mut Side, wr_id: u64, len: u32) {
+    s.ep.post_send(Instant::ZERO, s.qp.id, &SendWr::new(wr_id, SendOp::Send, &[Sge::new(s.mr.id, 0, len)])).unwrap();
+}
+
+fn post_recv(s: &mut Side, wr_id: u64, len: u32) {
+    s.ep.post_recv(Instant::ZERO, s.qp.id, &RecvWr::new(wr_id, &[Sge::new(s.mr.id, 0, len)])).unwrap();
+}
+
+/// Fires `s`'s timers at each next deadline (at most 32 firings, while it
+/// has one) and returns what each firing that sent anything sent (by
+/// PSN), and the last instant.
+fn time_out_until_quiet(s: &mut Side, mut now: u64) -> (Vec<Vec<u32>>, u64) {
+    let mut rounds = Vec::new();
+    for _ in 0..32 {
+        let Some(next) = s.ep.poll_timeout() else { break };
+        now = next.as_nanos().max(now);
+        s.ep.handle_timeout(at(now));
+        let sent = psns(&transmitted(s, at(now)));
+        if !sent.is_empty() {
+            rounds.push(sent);
+        }
+    }
+    (rounds, now)
+}
+
+#[test]
+fn retry_cnt_bounds_the_sends_of_an_unanswered_request_then_it_fails() {
+    // retry_cnt 2: the SEND leaves once, then twice more on timeouts, and
+    // the third timeout completes it with RETRY_EXC_ERR. An engine that
+    // never spends its budget would send for ever; one that spends it
+    // wrongly would give up early or late.
+    for retry_cnt in [0u8, 2, 5] {
+        let (mut a, _b) = pair(retry_cnt, 7);
+        post_send(&mut a, 1, 16);
+        assert_eq!(psns(&transmitted(&mut a, Instant::ZERO)), [0]);
+        let (rounds, _) = time_out_until_quiet(&mut a, 0);
+        assert_eq!(rounds, vec![vec![0]; retry_cnt as usize], "retry_cnt {retry_cnt}");
+        assert_eq!(completions(&mut a), [(1, WcStatus::RetryExcErr)], "retry_cnt {retry_cnt}");
+        assert_eq!(a.ep.counters().timeouts, u64::from(retry_cnt) + 1, "retry_cnt {retry_cnt}");
+    }
+}
+
+#[test]
+fn retry_cnt_7_sends_again_without_end() {
+    // 7 is never spent (as rxe): 20 timeouts, 20 sends, no completion.
+    let (mut a, _b) = pair(7, 7);
+    post_send(&mut a, 1, 16);
+    transmitted(&mut a, Instant::ZERO);
+    let (rounds, _) = time_out_until_quiet(&mut a, 0);
+    assert_eq!(rounds.len(), 32, "still sending after 32 timeouts");
+    assert!(completions(&mut a).is_empty());
+}
+
+#[test]
+fn progress_gives_the_retry_budget_back() {
+    // retry_cnt 1. Two SENDs; the first is answered after one timeout, the
+    // second never: it still gets its own full budget (one more send).
+    let (mut a, mut b) = pair(1, 7);
+    post_recv(&mut b, 7, 64);
+    post_send(&mut a, 1, 16);
+    post_send(&mut a, 2, 16);
+    assert_eq!(psns(&transmitted(&mut a, Instant::ZERO)), [0, 1]);
+    a.ep.handle_timeout(at(T));
+    let again = transmitted(&mut a, at(T));
+    assert_eq!(psns(&again), [0, 1]);
+    b.ep.handle_packet(at(T), &again[0]).unwrap();
+    for p in transmitted(&mut b, at(T)) {
+        a.ep.handle_packet(at(T + 1), &p).unwrap();
+    }
+    assert_eq!(completions(&mut a), [(1, WcStatus::Success)]);
+    let (rounds, _) = time_out_until_quiet(&mut a, T + 1);
+    assert_eq!(rounds, [vec![1]]);
+    assert_eq!(completions(&mut a), [(2, WcStatus::RetryExcErr)]);
+}
+
+#[test]
+fn rnr_retry_bounds_the_sends_after_rnr_naks() {
+    // rnr_retry 2 and no receive posted at b: the SEND is refused (RNR NAK)
+    // three times; the third NAK completes it with RNR_RETRY_EXC_ERR.
+    let (mut a, mut b) = pair(7, 2);
+    post_send(&mut a, 1, 16);
+    let mut now = 0;
+    let mut sends = 0;
+    let mut pending = transmitted(&mut a, at(now));
+    while !pending.is_empty() {
+        sends += 1;
+        b.ep.handle_packet(at(now), &pending[0]).unwrap();
+        let nak = transmitted(&mut b, at(now));
+        assert_eq!(nak.len(), 1);
+        a.ep.handle_packet(at(now), &nak[0]).unwrap();
+        let Some(next) = a.ep.poll_timeout() else { break };
+        now = next.as_nanos();
+        a.ep.handle_timeout(next);
+        pending = transmitted(&mut a, next);
+        assert!(sends < 10, "RNR retries without end");
+    }
+    assert_eq!(sends, 3);
+    assert_eq!(completions(&mut a), [(1, WcStatus::RnrRetryExcErr)]);
+}
+
+#[test]
+fn one_ack_covers_every_wr_it_reaches_and_no_more() {
+    // Three one-packet SENDs (PSN 0, 1, 2); b answers the first two with
+    // one coalesced ACK of PSN 1 (a's packets delivered, b's ACK for the
+    // first dropped). a completes 1 and 2, not 3, and a timeout resends
+    // only PSN 2.
+    let (mut a, mut b) = pair(7, 7);
+    for wr in [10, 11, 12] {
+        post_recv(&mut b, wr, 64);
+    }
+    for wr in [1, 2, 3] {
+        post_send(&mut a, wr, 16);
+    }
+    let sent = transmitted(&mut a, Instant::ZERO);
+    assert_eq!(psns(&sent), [0, 1, 2]);
+    b.ep.handle_packet(Instant::ZERO, &sent[0]).unwrap();
+    b.ep.handle_packet(Instant::ZERO, &sent[1]).unwrap();
+    let acks = transmitted(&mut b, Instant::ZERO);
+    let last = acks.last().expect("an ACK");
+    assert_eq!((last.bth.opcode, last.bth.psn.get()), (Opcode::ACKNOWLEDGE, 1));
+    a.ep.handle_packet(at(1), last).unwrap();
+    assert_eq!(completions(&mut a), [(1, WcStatus::Success), (2, WcStatus::Success)]);
+    let (rounds, _) = time_out_until_quiet(&mut a, 1);
+    assert_eq!(rounds.first().map(Vec::as_slice), Some(&[2][..]), "only the unacknowledged SEND again");
+    // A stale ACK (of PSN 0, again) changes nothing.
+    a.ep.handle_packet(at(2 * T), &acks[0]).unwrap();
+    assert!(completions(&mut a).is_empty());
+}
+
+#[test]
+fn an_ack_of_part_of_a_message_sends_only_the_rest_again() {
+    // A 3-packet SEND (PSN 0..2); b got the first two (the second twice:
+    // a duplicate is answered with an ACK of PSN 1); the last packet was
+    // lost. a does not complete the SEND, and its timeout resends PSN 2
+    // alone, not the whole message.
+    let (mut a, mut b) = pair(7, 7);
+    post_recv(&mut b, 10, 4096);
+    post_send(&mut a, 1, 2100);
+    let sent = transmitted(&mut a, Instant::ZERO);
+    assert_eq!(psns(&sent), [0, 1, 2]);
+    for i in [0, 1, 1] {
+        b.ep.handle_packet(Instant::ZERO, &sent[i]).unwrap();
+    }
+    let acks = transmitted(&mut b, Instant::ZERO);
+    assert_eq!(psns(&acks), [1]);
+    for p in &acks {
+        a.ep.handle_packet(at(1), p).unwrap();
+    }
+    assert!(completions(&mut a).is_empty(), "part of a message is not the message");
+    a.ep.handle_timeout(at(1 + T));
+    let again = transmitted(&mut a, at(1 + T));
+    assert_eq!(psns(&again), [2]);
+    b.ep.handle_packet(at(1 + T), &again[0]).unwrap();
+    for p in transmitted(&mut b, at(1 + T)) {
+        a.ep.handle_packet(at(2 + T), &p).unwrap();
+    }
+    assert_eq!(completions(&mut a), [(1, WcStatus::Success)]);
+    assert_eq!(completions(&mut b), [(10, WcStatus::Success)]);
+}
+
+#[test]
+fn an_ack_that_arrives_during_a_go_back_skips_what_it_covers() {
+    // Two SENDs go out; the timeout rewinds to PSN 0 and sends both again,
+    // but before a transmits its retry the first flight's ACK of PSN 0
+    // arrives: the retry starts at PSN 1.
+    let (mut a, mut b) = pair(7, 7);
+    post_recv(&mut b, 10, 64);
+    post_recv(&mut b, 11, 64);
+    post_send(&mut a, 1, 16);
+    post_send(&mut a, 2, 16);
+    let sent = transmitted(&mut a, Instant::ZERO);
+    b.ep.handle_packet(Instant::ZERO, &sent[0]).unwrap();
+    let ack = transmitted(&mut b, Instant::ZERO);
+    a.ep.handle_timeout(at(T));
+    a.ep.handle_packet(at(T), &ack[0]).unwrap();
+    assert_eq!(completions(&mut a), [(1, WcStatus::Success)]);
+    assert_eq!(psns(&transmitted(&mut a, at(T))), [1]);
+}
+
+#[test]
+fn an_ack_past_an_unanswered_read_sends_the_read_again() {
+    // A READ (PSN 0) then a SEND (PSN 1). b answers both, but a sees only
+    // the SEND's ACK (PSN 1), not the READ's response: the ACK implies the
+    // response was lost, so a asks for the READ again rather than
+    // completing anything.
+    let (mut a, mut b) = pair(7, 7);
+    post_recv(&mut b, 10, 64);
+    let read = SendOp::Read { remote: b.mr.remote(0) };
+    a.ep.post_send(Instant::ZERO, a.qp.id, &SendWr::new(1, read, &[Sge::new(a.mr.id, 512, 8)])).unwrap();
+    post_send(&mut a, 2, 16);
+    let sent = transmitted(&mut a, Instant::ZERO);
+    assert_eq!(psns(&sent), [0, 1]);
+    for p in &sent {
+        b.ep.handle_packet(Instant::ZERO, p).unwrap();
+    }
+    let answers = transmitted(&mut b, Instant::ZERO);
+    let ack = answers.iter().find(|p| p.bth.opcode == Opcode::ACKNOWLEDGE).expect("the SEND's ACK");
+    a.ep.handle_packet(at(1), ack).unwrap();
+    assert!(completions(&mut a).is_empty(), "nothing completes before the READ's data");
+    let again = transmitted(&mut a, at(1));
+    let first = again.first().map(|p| (p.bth.opcode, p.bth.psn.get()));
+    assert_eq!(first, Some((Opcode::READ_REQUEST, 0)), "the READ first, at its own PSN");
+    // The READ's response and the repeated SEND's ACK complete both, in order.
+    for p in &again {
+        b.ep.handle_packet(at(1), p).unwrap();
+    }
+    for p in transmitted(&mut b, at(1)) {
+        a.ep.handle_packet(at(2), &p).unwrap();
+    }
+    assert_eq!(completions(&mut a), [(1, WcStatus::Success), (2, WcStatus::Success)]);
+}
+
+#[test]
+fn a_qp_brought_to_rts_again_starts_from_its_new_psn_with_a_full_budget() {
+    // retry_cnt 1. The first connection spends its retry and fails; the
+    // QP goes RESET -> INIT -> RTR -> RTS again: a new SEND leaves at PSN
+    // 0 and is sent once more on a timeout before it fails, as the first.
+    let (mut a, mut b) = pair(1, 7);
+    post_send(&mut a, 1, 16);
+    transmitted(&mut a, Instant::ZERO);
+    let (rounds, now) = time_out_until_quiet(&mut a, 0);
+    assert_eq!(rounds, [vec![0]]);
+    assert_eq!(completions(&mut a), [(1, WcStatus::RetryExcErr)]);
+    for s in [&mut a, &mut b] {
+        s.ep.modify_qp(at(now), s.qp.id, &QpTransition::Reset).unwrap();
+    }
+    common::connect_with(&mut a, &mut b, ACCESS, 1, 1, 7);
+    post_send(&mut a, 2, 16);
+    assert_eq!(psns(&transmitted(&mut a, at(now))), [0]);
+    let (rounds, _) = time_out_until_quiet(&mut a, now);
+    assert_eq!(rounds, [vec![0]]);
+    assert_eq!(completions(&mut a), [(2, WcStatus::RetryExcErr)]);
+}
+
+#[test]
+fn a_wr_refused_at_post_fails_in_order_after_those_before_it() {
+    // A SEND whose SGE lies outside its region is accepted at the post and
+    // fails there: it completes with a local error after the SEND before
+    // it, and the one after it is flushed; nothing of either is sent.
+    let (mut a, mut b) = pair(7, 7);
+    post_recv(&mut b, 10, 64);
+    post_send(&mut a, 1, 16);
+    let bad = [Sge::new(a.mr.id, (1 << 16) - 8, 64)];
+    // Accepted at the post (verbs reports a bad SGE as a completion).
+    a.ep.post_send(Instant::ZERO, a.qp.id, &SendWr::new(2, SendOp::Send, &bad)).unwrap();
+    post_send(&mut a, 3, 16);
+    let sent = transmitted(&mut a, Instant::ZERO);
+    assert_eq!(psns(&sent), [0], "nothing after the refused WR leaves");
+    b.ep.handle_packet(Instant::ZERO, &sent[0]).unwrap();
+    for p in transmitted(&mut b, Instant::ZERO) {
+        a.ep.handle_packet(at(1), &p).unwrap();
+    }
+    let done = completions(&mut a);
+    assert_eq!(done.first(), Some(&(1, WcStatus::Success)));
+    assert!(matches!(done.get(1), Some((2, s)) if *s != WcStatus::Success && *s != WcStatus::WrFlushErr), "{done:?}");
+    assert_eq!(done.get(2), Some(&(3, WcStatus::WrFlushErr)));
+}
