@@ -306,3 +306,185 @@ fn a_wr_refused_at_post_fails_in_order_after_those_before_it() {
     assert!(matches!(done.get(1), Some((2, s)) if *s != WcStatus::Success && *s != WcStatus::WrFlushErr), "{done:?}");
     assert_eq!(done.get(2), Some(&(3, WcStatus::WrFlushErr)));
 }
+
+/// Posts a READ of `len` bytes of b's region at 0 into a's region at `at`.
+fn post_read(a: &mut Side, b: &Side, wr_id: u64, at: u64, len: u32) {
+    let op = SendOp::Read { remote: b.mr.remote(0) };
+    a.ep.post_send(Instant::ZERO, a.qp.id, &SendWr::new(wr_id, op, &[Sge::new(a.mr.id, at, len)])).unwrap();
+}
+
+fn pattern(len: usize) -> Vec<u8> {
+    (0..len).map(|i| (i as u8).wrapping_mul(7).wrapping_add(3)).collect()
+}
+
+fn read_back(s: &Side, at: u64, len: usize) -> Vec<u8> {
+    let mut buf = vec![0u8; len];
+    s.ep.mr_read(s.mr.id, at, &mut buf).unwrap();
+    buf
+}
+
+#[test]
+fn a_read_of_three_packets_lands_each_at_its_offset() {
+    // 2500 bytes at MTU 1024: responses of 1024, 1024 and 452 bytes, each
+    // scattered at pmtu x its index; the READ completes with the last.
+    let (mut a, mut b) = pair(7, 7);
+    let data = pattern(2500);
+    b.ep.mr_write(b.mr.id, 0, &data).unwrap();
+    post_read(&mut a, &b, 1, 4096, 2500);
+    let req = transmitted(&mut a, Instant::ZERO);
+    b.ep.handle_packet(Instant::ZERO, &req[0]).unwrap();
+    let responses = transmitted(&mut b, Instant::ZERO);
+    assert_eq!(responses.iter().map(|p| p.payload.len()).collect::<Vec<_>>(), [1024, 1024, 452]);
+    for (i, p) in responses.iter().enumerate() {
+        a.ep.handle_packet(at(1), p).unwrap();
+        let done = completions(&mut a);
+        assert_eq!(done.is_empty(), i < 2, "completion after response {i}: {done:?}");
+    }
+    assert_eq!(read_back(&a, 4096, 2500), data);
+}
+
+#[test]
+fn a_lost_read_response_asks_again_once_from_what_is_missing() {
+    // The middle response is lost: the third shows the gap, and a asks for
+    // the READ again (once, however many later responses of the first
+    // flight arrive); a duplicate of a response already taken changes
+    // nothing; the data ends up whole and the READ completes once.
+    let (mut a, mut b) = pair(7, 7);
+    let data = pattern(2500);
+    b.ep.mr_write(b.mr.id, 0, &data).unwrap();
+    post_read(&mut a, &b, 1, 4096, 2500);
+    let req = transmitted(&mut a, Instant::ZERO);
+    b.ep.handle_packet(Instant::ZERO, &req[0]).unwrap();
+    let first = transmitted(&mut b, Instant::ZERO);
+    a.ep.handle_packet(at(1), &first[0]).unwrap();
+    a.ep.handle_packet(at(1), &first[0]).unwrap(); // a duplicate
+    a.ep.handle_packet(at(1), &first[2]).unwrap(); // past the gap
+    let again = transmitted(&mut a, at(1));
+    assert_eq!(again.iter().map(|p| (p.bth.opcode, p.bth.psn.get())).collect::<Vec<_>>(), [(Opcode::READ_REQUEST, 1)]);
+    a.ep.handle_packet(at(1), &first[2]).unwrap(); // the same gap again: no new request
+    assert!(transmitted(&mut a, at(1)).is_empty(), "one request again per gap");
+    assert!(completions(&mut a).is_empty());
+    b.ep.handle_packet(at(2), &again[0]).unwrap();
+    let rest = transmitted(&mut b, at(2));
+    assert_eq!(psns(&rest), [1, 2]);
+    for p in &rest {
+        a.ep.handle_packet(at(3), p).unwrap();
+    }
+    assert_eq!(completions(&mut a), [(1, WcStatus::Success)]);
+    assert_eq!(read_back(&a, 4096, 2500), data);
+}
+
+#[test]
+fn a_response_to_a_psn_that_is_not_a_read_is_a_bad_response() {
+    // A SEND (PSN 0) then a READ (PSN 1); a READ response that claims PSN 0
+    // fails a's QP with BAD_RESP_ERR on the SEND.
+    let (mut a, mut b) = pair(7, 7);
+    post_recv(&mut b, 10, 64);
+    post_send(&mut a, 1, 16);
+    post_read(&mut a, &b, 2, 4096, 8);
+    let sent = transmitted(&mut a, Instant::ZERO);
+    for p in &sent {
+        b.ep.handle_packet(Instant::ZERO, p).unwrap();
+    }
+    let mut forged =
+        transmitted(&mut b, Instant::ZERO).into_iter().find(|p| p.bth.opcode.is_read_response()).expect("a response");
+    forged.bth.psn = Psn::wrapping(0);
+    a.ep.handle_packet(at(1), &forged).unwrap();
+    let done = completions(&mut a);
+    assert_eq!(done.first(), Some(&(1, WcStatus::BadRespErr)), "{done:?}");
+}
+
+#[test]
+fn responses_outside_what_was_sent_are_ignored() {
+    // A response for a PSN a never sent (or already retired) is dropped:
+    // no completion, nothing sent, and the real one still completes.
+    let (mut a, mut b) = pair(7, 7);
+    post_recv(&mut b, 10, 64);
+    post_send(&mut a, 1, 16);
+    let sent = transmitted(&mut a, Instant::ZERO);
+    b.ep.handle_packet(Instant::ZERO, &sent[0]).unwrap();
+    let ack = transmitted(&mut b, Instant::ZERO).remove(0);
+    for psn in [5, 0xFF_FFFF] {
+        let mut stray = ack.clone();
+        stray.bth.psn = Psn::wrapping(psn);
+        a.ep.handle_packet(at(1), &stray).unwrap();
+        assert!(completions(&mut a).is_empty(), "an ACK of PSN {psn} completes nothing");
+    }
+    a.ep.handle_packet(at(1), &ack).unwrap();
+    assert_eq!(completions(&mut a), [(1, WcStatus::Success)]);
+    a.ep.handle_packet(at(2), &ack).unwrap();
+    assert!(completions(&mut a).is_empty(), "a retired PSN's ACK again: nothing");
+}
+
+#[test]
+fn a_remote_access_nak_fails_the_write_and_flushes_what_follows() {
+    // A WRITE with a wrong rkey: b NAKs it (remote access error); a
+    // completes it with REM_ACCESS_ERR and flushes the SEND behind it.
+    let (mut a, mut b) = pair(7, 7);
+    let bad = RemoteAddr { addr: b.mr.addr, rkey: b.mr.rkey ^ 0x55 };
+    a.ep.post_send(Instant::ZERO, a.qp.id, &SendWr::new(1, SendOp::Write { remote: bad }, &[Sge::new(a.mr.id, 0, 8)]))
+        .unwrap();
+    post_send(&mut a, 2, 8);
+    let sent = transmitted(&mut a, Instant::ZERO);
+    b.ep.handle_packet(Instant::ZERO, &sent[0]).unwrap();
+    let nak = transmitted(&mut b, Instant::ZERO);
+    assert_eq!(nak.len(), 1);
+    a.ep.handle_packet(at(1), &nak[0]).unwrap();
+    assert_eq!(completions(&mut a), [(1, WcStatus::RemAccessErr), (2, WcStatus::WrFlushErr)]);
+}
+
+#[test]
+fn a_sequence_nak_goes_back_once_while_its_retry_is_under_way() {
+    // Three SENDs; the first is lost. b NAKs the second (PSN sequence
+    // error, PSN 0) and the third (again): a goes back to PSN 0 on the
+    // first NAK and ignores the second, then everything completes.
+    let (mut a, mut b) = pair(7, 7);
+    for wr in [10, 11, 12] {
+        post_recv(&mut b, wr, 64);
+    }
+    for wr in [1, 2, 3] {
+        post_send(&mut a, wr, 16);
+    }
+    let sent = transmitted(&mut a, Instant::ZERO);
+    b.ep.handle_packet(Instant::ZERO, &sent[1]).unwrap();
+    b.ep.handle_packet(Instant::ZERO, &sent[2]).unwrap();
+    let naks = transmitted(&mut b, Instant::ZERO);
+    assert!(!naks.is_empty());
+    for n in &naks {
+        a.ep.handle_packet(at(1), n).unwrap();
+    }
+    let again = transmitted(&mut a, at(1));
+    assert_eq!(psns(&again), [0, 1, 2], "back to PSN 0, once");
+    for p in &again {
+        b.ep.handle_packet(at(2), p).unwrap();
+    }
+    for p in transmitted(&mut b, at(2)) {
+        a.ep.handle_packet(at(3), &p).unwrap();
+    }
+    assert_eq!(completions(&mut a), [(1, WcStatus::Success), (2, WcStatus::Success), (3, WcStatus::Success)]);
+}
+
+#[test]
+fn an_atomic_returns_the_original_value_once() {
+    // A fetch-and-add: the original 8 bytes land in a's SGE; a duplicate
+    // of the atomic acknowledge changes nothing.
+    let access = ACCESS.union(Access::REMOTE_ATOMIC);
+    let (ia, ib) = (Ipv4Addr::new(10, 0, 0, 1), Ipv4Addr::new(10, 0, 0, 2));
+    let (mut a, mut b) = (common::side("a", ia, 1, 1 << 16, access), common::side("b", ib, 2, 1 << 16, access));
+    common::connect_with(&mut a, &mut b, access, 1, 7, 7);
+    b.ep.mr_write(b.mr.id, 64, &41u64.to_le_bytes()).unwrap();
+    let op = SendOp::FetchAdd { remote: b.mr.remote(64), add: 1 };
+    a.ep.post_send(Instant::ZERO, a.qp.id, &SendWr::new(1, op, &[Sge::new(a.mr.id, 0, 8)])).unwrap();
+    let req = transmitted(&mut a, Instant::ZERO);
+    b.ep.handle_packet(Instant::ZERO, &req[0]).unwrap();
+    let ack = transmitted(&mut b, Instant::ZERO);
+    assert_eq!(ack[0].bth.opcode, Opcode::ATOMIC_ACKNOWLEDGE);
+    a.ep.handle_packet(at(1), &ack[0]).unwrap();
+    assert_eq!(completions(&mut a), [(1, WcStatus::Success)]);
+    assert_eq!(read_back(&a, 0, 8), 41u64.to_le_bytes());
+    a.ep.mr_write(a.mr.id, 0, &[0; 8]).unwrap();
+    a.ep.handle_packet(at(2), &ack[0]).unwrap();
+    assert!(completions(&mut a).is_empty());
+    assert_eq!(read_back(&a, 0, 8), [0; 8], "a duplicate acknowledge writes nothing");
+    assert_eq!(read_back(&b, 64, 8), 42u64.to_le_bytes());
+}
