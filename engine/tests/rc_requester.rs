@@ -488,3 +488,48 @@ fn an_atomic_returns_the_original_value_once() {
     assert_eq!(read_back(&a, 0, 8), [0; 8], "a duplicate acknowledge writes nothing");
     assert_eq!(read_back(&b, 64, 8), 42u64.to_le_bytes());
 }
+
+#[test]
+fn the_send_queue_holds_max_send_wr_and_refuses_one_more() {
+    // 16 WRs fit (the QP's max_send_wr); the 17th is refused as a full
+    // queue; once one completes, one more fits.
+    let (mut a, mut b) = pair(7, 7);
+    post_recv(&mut b, 10, 64);
+    for wr in 0..16 {
+        post_send(&mut a, wr, 8);
+    }
+    let refused = a.ep.post_send(Instant::ZERO, a.qp.id, &SendWr::new(16, SendOp::Send, &[Sge::new(a.mr.id, 0, 8)]));
+    assert!(matches!(refused, Err(TransportError::QueueFull { limit: 16, .. })), "{refused:?}");
+    let sent = transmitted(&mut a, Instant::ZERO);
+    b.ep.handle_packet(Instant::ZERO, &sent[0]).unwrap();
+    for p in transmitted(&mut b, Instant::ZERO) {
+        a.ep.handle_packet(at(1), &p).unwrap();
+    }
+    assert_eq!(completions(&mut a), [(0, WcStatus::Success)]);
+    post_send(&mut a, 16, 8);
+}
+
+#[test]
+fn a_compare_and_swap_swaps_only_on_a_match_and_returns_the_original() {
+    // The target holds 5: compare 4 leaves it (and returns 5); compare 5
+    // swaps in 9 (and returns 5).
+    let access = ACCESS.union(Access::REMOTE_ATOMIC);
+    let (ia, ib) = (Ipv4Addr::new(10, 0, 0, 1), Ipv4Addr::new(10, 0, 0, 2));
+    let (mut a, mut b) = (common::side("a", ia, 1, 1 << 16, access), common::side("b", ib, 2, 1 << 16, access));
+    common::connect_with(&mut a, &mut b, access, 1, 7, 7);
+    b.ep.mr_write(b.mr.id, 64, &5u64.to_le_bytes()).unwrap();
+    for (wr, compare, swap, after) in [(1u64, 4u64, 9u64, 5u64), (2, 5, 9, 9)] {
+        let op = SendOp::CompareSwap { remote: b.mr.remote(64), compare, swap };
+        a.ep.post_send(Instant::ZERO, a.qp.id, &SendWr::new(wr, op, &[Sge::new(a.mr.id, 0, 8)])).unwrap();
+        let req = transmitted(&mut a, at(wr));
+        assert_eq!(req.len(), 1);
+        b.ep.handle_packet(at(wr), &req[0]).unwrap();
+        for p in transmitted(&mut b, at(wr)) {
+            a.ep.handle_packet(at(wr), &p).unwrap();
+        }
+        assert_eq!(completions(&mut a), [(wr, WcStatus::Success)]);
+        // The target held 5 before either: the first did not swap it.
+        assert_eq!(read_back(&a, 0, 8), 5u64.to_le_bytes(), "the original value comes back");
+        assert_eq!(read_back(&b, 64, 8), after.to_le_bytes(), "compare {compare}: swapped only on a match");
+    }
+}
