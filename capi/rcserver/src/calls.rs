@@ -43,10 +43,7 @@ pub unsafe extern "C" fn rc_prepare(
             _ => return RC_E_ARG,
         };
         // SAFETY: the caller's promise.
-        let s = match unsafe { server(srv) } {
-            Ok(s) => s,
-            Err(e) => return e,
-        };
+        let s = or_return!(unsafe { server(srv) });
         let request = PrepareRequest {
             principal: PrincipalId::from_digest(r.principal.id),
             op,
@@ -98,15 +95,9 @@ pub unsafe extern "C" fn rc_finish_prepare(
 ) -> c_int {
     guard(|| {
         // SAFETY: the caller's promise.
-        let s = match unsafe { server(srv) } {
-            Ok(s) => s,
-            Err(e) => return e,
-        };
+        let s = or_return!(unsafe { server(srv) });
         // SAFETY: the caller's promise.
-        let id = match unsafe { session(session_id) } {
-            Ok(id) => id,
-            Err(e) => return e,
-        };
+        let id = or_return!(unsafe { session(session_id) });
         admitted(s, false, |out| match s.with(out, |m| m.finish_prepare(&id, prepare_committed != 0)) {
             Ok(()) => RC_OK,
             Err(e) => code(&e),
@@ -128,15 +119,9 @@ pub unsafe extern "C" fn rc_borrow_staging(
     guard(|| {
         // SAFETY: the caller's promise.
         let (s, Some(lease)) = (unsafe { server(srv) }, unsafe { lease.as_mut() }) else { return RC_E_ARG };
-        let s = match s {
-            Ok(s) => s,
-            Err(e) => return e,
-        };
+        let s = or_return!(s);
         // SAFETY: the caller's promise.
-        let id = match unsafe { session(session_id) } {
-            Ok(id) => id,
-            Err(e) => return e,
-        };
+        let id = or_return!(unsafe { session(session_id) });
         admitted(s, false, |out| {
             let lent = s.with(out, |m| m.borrow_staging(&id).map(|l| (l, m.staging_region(&id))));
             match lent {
@@ -171,10 +156,7 @@ pub unsafe extern "C" fn rc_finish_staging(
 ) -> c_int {
     guard(|| {
         // SAFETY: the caller's promise.
-        let s = match unsafe { server(srv) } {
-            Ok(s) => s,
-            Err(e) => return e,
-        };
+        let s = or_return!(unsafe { server(srv) });
         // SAFETY: the caller's promise (both strings).
         let (etag, version) = match (unsafe { text(etag) }, unsafe { text(version_id) }) {
             (Ok(e), Ok(v)) => (e, v),
@@ -206,21 +188,12 @@ pub unsafe extern "C" fn rc_session_info(
     guard(|| {
         // SAFETY: the caller's promise.
         let (s, Some(resp)) = (unsafe { server(srv) }, unsafe { out.as_mut() }) else { return RC_E_ARG };
-        let s = match s {
-            Ok(s) => s,
-            Err(e) => return e,
-        };
+        let s = or_return!(s);
         // SAFETY: the caller's promise.
-        let id = match unsafe { session(session_id) } {
-            Ok(id) => id,
-            Err(e) => return e,
-        };
+        let id = or_return!(unsafe { session(session_id) });
         admitted(s, false, |o| match s.with(o, |m| m.session_info(&id, &PrincipalId::from_digest(who.id))) {
             Ok(info) => {
-                resp.target_len = match put(&mut resp.target, &info.target, 2047) {
-                    Ok(n) => n,
-                    Err(e) => return e,
-                };
+                resp.target_len = or_return!(put(&mut resp.target, &info.target, 2047));
                 resp.op = u8::from(info.op == Op::Put);
                 RC_OK
             }
@@ -247,15 +220,9 @@ pub unsafe extern "C" fn rc_ready_transfer(
         // SAFETY: the caller's promise.
         let (Some(r), Some(resp)) = (unsafe { req.as_ref() }, unsafe { resp.as_mut() }) else { return RC_E_ARG };
         // SAFETY: the caller's promise.
-        let s = match unsafe { server(srv) } {
-            Ok(s) => s,
-            Err(e) => return e,
-        };
+        let s = or_return!(unsafe { server(srv) });
         // SAFETY: the caller's promise.
-        let id = match unsafe { session(r.session_id) } {
-            Ok(id) => id,
-            Err(e) => return e,
-        };
+        let id = or_return!(unsafe { session(r.session_id) });
         let request = ReadyRequest {
             principal: PrincipalId::from_digest(r.principal.id),
             session: id,
@@ -319,15 +286,9 @@ pub unsafe extern "C" fn rc_get_put_data(srv: *mut rc_server, session_id: rc_str
     guard(|| {
         // SAFETY: the caller's promise.
         let (s, Some(view)) = (unsafe { server(srv) }, unsafe { view.as_mut() }) else { return RC_E_ARG };
-        let s = match s {
-            Ok(s) => s,
-            Err(e) => return e,
-        };
+        let s = or_return!(s);
         // SAFETY: the caller's promise.
-        let id = match unsafe { session(session_id) } {
-            Ok(id) => id,
-            Err(e) => return e,
-        };
+        let id = or_return!(unsafe { session(session_id) });
         admitted(s, false, |out| {
             let lent = s.with(out, |m| m.get_put_data(&id).map(|v| (v, m.staging_region(&id))));
             match lent {
@@ -361,10 +322,7 @@ pub unsafe extern "C" fn rc_finish_put(
 ) -> c_int {
     guard(|| {
         // SAFETY: the caller's promise.
-        let s = match unsafe { server(srv) } {
-            Ok(s) => s,
-            Err(e) => return e,
-        };
+        let s = or_return!(unsafe { server(srv) });
         // SAFETY: the caller's promise (both strings).
         let (etag, version) = match (unsafe { text(etag) }, unsafe { text(version_id) }) {
             (Ok(e), Ok(v)) => (e, v),
@@ -389,15 +347,9 @@ pub unsafe extern "C" fn rc_finish_put(
 pub unsafe extern "C" fn rc_finish_final(srv: *mut rc_server, session_id: rc_str_in) -> c_int {
     guard(|| {
         // SAFETY: the caller's promise.
-        let s = match unsafe { server(srv) } {
-            Ok(s) => s,
-            Err(e) => return e,
-        };
+        let s = or_return!(unsafe { server(srv) });
         // SAFETY: the caller's promise.
-        let id = match unsafe { session(session_id) } {
-            Ok(id) => id,
-            Err(e) => return e,
-        };
+        let id = or_return!(unsafe { session(session_id) });
         admitted(s, false, |out| match s.with(out, |m| m.finish_final(&id)) {
             Ok(()) => RC_OK,
             Err(e) => code(&e),
@@ -413,15 +365,9 @@ pub unsafe extern "C" fn rc_finish_final(srv: *mut rc_server, session_id: rc_str
 pub unsafe extern "C" fn rc_cancel(srv: *mut rc_server, session_id: rc_str_in, who: rc_principal_id) -> c_int {
     guard(|| {
         // SAFETY: the caller's promise.
-        let s = match unsafe { server(srv) } {
-            Ok(s) => s,
-            Err(e) => return e,
-        };
+        let s = or_return!(unsafe { server(srv) });
         // SAFETY: the caller's promise.
-        let id = match unsafe { session(session_id) } {
-            Ok(id) => id,
-            Err(e) => return e,
-        };
+        let id = or_return!(unsafe { session(session_id) });
         admitted(s, false, |out| match s.with(out, |m| m.cancel(&id, &PrincipalId::from_digest(who.id))) {
             Ok(rctb_rcsession::Cancelled::Marked) => RC_OK,
             Ok(_) => RC_E_NO_SESSION,
@@ -435,10 +381,7 @@ fn slot(
     f: impl FnOnce(&mut SessionManager<DlTransport, ChaCha20Rng>) -> Result<(), RcError>,
 ) -> c_int {
     // SAFETY: the entry point's caller promised a NULL or live server.
-    let s = match unsafe { server(srv) } {
-        Ok(s) => s,
-        Err(e) => return e,
-    };
+    let s = or_return!(unsafe { server(srv) });
     admitted(s, false, |out| match s.with(out, f) {
         Ok(()) => RC_OK,
         Err(e) => code(&e),

@@ -15,6 +15,17 @@
 //! `unsafe` is allowed in this crate, as in the other C-ABI crates; every
 //! block says why it is sound in a `// SAFETY:` line.
 
+/// The value of an `Ok`, or returns the status code an `Err` holds: the
+/// entry points' argument checks, one line each.
+macro_rules! or_return {
+    ($e:expr) => {
+        match $e {
+            Ok(v) => v,
+            Err(code) => return code,
+        }
+    };
+}
+
 pub mod abi;
 mod calls;
 #[cfg(feature = "fuzzing")]

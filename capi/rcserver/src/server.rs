@@ -366,10 +366,7 @@ pub unsafe extern "C" fn rc_server_sessions_snapshot(
 ) -> c_int {
     guard(|| {
         // SAFETY: the caller's promise.
-        let s = match unsafe { server(srv) } {
-            Ok(s) => s,
-            Err(e) => return e,
-        };
+        let s = or_return!(unsafe { server(srv) });
         let Some(cb) = cb else { return RC_E_ARG };
         admitted(s, false, |out| {
             let records: Vec<rc_session_snapshot> = s.with(out, |m| {
