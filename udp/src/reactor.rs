@@ -55,8 +55,6 @@ use tx::send_datagram;
 const TX_CHUNK: usize = 64;
 /// A long turn reads the clock again every this many passes.
 const CLOCK_EVERY_PASSES: usize = 16;
-/// A busy poller's turns that find nothing read the clock once in this many.
-const IDLE_TURNS_PER_CLOCK: u32 = 8;
 /// Frames one endpoint hands over before the next endpoint's turn in a
 /// pass (a NIC's transmit pipeline commits short bursts).
 const TX_BURST: usize = 16;
@@ -92,20 +90,48 @@ pub(crate) struct Pending {
     to: SocketAddrV4,
 }
 
-/// The real clock of this backend (the only place it is read).
-#[derive(Clone, Copy, Debug)]
+/// The real clock of this backend (the only place it is read):
+/// `CLOCK_MONOTONIC` for the engines' time, and `CLOCK_MONOTONIC_COARSE`
+/// for a busy poller's question "can a timer be due yet?". The coarse clock
+/// is the time of the last scheduler tick, read from the vDSO without a
+/// system call on every clock source; the fine one traps where the
+/// kernel's clock source has no vDSO reader (hpet, a guest under TCG).
+#[derive(Debug)]
 pub(crate) struct Clock {
-    epoch: std::time::Instant,
+    /// `CLOCK_MONOTONIC` at the start, in ns: the engines' time zero.
+    epoch: u64,
+    /// Readings of the fine clock, ever (reported in [`EngineStats`]).
+    reads: std::cell::Cell<u64>,
+    /// How far the coarse clock may lag the fine one (its resolution, one
+    /// tick), in ns.
+    coarse_lag: u64,
+}
+
+fn clock_ns(id: rustix::time::ClockId) -> u64 {
+    let t = rustix::time::clock_gettime(id);
+    (t.tv_sec as u64).saturating_mul(1_000_000_000).saturating_add(t.tv_nsec as u64)
 }
 
 impl Clock {
-    #[allow(clippy::disallowed_methods)] // the udp backend's clock is real time, by design
     pub fn start() -> Self {
-        Clock { epoch: std::time::Instant::now() }
+        let res = rustix::time::clock_getres(rustix::time::ClockId::MonotonicCoarse);
+        let coarse_lag = (res.tv_sec as u64).saturating_mul(1_000_000_000).saturating_add(res.tv_nsec as u64);
+        Clock { epoch: clock_ns(rustix::time::ClockId::Monotonic), reads: std::cell::Cell::new(0), coarse_lag }
     }
 
+    /// The engines' time now (`CLOCK_MONOTONIC` since the start); counted.
     pub fn now(&self) -> Instant {
-        Instant::from_nanos(u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX))
+        self.reads.set(self.reads.get() + 1);
+        Instant::from_nanos(clock_ns(rustix::time::ClockId::Monotonic).saturating_sub(self.epoch))
+    }
+
+    /// A lower bound of [`now`](Self::now) and how far below it may be:
+    /// (`CLOCK_MONOTONIC_COARSE` since the start, its resolution). The two
+    /// clocks count from the same origin, and the coarse one is the fine
+    /// one as of the last tick.
+    pub fn coarse(&self) -> (Instant, Duration) {
+        let at = clock_ns(rustix::time::ClockId::MonotonicCoarse).saturating_sub(self.epoch);
+        (Instant::from_nanos(at), Duration::from_nanos(self.coarse_lag))
     }
 }
 
@@ -118,10 +144,8 @@ pub struct Driver {
     pub(crate) clock: Clock,
     /// The engines' time: the clock when last read (never goes back).
     now: Instant,
-    /// Turns that read the clock, ever (to tell an idle poll turn).
+    /// Turns that read the clock, ever.
     now_reads: u64,
-    /// Poll turns in a row that found nothing and read no clock.
-    idle_turns: u32,
     pub(crate) endpoints: Vec<Endpoint>,
     /// What the engines sent and were given (their own counters apart).
     counters: EngineStats,
@@ -166,7 +190,6 @@ impl Driver {
             clock: Clock::start(),
             now: Instant::ZERO,
             now_reads: 0,
-            idle_turns: 0,
             endpoints: Vec::new(),
             counters: EngineStats::default(),
             sent: rctb_engine::SentCounts::default(),
@@ -234,26 +257,40 @@ impl Driver {
 
     /// The receiving half of a busy poller's turn: reads the sockets (one
     /// batch each), releases delayed frames and runs the timers, and sends
-    /// nothing. A poll that finds nothing reads no clock, except every
-    /// `IDLE_TURNS_PER_CLOCK`-th (8th) one in a row, which is when timers
-    /// that fell due meanwhile run: where reading the clock traps (a guest
-    /// without a vDSO clock source), the clock would otherwise cost more
-    /// than the poll. A frame that comes in is stamped with a fresh reading.
-    /// A poller hands its caller the completions first, and the ACKs
-    /// those frames call for leave with its next call
-    /// ([`poll_flush`](Self::poll_flush), or any turn). Returns how many
-    /// frames came in.
+    /// nothing. A poll that finds nothing reads the fine clock only when a
+    /// timer or a delayed frame may be due: when the coarse clock, plus the
+    /// most it can lag, has reached the earliest deadline. So no timer runs
+    /// later than with a fine reading on every poll, and a program that
+    /// spins while its messages are on the wire (their ACK timers far off)
+    /// reads no fine clock at all: where reading it traps (a guest without
+    /// a vDSO clock source) it would cost more than the poll. A frame that
+    /// comes in is stamped with a fine reading. A poller hands its caller
+    /// the completions first, and the ACKs those frames call for leave
+    /// with its next call ([`poll_flush`](Self::poll_flush), or any turn).
+    /// Returns how many frames came in.
     pub fn poll_receive(&mut self) -> Result<usize, TransportError> {
-        let mut fresh = self.idle_turns + 1 >= IDLE_TURNS_PER_CLOCK;
+        let mut fresh = self.deadline_near();
         if fresh {
             self.advance();
             self.now_reads += 1;
         }
-        let before = self.now_reads;
         let received = self.receive(&mut fresh)? + self.release_delayed()?;
         self.run_timers();
-        self.idle_turns = if self.now_reads == before && received == 0 { self.idle_turns + 1 } else { 0 };
         Ok(received)
+    }
+
+    /// Whether an engine timer or a delayed frame may be due, by the
+    /// coarse clock: its reading plus its resolution has reached the
+    /// earliest deadline. The engines' time moves up to the coarse reading
+    /// (a lower bound of the present) either way.
+    fn deadline_near(&mut self) -> bool {
+        let timers = self.endpoints.iter().filter_map(|e| e.engine.poll_timeout());
+        let Some(next) = timers.chain(self.delayed.iter().map(|d| d.due)).min() else {
+            return false;
+        };
+        let (coarse, lag) = self.clock.coarse();
+        self.now = self.now.max(coarse);
+        next <= coarse + lag
     }
 
     /// The sending half of a busy poller's turn: what the

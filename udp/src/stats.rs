@@ -90,6 +90,10 @@ pub struct EngineStats {
     pub dropped_bad_mad: u64,
     /// CM MADs sent (QP1 UD frames), retransmissions included.
     pub cm_sent: u64,
+    /// Readings of the fine clock (`CLOCK_MONOTONIC`). Where the kernel's
+    /// clock source has no vDSO reader (hpet: a guest under TCG), each is
+    /// a trapping system call.
+    pub clock_reads: u64,
 }
 
 impl EngineStats {

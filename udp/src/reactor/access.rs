@@ -66,6 +66,7 @@ impl Driver {
             s.atomics_replayed += c.atomics_replayed;
             s.seq_naks_ignored += c.seq_naks_ignored;
         }
+        s.clock_reads = self.clock.reads.get();
         s
     }
 
