@@ -103,7 +103,7 @@ fn post_one(st: &mut rctb_udp::progress::State<Owner>, q: &Qp, wr: &sys::ibv_sen
             data.extend_from_slice(unsafe { std::slice::from_raw_parts(s.addr as *const u8, s.length as usize) });
         }
         let offset = (b.next % u64::from(b.slots)) * u64::from(b.slot);
-        st.driver.engine_mut(0).0.mr_write(b.mr, offset, &data).map_err(|e| errno_of(&e))?;
+        st.driver.engine_mut_at_last(0).0.mr_write(b.mr, offset, &data).map_err(|e| errno_of(&e))?;
         engine_sges[0] = Sge::new(b.mr, offset, total as u32);
         usize::from(total > 0)
     } else {
@@ -265,7 +265,8 @@ pub(crate) unsafe extern "C" fn post_srq_recv(
             // SAFETY: the WR's SGE list, valid for the call.
             let list = unsafe { sges(w.sg_list, w.num_sge) };
             let n = recv_sges(&st.owner, list, &mut engine_sges)?;
-            let engine = st.driver.engine_mut(0).0;
+            // A receive starts no protocol work: no clock reading for it.
+            let engine = st.driver.engine_mut_at_last(0).0;
             engine.post_srq_recv(s.id, &RecvWr::new(w.wr_id, &engine_sges[..n])).map_err(|e| errno_of(&e))
         };
         // SAFETY: the program's WR list and out pointer.

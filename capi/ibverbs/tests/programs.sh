@@ -137,6 +137,17 @@ for prog in ib_send_lat ib_write_lat ib_read_lat; do
         fi
     done
 done
+# Both sides spin on their CQ for every round trip. An empty poll reads
+# the fine clock only when a timer may be due (where that clock traps, a
+# reading per poll cost more than the poll): the two processes' readings
+# stay a few per round trip however fast they spin (250 per round trip on
+# the client before, on this host).
+reads=$(count "$work/ib_send_lat-64.stats" clock_reads 2>/dev/null)
+if [ -n "$reads" ] && [ "$reads" -lt $((2 * 1000 * 20)) ]; then
+    ok "ib_send_lat -s 64: $reads fine clock readings in 1000 round trips, both sides"
+else
+    not_ok "ib_send_lat -s 64: $reads fine clock readings in 1000 round trips (want < 40000)" "$work/ib_send_lat-64.stats"
+fi
 
 # --- perftest under seeded faults: it finishes, and the losses were repaired ---
 faults="seed=7,drop=0.01,dup=0.005,reorder=0.01"
