@@ -303,7 +303,9 @@ cost_time() {
 # With COST_STRACE=1 in the environment, CMD runs under `strace -c -f`
 # instead and the line is the syscall count; CPU times under strace mean
 # nothing, so that is a separate run whose throughput is thrown away (the
-# bench scripts do one when HWV_STRACE=1).
+# bench scripts do one when HWV_STRACE=1). Its top six system calls are
+# listed as name:calls@usecs-per-call (strace's own figure, the time in the
+# call as the tracer saw it: a guide to where a run waits, not a cost).
 cost_run() {
     _cw=$1 _ct=$2 _co=$3
     shift 3
@@ -321,12 +323,16 @@ cost_run() {
         # rows: % time, seconds, usecs/call, calls, [errors], syscall
         awk -v w="$_cw" -v t="$_ct" -v ops="$_co" '
             $NF == "total" { total = $4; next }
-            $1 ~ /^[0-9.]+$/ && NF >= 5 { n++; name[n] = $NF; calls[n] = $4 }
+            $1 ~ /^[0-9.]+$/ && NF >= 5 { n++; name[n] = $NF; calls[n] = $4; us[n] = $3 }
             END {
                 for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++)
-                    if (calls[j] + 0 > calls[i] + 0) { c = calls[i]; calls[i] = calls[j]; calls[j] = c; s = name[i]; name[i] = name[j]; name[j] = s }
+                    if (calls[j] + 0 > calls[i] + 0) {
+                        c = calls[i]; calls[i] = calls[j]; calls[j] = c
+                        s = name[i]; name[i] = name[j]; name[j] = s
+                        u = us[i]; us[i] = us[j]; us[j] = u
+                    }
                 top = ""
-                for (i = 1; i <= n && i <= 6; i++) top = top (i > 1 ? "," : "") name[i] ":" calls[i]
+                for (i = 1; i <= n && i <= 6; i++) top = top (i > 1 ? "," : "") name[i] ":" calls[i] "@" us[i] "us"
                 per = (ops ~ /^[0-9]+$/ && ops > 0) ? sprintf("%.2f", total / ops) : "?"
                 printf "%s %s syscalls=%d ops=%s per_op=%s top=%s\n", w, t, total, ops, per, top
             }' "$_cf" >>"$HWV_OUT/cost.txt"
