@@ -456,7 +456,22 @@ pub fn sign(
     headers: &[(String, String)],
     body: &[u8],
 ) -> Result<Vec<(String, String)>, String> {
-    let hash = sha256_hex(body);
+    sign_payload(user, region, at, method, uri, headers, &sha256_hex(body))
+}
+
+/// [`sign`] with `x-amz-content-sha256` given as is: a body's hash,
+/// `UNSIGNED-PAYLOAD` or `STREAMING-UNSIGNED-PAYLOAD-TRAILER` (an
+/// `aws-chunked` body), as other S3 clients sign.
+pub fn sign_payload(
+    user: &User,
+    region: &str,
+    at: SystemTime,
+    method: &str,
+    uri: &str,
+    headers: &[(String, String)],
+    payload: &str,
+) -> Result<Vec<(String, String)>, String> {
+    let hash = payload.to_string();
     let mut all: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
     all.push(("x-amz-content-sha256", &hash));
     let identity = Credentials::new(&user.access_key, &user.secret_key, None, None, "rctb-gateway").into();

@@ -13,7 +13,9 @@ use hyper::Response;
 use hyper::body::Incoming;
 use rctb_core::rcsession::Op;
 
-use super::stream::{AwsChunked, BodyReader, ChannelBody, Checked, Verdict, pump, too_large};
+use super::stream::{
+    AwsChunked, BodyReader, ChannelBody, Checked, Expect, Trailers, Verdict, parse_crc32, pump, too_large,
+};
 use super::{Body, ErrorReply, Gateway, Headers, blocking, respond, xml_escape};
 use crate::auth::Payload;
 use crate::store::{ObjectMeta, ObjectPath, ObjectStore, StoreError};
@@ -100,24 +102,26 @@ pub(super) async fn put_object(gw: &Gateway, uri: &str, h: &Headers, payload: Pa
             return Err(StoreError::NoSuchUpload(part.upload_id.clone()).into());
         }
     }
-    let sha = match payload {
-        Payload::Sha256(s) => Some(s),
-        _ => None,
+    let expect = Expect {
+        length: declared,
+        sha256: match payload {
+            Payload::Sha256(s) => Some(s),
+            _ => None,
+        },
+        crc32: header(h, "x-amz-checksum-crc32").map(parse_crc32).transpose()?,
+        trailers: chunked.then(Trailers::default),
     };
     let verdict = Verdict::default();
     let (tx, reader) = BodyReader::new();
     let store = gw.store.clone();
     let v = verdict.clone();
     let stored = tokio::task::spawn_blocking(move || -> Result<ObjectMeta, StoreError> {
-        if chunked {
-            let mut r = Checked::new(AwsChunked::new(reader, v.clone()), limit, declared, sha, v);
-            let meta = store.put_stream(&p, &mut r)?;
-            // The checksum trailers are not verified (as the checksum
-            // headers of a plain PUT): the signed or TCP-checked body is.
-            let _ = &r.inner().trailers;
-            Ok(meta)
-        } else {
-            store.put_stream(&p, &mut Checked::new(reader, limit, None, sha, v))
+        match expect.trailers.clone() {
+            Some(t) => {
+                let chunks = AwsChunked::new(reader, v.clone(), t);
+                store.put_stream(&p, &mut Checked::new(chunks, limit, expect, v))
+            }
+            None => store.put_stream(&p, &mut Checked::new(reader, limit, expect, v)),
         }
     });
     pump(body, tx, verdict.clone()).await;
@@ -205,6 +209,7 @@ pub(super) async fn get_object(
         None => path.to_string(),
         Some(q) => format!("{path}?{q}"),
     };
+    let resource = path;
     let t = ObjectPath::from_prepare_target(Op::Get, &target, gw.opts.max_part_number).map_err(object_path_error)?;
     let range = header(h, "range");
     if t.get_part.is_some() && range.is_some() {
@@ -218,9 +223,9 @@ pub(super) async fn get_object(
     let (path, part) = (t.path, t.get_part);
     let p = path.clone();
     // The object (or part): its meta, size, and where the part starts.
-    let (meta, len, parts) = blocking(move || match part {
-        Some(n) => store.head_part(&p, n).map(|m| (m.object, m.size, Some(m.parts))),
-        None => store.head(&p).map(|m| (m.clone(), m.size, None)),
+    let (meta, len, parts, start) = blocking(move || match part {
+        Some(n) => store.head_part(&p, n).map(|m| (m.object, m.size, Some(m.parts), m.start)),
+        None => store.head(&p).map(|m| (m.clone(), m.size, None, 0)),
     })
     .await?;
     let (offset, size, status) = match parse_range(range, len) {
@@ -232,7 +237,7 @@ pub(super) async fn get_object(
                 "InvalidRange",
                 format!("Range: {:?} is not satisfiable: the object has {len} bytes", range.unwrap_or("")),
             );
-            let mut r = super::error(e, path.to_string().as_str());
+            let mut r = super::error(e, resource);
             if let Ok(v) = hyper::header::HeaderValue::from_str(&format!("bytes */{len}")) {
                 r.headers_mut().insert(hyper::header::CONTENT_RANGE, v);
             }
@@ -246,12 +251,10 @@ pub(super) async fn get_object(
     headers.push(("accept-ranges", "bytes".into()));
     headers.push(("content-type", "application/octet-stream".into()));
     if status == 206 {
-        let total = len;
-        let range = if size == 0 {
-            format!("bytes */{total}")
-        } else {
-            format!("bytes {offset}-{}/{total}", offset + size - 1)
-        };
+        // A part's range is its place in the whole object (as S3 answers).
+        let (first, total) = (start + offset, meta.size);
+        let range =
+            if size == 0 { format!("bytes */{total}") } else { format!("bytes {first}-{}/{total}", first + size - 1) };
         headers.push(("content-range", range));
     }
     if let Some(n) = parts {

@@ -163,18 +163,30 @@ pub(super) struct AwsChunked<R> {
     done: bool,
     verdict: Verdict,
     /// The trailers, once the body ended.
-    pub(super) trailers: Vec<(String, String)>,
+    trailers: Trailers,
+}
+
+/// The trailers of an `aws-chunked` body (names lowercase), filled when
+/// it ends.
+pub(super) type Trailers = Arc<Mutex<Vec<(String, String)>>>;
+
+/// CRC-32 (ISO-HDLC), S3's `x-amz-checksum-crc32`.
+static CRC32: crc::Crc<u32> = crc::Crc::<u32>::new(&crc::CRC_32_ISO_HDLC);
+
+/// The 4 big-endian bytes of an `x-amz-checksum-crc32` value (base64), or
+/// a 400 naming the header and the rule.
+pub(super) fn parse_crc32(value: &str) -> Result<u32, ErrorReply> {
+    use base64::Engine as _;
+    let bytes = base64::engine::general_purpose::STANDARD.decode(value.trim()).ok();
+    let b: [u8; 4] = bytes.and_then(|b| b.try_into().ok()).ok_or_else(|| {
+        ErrorReply::new(400, "InvalidRequest", "x-amz-checksum-crc32: must be the base64 of 4 bytes (8 characters)")
+    })?;
+    Ok(u32::from_be_bytes(b))
 }
 
 impl<R: Read> AwsChunked<R> {
-    pub(super) fn new(inner: R, verdict: Verdict) -> Self {
-        AwsChunked {
-            inner: io::BufReader::with_capacity(64 * 1024, inner),
-            left: 0,
-            done: false,
-            verdict,
-            trailers: Vec::new(),
-        }
+    pub(super) fn new(inner: R, verdict: Verdict, trailers: Trailers) -> Self {
+        AwsChunked { inner: io::BufReader::with_capacity(64 * 1024, inner), left: 0, done: false, verdict, trailers }
     }
 
     fn bad(&self, rule: &str) -> io::Error {
@@ -216,14 +228,16 @@ impl<R: Read> Read for AwsChunked<R> {
                 .filter(|_| !header.trim().is_empty() && header.trim().len() <= 16)
                 .ok_or_else(|| self.bad("a chunk size must be hexadecimal"))?;
             if size == 0 {
+                let mut trailers = Vec::new();
                 loop {
                     let t = self.line()?;
                     if t.is_empty() {
                         break;
                     }
                     let (k, v) = t.split_once(':').ok_or_else(|| self.bad("a trailer must be name:value"))?;
-                    self.trailers.push((k.trim().to_ascii_lowercase(), v.trim().to_string()));
+                    trailers.push((k.trim().to_ascii_lowercase(), v.trim().to_string()));
                 }
+                *self.trailers.lock().unwrap_or_else(|p| p.into_inner()) = trailers;
                 self.done = true;
                 return Ok(0);
             }
@@ -246,27 +260,85 @@ impl<R: Read> Read for AwsChunked<R> {
     }
 }
 
-/// Counts the (decoded) bytes against the size limit and checks the
-/// signed SHA-256 when the data ends, before the store may commit.
-#[derive(Debug)]
+/// What a body must match besides its size limit.
+#[derive(Debug, Default)]
+pub(super) struct Expect {
+    /// The decoded length the client declared (`x-amz-decoded-content-length`).
+    pub(super) length: Option<u64>,
+    /// The signed SHA-256 (lowercase hex).
+    pub(super) sha256: Option<String>,
+    /// `x-amz-checksum-crc32` from the headers.
+    pub(super) crc32: Option<u32>,
+    /// The trailers of an `aws-chunked` body (`x-amz-checksum-crc32` there).
+    pub(super) trailers: Option<Trailers>,
+}
+
+/// Counts the (decoded) bytes against the size limit and, when the data
+/// ends, checks the declared length, the signed SHA-256 and the CRC32
+/// (header or trailer), before the store may commit.
 pub(super) struct Checked<R> {
     inner: R,
     limit: u64,
-    /// The decoded length the client declared (`x-amz-decoded-content-length`).
-    declared: Option<u64>,
     n: u64,
-    sha: Option<(Sha256, String)>,
+    expect: Expect,
+    sha: Sha256,
+    crc: crc::Digest<'static, u32>,
     verdict: Verdict,
 }
 
+impl<R> std::fmt::Debug for Checked<R> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Checked").field("limit", &self.limit).field("n", &self.n).finish_non_exhaustive()
+    }
+}
+
 impl<R: Read> Checked<R> {
-    pub(super) fn new(inner: R, limit: u64, declared: Option<u64>, sha256: Option<String>, verdict: Verdict) -> Self {
-        Checked { inner, limit, declared, n: 0, sha: sha256.map(|h| (Sha256::new(), h)), verdict }
+    pub(super) fn new(inner: R, limit: u64, expect: Expect, verdict: Verdict) -> Self {
+        Checked { inner, limit, n: 0, expect, sha: Sha256::new(), crc: CRC32.digest(), verdict }
     }
 
-    /// The inner reader (the chunk decoder's trailers, once done).
-    pub(super) fn inner(&self) -> &R {
-        &self.inner
+    /// The checks at the end of the data.
+    fn finish(&mut self) -> Result<(), ErrorReply> {
+        if let Some(d) = self.expect.length
+            && d != self.n
+        {
+            return Err(ErrorReply::new(
+                400,
+                "IncompleteBody",
+                format!("x-amz-decoded-content-length: {d} declared, {} received", self.n),
+            ));
+        }
+        if let Some(want) = &self.expect.sha256 {
+            let got: String = std::mem::take(&mut self.sha).finalize().iter().map(|b| format!("{b:02x}")).collect();
+            if got != *want {
+                return Err(ErrorReply::new(
+                    400,
+                    "XAmzContentSHA256Mismatch",
+                    "x-amz-content-sha256 does not match the body",
+                ));
+            }
+        }
+        let trailer = match &self.expect.trailers {
+            Some(t) => {
+                let t = t.lock().unwrap_or_else(|p| p.into_inner());
+                match t.iter().find(|(k, _)| k == "x-amz-checksum-crc32") {
+                    Some((_, v)) => Some(parse_crc32(v)?),
+                    None => None,
+                }
+            }
+            None => None,
+        };
+        if let Some(want) = self.expect.crc32.or(trailer) {
+            let got = std::mem::replace(&mut self.crc, CRC32.digest()).finalize();
+            if got != want {
+                return Err(ErrorReply::new(
+                    400,
+                    "BadDigest",
+                    format!("x-amz-checksum-crc32: {want:08x} declared, the body's CRC32 is {got:08x}"),
+                ));
+            }
+        }
+        Ok(())
     }
 }
 
@@ -274,34 +346,19 @@ impl<R: Read> Read for Checked<R> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         let n = self.inner.read(buf)?;
         if n == 0 {
-            if let Some(d) = self.declared
-                && d != self.n
-            {
-                return Err(self.verdict.fail(ErrorReply::new(
-                    400,
-                    "IncompleteBody",
-                    format!("x-amz-decoded-content-length: {d} declared, {} received", self.n),
-                )));
-            }
-            if let Some((sha, want)) = self.sha.take() {
-                let got: String = sha.finalize().iter().map(|b| format!("{b:02x}")).collect();
-                if got != *want {
-                    return Err(self.verdict.fail(ErrorReply::new(
-                        400,
-                        "XAmzContentSHA256Mismatch",
-                        "x-amz-content-sha256 does not match the body",
-                    )));
-                }
-            }
-            return Ok(0);
+            return match self.finish() {
+                Ok(()) => Ok(0),
+                Err(e) => Err(self.verdict.fail(e)),
+            };
         }
         self.n += n as u64;
         if self.n > self.limit {
             return Err(self.verdict.fail(too_large(self.limit)));
         }
-        if let Some((sha, _)) = &mut self.sha {
-            sha.update(&buf[..n]);
+        if self.expect.sha256.is_some() {
+            self.sha.update(&buf[..n]);
         }
+        self.crc.update(&buf[..n]);
         Ok(n)
     }
 }
@@ -319,12 +376,15 @@ pub(super) fn too_large(limit: u64) -> ErrorReply {
 mod tests {
     use super::*;
 
-    fn decode(body: &[u8]) -> Result<(Vec<u8>, Vec<(String, String)>), String> {
+    type Decoded = (Vec<u8>, Vec<(String, String)>);
+
+    fn decode(body: &[u8]) -> Result<Decoded, String> {
         let v = Verdict::default();
-        let mut r = AwsChunked::new(body, v.clone());
+        let t = Trailers::default();
+        let mut r = AwsChunked::new(body, v.clone(), t.clone());
         let mut out = Vec::new();
         match r.read_to_end(&mut out) {
-            Ok(_) => Ok((out, r.trailers)),
+            Ok(_) => Ok((out, t.lock().unwrap().clone())),
             Err(_) => Err(v.take().map(|e| e.message).unwrap_or_default()),
         }
     }
@@ -357,15 +417,19 @@ mod tests {
     #[test]
     fn checked_enforces_limit_length_and_hash() {
         let sha = |d: &[u8]| -> String { Sha256::digest(d).iter().map(|b| format!("{b:02x}")).collect() };
-        let run = |data: &[u8], limit, declared, hash: Option<String>| {
+        let run = |data: &[u8], limit, length, sha256: Option<String>, crc32| {
             let v = Verdict::default();
-            let mut r = Checked::new(data, limit, declared, hash, v.clone());
+            let mut r = Checked::new(data, limit, Expect { length, sha256, crc32, trailers: None }, v.clone());
             let mut out = Vec::new();
             r.read_to_end(&mut out).map(|_| out).map_err(|_| v.take().unwrap().code)
         };
-        assert_eq!(run(b"abc", 3, Some(3), Some(sha(b"abc"))).unwrap(), b"abc");
-        assert_eq!(run(b"abcd", 3, None, None).unwrap_err(), "EntityTooLarge");
-        assert_eq!(run(b"abc", 3, None, Some(sha(b"abd"))).unwrap_err(), "XAmzContentSHA256Mismatch");
-        assert_eq!(run(b"abc", 9, Some(4), None).unwrap_err(), "IncompleteBody");
+        // CRC32("abc") = 0x352441c2; "NSRBwg==" is its base64.
+        assert_eq!(parse_crc32("NSRBwg==").unwrap(), 0x352441c2);
+        assert_eq!(parse_crc32("NSRB").unwrap_err().code, "InvalidRequest");
+        assert_eq!(run(b"abc", 3, Some(3), Some(sha(b"abc")), Some(0x352441c2)).unwrap(), b"abc");
+        assert_eq!(run(b"abcd", 3, None, None, None).unwrap_err(), "EntityTooLarge");
+        assert_eq!(run(b"abc", 3, None, Some(sha(b"abd")), None).unwrap_err(), "XAmzContentSHA256Mismatch");
+        assert_eq!(run(b"abc", 9, Some(4), None, None).unwrap_err(), "IncompleteBody");
+        assert_eq!(run(b"abc", 9, None, None, Some(0x352441c3)).unwrap_err(), "BadDigest");
     }
 }
