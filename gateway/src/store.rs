@@ -30,6 +30,7 @@ use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
+use std::time::SystemTime;
 
 use md5::{Digest, Md5};
 use rand_core::RngCore;
@@ -238,6 +239,9 @@ pub struct ObjectMeta {
     pub etag: String,
     /// 32 lowercase hex, new for every PUT.
     pub version_id: String,
+    /// When this version was stored (S3's Last-Modified), if the store
+    /// keeps it (FsStore: the object file's mtime, set as it was written).
+    pub last_modified: Option<SystemTime>,
 }
 
 /// An object backend. Calls block; the HTTP layer runs them off its
@@ -421,7 +425,8 @@ impl FsStore {
 
     /// Reads an object file's header; the file is left at its data.
     fn read_header(file: &mut File, path: &Path) -> Result<Header, StoreError> {
-        let len = file.metadata().map_err(io_err("stat", path))?.len();
+        let md = file.metadata().map_err(io_err("stat", path))?;
+        let (len, last_modified) = (md.len(), md.modified().ok());
         let corrupt = |why| StoreError::Corrupt { path: path.to_path_buf(), why };
         if len < HEADER_LEN {
             return Err(corrupt("shorter than its header"));
@@ -462,7 +467,7 @@ impl FsStore {
         } else if parts.iter().try_fold(0u64, |a, p| a.checked_add(*p)) != Some(size) {
             return Err(corrupt("part sizes do not add up to the data"));
         }
-        Ok(Header { meta: ObjectMeta { size, etag, version_id }, data_start, parts })
+        Ok(Header { meta: ObjectMeta { size, etag, version_id, last_modified }, data_start, parts })
     }
 
     fn open_object(&self, path: &ObjectPath) -> Result<(File, PathBuf), StoreError> {
@@ -475,6 +480,11 @@ impl FsStore {
             Err(e) => Err(StoreError::Io { op: "open", path: file, source: e }),
         }
     }
+}
+
+/// A written file's mtime (what a later stat of the object reads).
+fn mtime(f: &File) -> Option<SystemTime> {
+    f.metadata().and_then(|m| m.modified()).ok()
 }
 
 fn sync_dir(dir: &Path) -> Result<(), StoreError> {
@@ -505,16 +515,20 @@ impl ObjectStore for FsStore {
                 });
             }
             f.write_all(data).map_err(io_err("write", &tmp))?;
-            f.sync_all().map_err(io_err("fsync", &tmp))
+            f.sync_all().map_err(io_err("fsync", &tmp))?;
+            Ok(mtime(&f))
         })();
-        if let Err(e) = written {
-            // A crash leaves the temporary behind (open() sweeps it); an
-            // ordinary error removes it now.
-            if fail_after.is_none() {
-                let _ = fs::remove_file(&tmp);
+        let last_modified = match written {
+            Ok(t) => t,
+            Err(e) => {
+                // A crash leaves the temporary behind (open() sweeps it); an
+                // ordinary error removes it now.
+                if fail_after.is_none() {
+                    let _ = fs::remove_file(&tmp);
+                }
+                return Err(e);
             }
-            return Err(e);
-        }
+        };
         if let Err(e) = fs::rename(&tmp, &dest) {
             let _ = fs::remove_file(&tmp);
             // A directory where the object would go (e.g. `a.o/`) cannot
@@ -522,7 +536,7 @@ impl ObjectStore for FsStore {
             return Err(StoreError::Io { op: "rename", path: dest, source: e });
         }
         sync_dir(&dir)?;
-        Ok(ObjectMeta { size: data.len() as u64, etag, version_id })
+        Ok(ObjectMeta { size: data.len() as u64, etag, version_id, last_modified })
     }
 
     fn put_stream(&self, path: &ObjectPath, data: &mut dyn Read) -> Result<ObjectMeta, StoreError> {
@@ -557,7 +571,7 @@ impl ObjectStore for FsStore {
             f.write_all(etag.as_bytes()).map_err(io_err("write", &tmp))?;
             f.write_all(version_id.as_bytes()).map_err(io_err("write", &tmp))?;
             f.sync_all().map_err(io_err("fsync", &tmp))?;
-            Ok(ObjectMeta { size, etag, version_id: version_id.clone() })
+            Ok(ObjectMeta { size, etag, version_id: version_id.clone(), last_modified: mtime(&f) })
         })();
         let meta = match written {
             Ok(m) => m,
@@ -775,12 +789,16 @@ impl ObjectStore for FsStore {
                 f.seek(SeekFrom::Start(*start)).map_err(io_err("seek", file))?;
                 io::copy(f, &mut out).map_err(io_err("copy", file))?;
             }
-            out.sync_all().map_err(io_err("fsync", &tmp))
+            out.sync_all().map_err(io_err("fsync", &tmp))?;
+            Ok(mtime(&out))
         })();
-        if let Err(e) = written {
-            let _ = fs::remove_file(&tmp);
-            return Err(e);
-        }
+        let last_modified = match written {
+            Ok(t) => t,
+            Err(e) => {
+                let _ = fs::remove_file(&tmp);
+                return Err(e);
+            }
+        };
         if let Err(e) = fs::rename(&tmp, &dest) {
             let _ = fs::remove_file(&tmp);
             return Err(StoreError::Io { op: "rename", path: dest, source: e });
@@ -794,7 +812,7 @@ impl ObjectStore for FsStore {
                 let _ = fs::remove_dir(u);
             }
         }
-        Ok(ObjectMeta { size, etag, version_id })
+        Ok(ObjectMeta { size, etag, version_id, last_modified })
     }
 }
 

@@ -408,8 +408,10 @@ pub(super) async fn list_parts(gw: &Gateway, path: &str, query: Option<&str>) ->
     );
     for (n, m) in shown {
         x.push_str(&format!(
-            "<Part><PartNumber>{n}</PartNumber><ETag>&quot;{}&quot;</ETag><Size>{}</Size></Part>",
-            m.etag, m.size
+            "<Part><PartNumber>{n}</PartNumber>{}<ETag>&quot;{}&quot;</ETag><Size>{}</Size></Part>",
+            last_modified_xml(m),
+            m.etag,
+            m.size
         ));
     }
     x.push_str("</ListPartsResult>");
@@ -460,8 +462,9 @@ pub(super) async fn list_objects(gw: &Gateway, bucket: &str, query: &str) -> Res
     );
     for o in list {
         x.push_str(&format!(
-            "<Contents><Key>{}</Key><Size>{}</Size><ETag>&quot;{}&quot;</ETag><VersionId>{}</VersionId></Contents>",
+            "<Contents><Key>{}</Key>{}<Size>{}</Size><ETag>&quot;{}&quot;</ETag><VersionId>{}</VersionId></Contents>",
             xml_escape(&o.key),
+            last_modified_xml(&o.meta),
             o.meta.size,
             o.meta.etag,
             o.meta.version_id
@@ -532,7 +535,30 @@ pub(super) async fn complete_upload(
 }
 
 fn object_headers(meta: &ObjectMeta) -> Vec<(&'static str, String)> {
-    vec![("etag", format!("\"{}\"", meta.etag)), ("x-amz-version-id", meta.version_id.clone())]
+    let mut h = vec![("etag", format!("\"{}\"", meta.etag)), ("x-amz-version-id", meta.version_id.clone())];
+    if let Some(t) = meta.last_modified.and_then(http_date) {
+        h.push(("last-modified", t));
+    }
+    h
+}
+
+/// An HTTP date (`Sun, 06 Dec 2026 15:40:56 GMT`), as Last-Modified.
+pub(super) fn http_date(t: std::time::SystemTime) -> Option<String> {
+    let fmt = time::macros::format_description!(
+        "[weekday repr:short], [day] [month repr:short] [year] [hour]:[minute]:[second] GMT"
+    );
+    time::OffsetDateTime::from(t).format(&fmt).ok()
+}
+
+/// An ISO 8601 time (`2026-12-06T15:40:56.123Z`), as a listing's LastModified.
+pub(super) fn iso_date(t: std::time::SystemTime) -> Option<String> {
+    let fmt = time::macros::format_description!("[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:3]Z");
+    time::OffsetDateTime::from(t).format(&fmt).ok()
+}
+
+/// `<LastModified>..</LastModified>` when the store keeps the time.
+fn last_modified_xml(meta: &ObjectMeta) -> String {
+    meta.last_modified.and_then(iso_date).map(|t| format!("<LastModified>{t}</LastModified>")).unwrap_or_default()
 }
 
 fn object_path_error(e: StoreError) -> ErrorReply {
