@@ -134,9 +134,18 @@ def test_put_get_range_list_delete(gateway):
     with pytest.raises(ClientError) as e:
         s3.get_object(Bucket="bk", Key="nope")
     assert code(e) == ("NoSuchKey", 404)
-    keys = [o["Key"] for o in s3.list_objects_v2(Bucket="bk")["Contents"]]
-    assert keys == ["crc", "dir/big.bin", "empty", "small.txt"]
-    assert [o["Key"] for o in s3.list_objects_v2(Bucket="bk", Prefix="dir/")["Contents"]] == ["dir/big.bin"]
+    # A key of characters that need encoding in a path and in a listing.
+    odd = "dir/a+b c%\u00fc&<x>.txt"
+    s3.put_object(Bucket="bk", Key=odd, Body=b"odd")
+    assert s3.get_object(Bucket="bk", Key=odd)["Body"].read() == b"odd"
+    head = s3.head_object(Bucket="bk", Key="small.txt")
+    assert head["ContentLength"] == len(small) and head["LastModified"].year >= 2026
+    listed = s3.list_objects_v2(Bucket="bk")["Contents"]
+    keys = [o["Key"] for o in listed]
+    assert keys == ["crc", "dir/a+b c%\u00fc&<x>.txt", "dir/big.bin", "empty", "small.txt"]
+    assert all(o["LastModified"].year >= 2026 for o in listed)
+    assert [o["Size"] for o in listed] == [len(small), 3, len(big), 0, len(small)]
+    assert [o["Key"] for o in s3.list_objects_v2(Bucket="bk", Prefix="dir/b")["Contents"]] == ["dir/big.bin"]
     for key in keys:
         s3.delete_object(Bucket="bk", Key=key)
     assert "Contents" not in s3.list_objects_v2(Bucket="bk")
