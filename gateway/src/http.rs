@@ -602,11 +602,13 @@ pub async fn handle(gw: Gateway, req: Request<Incoming>) -> Response<Body> {
     let body = match http_body_util::Limited::new(body, limit).collect().await {
         Ok(b) => b.to_bytes(),
         Err(_) => {
-            let e = ErrorReply::new(
-                400,
-                "MaxMessageLengthExceeded",
-                format!("the request body is broken or larger than this route's limit of {limit} bytes"),
-            );
+            let message = format!("the request body is broken or larger than this route's limit of {limit} bytes");
+            // The control plane's malformed-request answer; S3's on S3 routes.
+            let e = if resource.starts_with("/.") {
+                ErrorReply::bad(message)
+            } else {
+                ErrorReply::new(400, "MaxMessageLengthExceeded", message)
+            };
             return error(e, &resource);
         }
     };

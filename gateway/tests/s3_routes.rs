@@ -342,6 +342,15 @@ async fn multipart_refusals_name_the_rule_and_keep_or_drop_parts_as_s3() {
         assert_eq!(a.status, 400, "{m} {path}: {}", a.text());
         assert!(a.text().contains(field), "{m} {path}: {}", a.text());
     }
+    // Bodies over a route's limit: 2 MiB for a part list, 64 KiB elsewhere
+    // (the control plane answers as for any malformed request).
+    let a = s3_req(&rig, "POST", &format!("/bk/m?uploadId={id}"), &[], &vec![b' '; (2 << 20) + 1], None).await;
+    assert_eq!((a.status, a.code().as_str()), (400, "MaxMessageLengthExceeded"), "{}", a.text());
+    assert!(a.text().contains("2097152 bytes"), "{}", a.text());
+    let a = s3_req(&rig, "POST", "/bk/m?uploads", &[], &[0u8; 65_537], None).await;
+    assert_eq!((a.status, a.code().as_str()), (400, "MaxMessageLengthExceeded"), "{}", a.text());
+    let a = s3_req(&rig, "POST", "/.hipobj-rc/prepare", &[], &[0u8; 65_537], None).await;
+    assert_eq!((a.status, a.code().as_str()), (400, "InvalidRdmaRequest"), "{}", a.text());
     // Abort drops the upload and its parts.
     let a = s3_req(&rig, "DELETE", &format!("/bk/m?uploadId={id}"), &[], b"", None).await;
     assert_eq!(a.status, 204, "{}", a.text());
