@@ -254,9 +254,16 @@ pub trait ObjectStore: Send + Sync + fmt::Debug {
     /// [`ObjectStore::put`] of everything `data` yields until its end, as
     /// atomically: an error from `data` (a client that hung up, a body
     /// over the limit, a payload hash that does not match) stores nothing
-    /// and leaves no temporary behind. The default collects the data in
+    /// and leaves no temporary behind. A part (`path.part`) goes only into
+    /// an upload that exists ([`StoreError::NoSuchUpload`] otherwise, also
+    /// when it is aborted while the part arrives). The default collects the data in
     /// memory and calls `put`; [`FsStore`] streams it to its temporary file.
     fn put_stream(&self, path: &ObjectPath, data: &mut dyn Read) -> Result<ObjectMeta, StoreError> {
+        if let Some(p) = &path.part
+            && !self.has_upload(&ObjectPath { part: None, ..path.clone() }, &p.upload_id)?
+        {
+            return Err(StoreError::NoSuchUpload(p.upload_id.clone()));
+        }
         let mut buf = Vec::new();
         data.read_to_end(&mut buf).map_err(|source| StoreError::Io {
             op: "read body",
@@ -543,7 +550,17 @@ impl ObjectStore for FsStore {
         path.check()?;
         let dest = path.file(&self.root);
         let dir = dest.parent().unwrap_or(&self.root).to_path_buf();
-        fs::create_dir_all(&dir).map_err(io_err("create", &dir))?;
+        let no_upload =
+            || StoreError::NoSuchUpload(path.part.as_ref().map(|p| p.upload_id.clone()).unwrap_or_default());
+        // A part goes only into an upload that exists (an abort meanwhile
+        // must not bring it back); an object's directories are made.
+        if path.part.is_some() {
+            if !dir.is_dir() {
+                return Err(no_upload());
+            }
+        } else {
+            fs::create_dir_all(&dir).map_err(io_err("create", &dir))?;
+        }
         let version_id = self.random_hex();
         let tmp = self.root.join(TMP_DIR).join(format!("{}.tmp", self.random_hex()));
         // The header holds the MD5, known only at the end: a placeholder
@@ -582,6 +599,9 @@ impl ObjectStore for FsStore {
         };
         if let Err(e) = fs::rename(&tmp, &dest) {
             let _ = fs::remove_file(&tmp);
+            if e.kind() == io::ErrorKind::NotFound && path.part.is_some() {
+                return Err(no_upload()); // aborted while the part arrived
+            }
             return Err(StoreError::Io { op: "rename", path: dest, source: e });
         }
         sync_dir(&dir)?;

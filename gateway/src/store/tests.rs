@@ -325,6 +325,9 @@ fn uploads_are_created_listed_and_aborted() {
     assert!(!s.has_upload(&dest, &id).unwrap());
     assert!(matches!(s.abort_upload(&dest, &id), Err(StoreError::NoSuchUpload(_))));
     assert!(matches!(s.create_upload(&obj("/bk/up?partNumber=1&uploadId=x")), Err(StoreError::BadPart(_))));
+    // A streamed part needs its upload: an aborted one does not come back.
+    let late = obj(&format!("/bk/up?partNumber=3&uploadId={id}"));
+    assert!(matches!(s.put_stream(&late, &mut &b"late"[..]), Err(StoreError::NoSuchUpload(u)) if u == id));
     // Nothing of the aborted upload is left (the other created one is).
     let left = files(dir.path());
     assert!(left.iter().all(|f| !f.contains(&id)), "{left:?}");
