@@ -639,7 +639,7 @@ pub async fn handle(gw: Gateway, req: Request<Incoming>) -> Response<Body> {
         _ if is_object => {
             let p = resource.as_str();
             let answer = match route {
-                Some(ObjectRoute::Head) => head_object(&gw, p, query).await,
+                Some(ObjectRoute::Head) => head_object(&gw, p, query, &headers).await,
                 Some(ObjectRoute::Get) => get_object(&gw, p, query, &headers).await,
                 Some(ObjectRoute::Delete) => delete_object(&gw, p, query).await,
                 Some(ObjectRoute::CreateUpload) => create_upload(&gw, p, query).await.map(xml),

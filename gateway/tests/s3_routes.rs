@@ -189,6 +189,25 @@ async fn ranges_as_s3_answers_them() {
         assert_eq!((g.status, g.code().as_str()), (400, "InvalidArgument"), "{spec}: {}", g.text());
         assert!(g.text().contains("Range: ") && g.text().contains(rule), "{spec}: {}", g.text());
     }
+    // Conditions: If-Match (s3transfer sends it on each ranged GET) and
+    // If-None-Match, on GET and HEAD.
+    let etag = format!("\"{}\"", md5_hex(&data));
+    for (h, v, status) in [
+        ("if-match", etag.as_str(), 206),
+        ("if-match", "\"0123\", *", 206),
+        ("if-match", "\"0123\"", 412),
+        ("if-none-match", etag.as_str(), 304),
+        ("if-none-match", "\"0123\"", 206),
+    ] {
+        let g = get(&rig, "/bk/r", &[("range", "bytes=0-1"), (h, v)]).await;
+        assert_eq!(g.status, status, "{h}: {v}: {}", g.text());
+        let head = s3_req(&rig, "HEAD", "/bk/r", &[(h, v)], b"", None).await;
+        assert_eq!(head.status, if status == 206 { 200 } else { status }, "HEAD {h}: {v}");
+        if status == 412 {
+            assert_eq!(g.code(), "PreconditionFailed");
+            assert!(g.text().contains("If-Match"), "{}", g.text());
+        }
+    }
     // An empty object has no satisfiable range.
     assert_eq!(put(&rig, "/bk/empty", b"").await.status, 200);
     for spec in ["bytes=0-", "bytes=-1", "bytes=0-0"] {

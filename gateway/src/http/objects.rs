@@ -23,7 +23,12 @@ use crate::store::{ObjectMeta, ObjectPath, ObjectStore, StoreError};
 /// S3 HeadObject: size, ETag and version id (a client learns a GET's size
 /// here). With `?partNumber=N` (the GetPart rules): the part's size as
 /// Content-Length and `x-amz-mp-parts-count`, as S3 answers.
-pub(super) async fn head_object(gw: &Gateway, path: &str, query: Option<&str>) -> Result<Response<Body>, ErrorReply> {
+pub(super) async fn head_object(
+    gw: &Gateway,
+    path: &str,
+    query: Option<&str>,
+    h: &Headers,
+) -> Result<Response<Body>, ErrorReply> {
     let (meta, len, parts) = match query {
         None => {
             let p = ObjectPath::from_target(path).map_err(object_path_error)?;
@@ -41,13 +46,46 @@ pub(super) async fn head_object(gw: &Gateway, path: &str, query: Option<&str>) -
             (part.object, part.size, Some(part.parts))
         }
     };
+    if let Some(r) = preconditions(h, &meta)? {
+        return Ok(r);
+    }
     let mut headers = object_headers(&meta);
+    headers.push(("accept-ranges", "bytes".into()));
     if let Some(n) = parts {
         headers.push(("x-amz-mp-parts-count", n.to_string()));
     }
     let mut r = respond(200, headers, String::new());
     r.headers_mut().insert(hyper::header::CONTENT_LENGTH, hyper::header::HeaderValue::from(len));
     Ok(r)
+}
+
+/// Whether an `If-Match` / `If-None-Match` list (`"etag", W/"etag"`, or
+/// `*`) names `etag`.
+fn etag_listed(list: &str, etag: &str) -> bool {
+    list.split(',').map(|t| t.trim().trim_start_matches("W/").trim_matches('"')).any(|t| t == "*" || t == etag)
+}
+
+/// GetObject's and HeadObject's conditions, as S3: `If-Match` naming
+/// another ETag is 412 PreconditionFailed (s3transfer sends it on each
+/// ranged GET of a download, so a changed object fails the download rather
+/// than mixing versions); `If-None-Match` naming this one is 304 Not
+/// Modified (the `Some` answer). The date conditions are not checked.
+fn preconditions(h: &Headers, meta: &ObjectMeta) -> Result<Option<Response<Body>>, ErrorReply> {
+    if let Some(m) = header(h, "if-match")
+        && !etag_listed(m, &meta.etag)
+    {
+        return Err(ErrorReply::new(
+            412,
+            "PreconditionFailed",
+            format!("If-Match: {m} does not name the object's ETag \"{}\"", meta.etag),
+        ));
+    }
+    if let Some(m) = header(h, "if-none-match")
+        && etag_listed(m, &meta.etag)
+    {
+        return Ok(Some(respond(304, object_headers(meta), String::new())));
+    }
+    Ok(None)
 }
 
 /// The value of header `name` (case-insensitive), if present once.
@@ -228,6 +266,9 @@ pub(super) async fn get_object(
         None => store.head(&p).map(|m| (m.clone(), m.size, None, 0)),
     })
     .await?;
+    if let Some(r) = preconditions(h, &meta)? {
+        return Ok(r);
+    }
     let (offset, size, status) = match parse_range(range, len) {
         Ok(None) => (0, len, if parts.is_some() { 206 } else { 200 }),
         Ok(Some((o, n))) => (o, n, 206),
