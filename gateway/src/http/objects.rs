@@ -610,3 +610,48 @@ fn object_path_error(e: StoreError) -> ErrorReply {
         other => other.into(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::{RangeError, parse_range};
+
+    #[test]
+    fn ranges_by_the_table() {
+        let r = |s: &str, len| parse_range(Some(s), len);
+        assert_eq!(r("bytes=0-0", 10), Ok(Some((0, 1))));
+        assert_eq!(r("bytes=3-", 10), Ok(Some((3, 7))));
+        assert_eq!(r("bytes=-3", 10), Ok(Some((7, 3))));
+        assert_eq!(r("bytes=-30", 10), Ok(Some((0, 10))));
+        assert_eq!(r("bytes=8-30", 10), Ok(Some((8, 2))));
+        assert_eq!(r("bytes=10-", 10), Err(RangeError::Unsatisfiable));
+        assert_eq!(r("bytes=-0", 10), Err(RangeError::Unsatisfiable));
+        assert_eq!(r("bytes=0-", 0), Err(RangeError::Unsatisfiable));
+        assert_eq!(r(&format!("bytes={}-", u64::MAX), 10), Err(RangeError::Unsatisfiable));
+        assert_eq!(r(&format!("bytes=-{}", u64::MAX), 10), Ok(Some((0, 10))));
+        assert!(matches!(r("bytes=4-3", 10), Err(RangeError::Malformed(_))));
+        assert_eq!(parse_range(None, 10), Ok(None));
+    }
+
+    proptest! {
+        /// Any header, any length: no panic, and a served range lies
+        /// within the object and is not empty.
+        #[test]
+        fn any_range_header_is_answered_within_the_object(
+            s in "bytes=[0-9]{0,4}-[0-9]{0,4}|(bytes=)?[0-9 ,-]{0,30}|\\PC{0,20}",
+            len in 0u64..10_000,
+        ) {
+            if let Ok(Some((offset, size))) = parse_range(Some(&s), len) {
+                prop_assert!(size >= 1 && offset + size <= len, "{s:?} of {len}: {offset}+{size}");
+            }
+        }
+
+        /// `bytes=A-B` within the object is exactly A..=B.
+        #[test]
+        fn a_range_inside_the_object_is_exact(a in 0u64..1000, n in 0u64..1000, extra in 1u64..1000) {
+            let len = a + n + extra;
+            prop_assert_eq!(parse_range(Some(&format!("bytes={a}-{}", a + n)), len), Ok(Some((a, n + 1))));
+        }
+    }
+}
