@@ -218,3 +218,36 @@ def test_a_wrong_secret_and_an_oversize_body_are_refused(gateway):
     assert e.value.response["ResponseMetadata"]["HTTPStatusCode"] == 404
     leftovers = list((gateway["root"] / ".tmp").iterdir())
     assert leftovers == []
+
+
+def test_the_aws_chunked_form_boto3_sends_over_tls(gateway, monkeypatch, tmp_path):
+    """Over TLS boto3 sends PutObject and UploadPart as aws-chunked bodies
+    with an unsigned CRC32 trailer (STREAMING-UNSIGNED-PAYLOAD-TRAILER);
+    over plain HTTP it signs the payload instead. botocore chooses by the
+    URL's scheme, so telling it the URL is https gets the TLS form here."""
+    import botocore.httpchecksum as hc
+
+    real = hc.urlparse
+    monkeypatch.setattr(hc, "urlparse", lambda url, *a, **k: real(url, *a, **k)._replace(scheme="https"))
+    s3 = client(gateway)
+    seen = []
+
+    def record(request, **_):
+        seen.append((request.headers.get("x-amz-content-sha256"), request.headers.get("x-amz-trailer")))
+
+    s3.meta.events.register("before-send.s3.PutObject", record)
+    s3.meta.events.register("before-send.s3.UploadPart", record)
+    body = data(3 * MiB + 7, 5)
+    s3.put_object(Bucket="bk", Key="chunked", Body=body)
+    assert seen == [(b"STREAMING-UNSIGNED-PAYLOAD-TRAILER", b"x-amz-checksum-crc32")]
+    assert s3.get_object(Bucket="bk", Key="chunked")["Body"].read() == body
+    src, dst = tmp_path / "src.bin", tmp_path / "dst.bin"
+    big = data(11 * MiB, 6)
+    src.write_bytes(big)
+    cfg = TransferConfig(multipart_threshold=1 * MiB, multipart_chunksize=5 * MiB)
+    s3.upload_file(str(src), "bk", "chunked-multi", Config=cfg)
+    assert len(seen) == 1 + 3 and all(s == b"STREAMING-UNSIGNED-PAYLOAD-TRAILER" for s, _ in seen)
+    s3.download_file("bk", "chunked-multi", str(dst), Config=cfg)
+    assert dst.read_bytes() == big
+    for key in ("chunked", "chunked-multi"):
+        s3.delete_object(Bucket="bk", Key=key)
