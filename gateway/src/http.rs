@@ -1,7 +1,9 @@
 //! The HTTP control plane (docs/protocols.md §3, and §3a where they differ):
 //! POST `/.hipobj-rc/prepare`, `/ready`, `/cancel` with `x-amz-rdma-*`
 //! headers, `GET /rc-sessions` for admins; every request SigV4-verified;
-//! errors as S3-style XML.
+//! errors as S3-style XML; and the plain S3 object routes (the `objects`
+//! module: GetObject, PutObject and UploadPart streamed to the store, the
+//! multipart routes, ListObjectsV2).
 //!
 //! As versitygw's RC routes answer: READY's qpn must be non-zero (QPN 0,
 //! the C layer's control-plane-only mode, only when the gateway runs in
