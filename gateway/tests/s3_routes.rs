@@ -513,3 +513,41 @@ async fn a_client_that_hangs_up_mid_body_leaves_nothing() {
     rig.client(0).put("bk", "rdma", Bytes::from(data.clone()), &NoProgress).await.unwrap();
     assert!(get(&rig, "/bk/rdma", &[]).await.body == data);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn list_with_a_delimiter_rolls_up_common_prefixes() {
+    let rig = Rig::start(RigOptions::default()).await;
+    for k in ["a/1", "a/2", "a/b/3", "a0", "b", "c/4", "c/5/6"] {
+        assert_eq!(put(&rig, &format!("/bk/{k}"), b"x").await.status, 200, "{k}");
+    }
+    let list = |q: &'static str| {
+        let rig = &rig;
+        async move {
+            let a = get(rig, &format!("/bk?list-type=2{q}"), &[]).await;
+            assert_eq!(a.status, 200, "{q}: {}", a.text());
+            let t = a.text();
+            let items = |tag: &str| -> Vec<String> {
+                let open = format!("<{tag}>");
+                t.split(open.as_str()).skip(1).map(|r| r.split('<').next().unwrap().to_string()).collect()
+            };
+            let keys = items("Key");
+            let prefixes: Vec<String> =
+                t.split("<CommonPrefixes><Prefix>").skip(1).map(|r| r.split('<').next().unwrap().to_string()).collect();
+            (keys, prefixes, a.tag("KeyCount"), a.tag("IsTruncated"))
+        }
+    };
+    let (k, p, n, more) = list("&delimiter=/").await;
+    assert_eq!(
+        (k, p, n.as_str(), more.as_str()),
+        (vec!["a0".into(), "b".into()], vec!["a/".into(), "c/".into()], "4", "false")
+    );
+    let (k, p, ..) = list("&delimiter=/&prefix=a/").await;
+    assert_eq!((k, p), (vec!["a/1".to_string(), "a/2".into()], vec!["a/b/".to_string()]));
+    let (k, p, ..) = list("&delimiter=/&prefix=c").await;
+    assert_eq!((k, p), (Vec::<String>::new(), vec!["c/".to_string()]));
+    // max-keys counts keys and prefixes together.
+    let (k, p, n, more) = list("&delimiter=/&max-keys=2").await;
+    assert_eq!((k, p, n.as_str(), more.as_str()), (vec!["a0".to_string()], vec!["a/".to_string()], "2", "true"));
+    // Without a delimiter: every key.
+    assert_eq!(list("").await.0.len(), 7);
+}

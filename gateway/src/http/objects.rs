@@ -474,14 +474,20 @@ fn query_param(query: &str, name: &str) -> Result<Option<String>, ErrorReply> {
     Ok(None)
 }
 
-/// S3 ListObjectsV2 (`GET /bucket?list-type=2&prefix=P&max-keys=N`): keys
-/// in byte order, no delimiter, no continuation (IsTruncated says more
-/// matched).
+/// How many keys a listing with a delimiter scans at most (the keys under
+/// one common prefix all count, as the store lists keys, not prefixes).
+pub const MAX_KEYS_SCANNED: usize = 100_000;
+
+/// S3 ListObjectsV2 (`GET /bucket?list-type=2&prefix=P&max-keys=N[&delimiter=D]`):
+/// keys in byte order; with a delimiter, the keys whose rest after the
+/// prefix holds it are rolled up into `CommonPrefixes` (max-keys counts
+/// both, as S3). No continuation: IsTruncated says more matched.
 pub(super) async fn list_objects(gw: &Gateway, bucket: &str, query: &str) -> Result<String, ErrorReply> {
     if query_param(query, "list-type")?.as_deref() != Some("2") {
         return Err(ErrorReply::new(400, "InvalidArgument", "only ListObjectsV2 (list-type=2) is served"));
     }
     let prefix = query_param(query, "prefix")?.unwrap_or_default();
+    let delimiter = query_param(query, "delimiter")?.filter(|d| !d.is_empty());
     let max = match query_param(query, "max-keys")? {
         None => MAX_KEYS,
         Some(m) => m
@@ -492,24 +498,52 @@ pub(super) async fn list_objects(gw: &Gateway, bucket: &str, query: &str) -> Res
     };
     let store = gw.store.clone();
     let (b, pfx) = (bucket.to_string(), prefix.clone());
-    let (list, truncated) = blocking(move || store.list(&b, &pfx, max)).await.map_err(|e| {
+    let scan = if delimiter.is_some() { MAX_KEYS_SCANNED } else { max };
+    let (list, scan_truncated) = blocking(move || store.list(&b, &pfx, scan)).await.map_err(|e| {
         if e.code == "InvalidRdmaRequest" { ErrorReply::new(400, "InvalidBucketName", e.message) } else { e }
     })?;
+    // Objects and common prefixes, in key order, at most `max` of them.
+    let mut entries: Vec<Result<crate::store::Listed, String>> = Vec::new();
+    let mut truncated = scan_truncated;
+    for o in list {
+        let rolled = delimiter.as_deref().and_then(|d| {
+            let rest = &o.key[prefix.len().min(o.key.len())..];
+            rest.find(d).map(|i| format!("{prefix}{}", &rest[..i + d.len()]))
+        });
+        let entry = match rolled {
+            Some(p) if matches!(entries.last(), Some(Err(last)) if *last == p) => continue,
+            Some(p) => Err(p),
+            None => Ok(o),
+        };
+        if entries.len() == max {
+            truncated = true;
+            break;
+        }
+        entries.push(entry);
+    }
     let mut x = format!(
-        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<ListBucketResult><Name>{}</Name><Prefix>{}</Prefix><KeyCount>{}</KeyCount><MaxKeys>{max}</MaxKeys><IsTruncated>{truncated}</IsTruncated>",
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<ListBucketResult><Name>{}</Name><Prefix>{}</Prefix>{}<KeyCount>{}</KeyCount><MaxKeys>{max}</MaxKeys><IsTruncated>{truncated}</IsTruncated>",
         xml_escape(bucket),
         xml_escape(&prefix),
-        list.len()
+        delimiter.as_deref().map(|d| format!("<Delimiter>{}</Delimiter>", xml_escape(d))).unwrap_or_default(),
+        entries.len()
     );
-    for o in list {
-        x.push_str(&format!(
-            "<Contents><Key>{}</Key>{}<Size>{}</Size><ETag>&quot;{}&quot;</ETag><VersionId>{}</VersionId></Contents>",
-            xml_escape(&o.key),
-            last_modified_xml(&o.meta),
-            o.meta.size,
-            o.meta.etag,
-            o.meta.version_id
-        ));
+    for e in &entries {
+        if let Ok(o) = e {
+            x.push_str(&format!(
+                "<Contents><Key>{}</Key>{}<Size>{}</Size><ETag>&quot;{}&quot;</ETag><VersionId>{}</VersionId></Contents>",
+                xml_escape(&o.key),
+                last_modified_xml(&o.meta),
+                o.meta.size,
+                o.meta.etag,
+                o.meta.version_id
+            ));
+        }
+    }
+    for e in &entries {
+        if let Err(p) = e {
+            x.push_str(&format!("<CommonPrefixes><Prefix>{}</Prefix></CommonPrefixes>", xml_escape(p)));
+        }
     }
     x.push_str("</ListBucketResult>");
     Ok(x)

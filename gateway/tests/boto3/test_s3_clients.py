@@ -146,6 +146,9 @@ def test_put_get_range_list_delete(gateway):
     assert all(o["LastModified"].year >= 2026 for o in listed)
     assert [o["Size"] for o in listed] == [len(small), 3, len(big), 0, len(small)]
     assert [o["Key"] for o in s3.list_objects_v2(Bucket="bk", Prefix="dir/b")["Contents"]] == ["dir/big.bin"]
+    top = s3.list_objects_v2(Bucket="bk", Delimiter="/")
+    assert [o["Key"] for o in top["Contents"]] == ["crc", "empty", "small.txt"]
+    assert top["CommonPrefixes"] == [{"Prefix": "dir/"}]
     for key in keys:
         s3.delete_object(Bucket="bk", Key=key)
     assert "Contents" not in s3.list_objects_v2(Bucket="bk")
