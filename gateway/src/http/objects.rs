@@ -528,22 +528,18 @@ pub(super) async fn list_objects(gw: &Gateway, bucket: &str, query: &str) -> Res
         delimiter.as_deref().map(|d| format!("<Delimiter>{}</Delimiter>", xml_escape(d))).unwrap_or_default(),
         entries.len()
     );
-    for e in &entries {
-        if let Ok(o) = e {
-            x.push_str(&format!(
-                "<Contents><Key>{}</Key>{}<Size>{}</Size><ETag>&quot;{}&quot;</ETag><VersionId>{}</VersionId></Contents>",
-                xml_escape(&o.key),
-                last_modified_xml(&o.meta),
-                o.meta.size,
-                o.meta.etag,
-                o.meta.version_id
-            ));
-        }
+    for o in entries.iter().flatten() {
+        x.push_str(&format!(
+            "<Contents><Key>{}</Key>{}<Size>{}</Size><ETag>&quot;{}&quot;</ETag><VersionId>{}</VersionId></Contents>",
+            xml_escape(&o.key),
+            last_modified_xml(&o.meta),
+            o.meta.size,
+            o.meta.etag,
+            o.meta.version_id
+        ));
     }
-    for e in &entries {
-        if let Err(p) = e {
-            x.push_str(&format!("<CommonPrefixes><Prefix>{}</Prefix></CommonPrefixes>", xml_escape(p)));
-        }
+    for p in entries.iter().filter_map(|e| e.as_ref().err()) {
+        x.push_str(&format!("<CommonPrefixes><Prefix>{}</Prefix></CommonPrefixes>", xml_escape(p)));
     }
     x.push_str("</ListBucketResult>");
     Ok(x)
