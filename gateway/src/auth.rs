@@ -215,6 +215,9 @@ pub enum AuthError {
     /// The signature is wrong (a wrong secret, or a changed request).
     #[error("the signature does not match")]
     Signature,
+    /// A signing form the gateway does not serve (which, and what it does).
+    #[error("{0}")]
+    Unsupported(&'static str),
 }
 
 impl AuthError {
@@ -227,6 +230,7 @@ impl AuthError {
             AuthError::PayloadHash => "XAmzContentSHA256Mismatch",
             AuthError::Signature | AuthError::MissingSignedHeader(_) => "SignatureDoesNotMatch",
             AuthError::Malformed(_) | AuthError::BadDate(_) | AuthError::Scope(_) => "AuthorizationHeaderMalformed",
+            AuthError::Unsupported(_) => "NotImplemented",
         }
     }
 }
@@ -306,6 +310,48 @@ pub fn verify(
     headers: &[(String, String)],
     body: &[u8],
 ) -> Result<Principal, AuthError> {
+    verify_with(users, region, now, method, uri, headers, Some(body)).map(|(p, _)| p)
+}
+
+/// What a streamed body must still be checked against once it has all
+/// arrived (the signature itself is already verified).
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Payload {
+    /// `x-amz-content-sha256: UNSIGNED-PAYLOAD`: nothing to check.
+    Unsigned,
+    /// The body's SHA-256 must be this (lowercase hex, as signed).
+    Sha256(String),
+    /// `STREAMING-UNSIGNED-PAYLOAD-TRAILER`: an `aws-chunked` body whose
+    /// chunks are not signed (the checksum trailer comes after the data).
+    ChunkedUnsignedTrailer,
+}
+
+/// Verifies the signature of a request whose body is streamed: the
+/// canonical request uses `x-amz-content-sha256` as sent (required here),
+/// and the returned [`Payload`] says what the body must match once read;
+/// the caller checks it before storing anything.
+/// `STREAMING-AWS4-HMAC-SHA256-PAYLOAD` (signed chunks) is refused.
+pub fn verify_streaming(
+    users: &Users,
+    region: &str,
+    now: SystemTime,
+    method: &str,
+    uri: &str,
+    headers: &[(String, String)],
+) -> Result<(Principal, Payload), AuthError> {
+    verify_with(users, region, now, method, uri, headers, None)
+}
+
+fn verify_with(
+    users: &Users,
+    region: &str,
+    now: SystemTime,
+    method: &str,
+    uri: &str,
+    headers: &[(String, String)],
+    body: Option<&[u8]>,
+) -> Result<(Principal, Payload), AuthError> {
     let header = |name: &str| headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str());
     let auth = parse_auth(header("authorization").ok_or(AuthError::Missing)?)?;
     let user = users.get(auth.access_key).ok_or(AuthError::UnknownKey)?;
@@ -329,15 +375,34 @@ pub fn verify(
             return Err(AuthError::Malformed("SignedHeaders must include host and x-amz-date"));
         }
     }
-    let body_sig = match header("x-amz-content-sha256") {
-        Some("UNSIGNED-PAYLOAD") => SignableBody::UnsignedPayload,
-        Some(h) => {
+    let (body_sig, payload) = match (header("x-amz-content-sha256"), body) {
+        (Some("UNSIGNED-PAYLOAD"), _) => (SignableBody::UnsignedPayload, Payload::Unsigned),
+        (Some(h @ "STREAMING-UNSIGNED-PAYLOAD-TRAILER"), None) => {
+            (SignableBody::Precomputed(h.to_string()), Payload::ChunkedUnsignedTrailer)
+        }
+        (Some(h), None) if h.starts_with("STREAMING-") => {
+            return Err(AuthError::Unsupported(
+                "x-amz-content-sha256: of the streaming forms only STREAMING-UNSIGNED-PAYLOAD-TRAILER is served",
+            ));
+        }
+        (Some(h), None) => {
+            if h.len() != 64 || !h.bytes().all(|c| c.is_ascii_hexdigit()) {
+                return Err(AuthError::Malformed(
+                    "x-amz-content-sha256 must be 64 hex digits, UNSIGNED-PAYLOAD or STREAMING-UNSIGNED-PAYLOAD-TRAILER",
+                ));
+            }
+            (SignableBody::Precomputed(h.to_string()), Payload::Sha256(h.to_ascii_lowercase()))
+        }
+        (Some(h), Some(body)) => {
             if !h.eq_ignore_ascii_case(&sha256_hex(body)) {
                 return Err(AuthError::PayloadHash);
             }
-            SignableBody::Precomputed(h.to_string())
+            (SignableBody::Precomputed(h.to_string()), Payload::Sha256(h.to_ascii_lowercase()))
         }
-        None => SignableBody::Bytes(body),
+        (None, Some(body)) => (SignableBody::Bytes(body), Payload::Unsigned),
+        (None, None) => {
+            return Err(AuthError::Malformed("x-amz-content-sha256 is required on a request with a streamed body"));
+        }
     };
     let mut signed = Vec::new();
     for name in &auth.signed_headers {
@@ -371,11 +436,12 @@ pub fn verify(
     if !bool::from(out.signature().as_bytes().ct_eq(auth.signature.as_bytes())) {
         return Err(AuthError::Signature);
     }
-    Ok(Principal {
+    let who = Principal {
         access_key: user.access_key.clone(),
         admin: user.admin,
         id: PrincipalId::from_credentials(&user.access_key, &user.secret_key),
-    })
+    };
+    Ok((who, payload))
 }
 
 /// Signs a request for our client: returns the headers to add
@@ -390,7 +456,22 @@ pub fn sign(
     headers: &[(String, String)],
     body: &[u8],
 ) -> Result<Vec<(String, String)>, String> {
-    let hash = sha256_hex(body);
+    sign_payload(user, region, at, method, uri, headers, &sha256_hex(body))
+}
+
+/// [`sign`] with `x-amz-content-sha256` given as is: a body's hash,
+/// `UNSIGNED-PAYLOAD` or `STREAMING-UNSIGNED-PAYLOAD-TRAILER` (an
+/// `aws-chunked` body), as other S3 clients sign.
+pub fn sign_payload(
+    user: &User,
+    region: &str,
+    at: SystemTime,
+    method: &str,
+    uri: &str,
+    headers: &[(String, String)],
+    payload: &str,
+) -> Result<Vec<(String, String)>, String> {
+    let hash = payload.to_string();
     let mut all: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
     all.push(("x-amz-content-sha256", &hash));
     let identity = Credentials::new(&user.access_key, &user.secret_key, None, None, "rctb-gateway").into();

@@ -1,7 +1,9 @@
 //! The HTTP control plane (docs/protocols.md §3, and §3a where they differ):
 //! POST `/.hipobj-rc/prepare`, `/ready`, `/cancel` with `x-amz-rdma-*`
 //! headers, `GET /rc-sessions` for admins; every request SigV4-verified;
-//! errors as S3-style XML.
+//! errors as S3-style XML; and the plain S3 object routes (the `objects`
+//! module: GetObject, PutObject and UploadPart streamed to the store, the
+//! multipart routes, ListObjectsV2).
 //!
 //! As versitygw's RC routes answer: READY's qpn must be non-zero (QPN 0,
 //! the C layer's control-plane-only mode, only when the gateway runs in
@@ -39,8 +41,16 @@ use crate::engine::{Engine, EngineError, PutData, ReadyWait};
 use crate::store::{ObjectPath, ObjectStore, StoreError, Target};
 
 /// Request bodies larger than this are refused (the control plane carries
-/// everything in headers).
+/// everything in headers), except the two below.
 pub const MAX_BODY: usize = 64 * 1024;
+
+/// The largest CompleteMultipartUpload body (10000 parts of about 100
+/// bytes each).
+pub const MAX_XML_BODY: usize = 2 << 20;
+
+/// The default largest object or part an S3 PUT may store (S3's own limit
+/// for a single PutObject, 5 GiB); [`GatewayOptions::max_object_size`].
+pub const DEFAULT_MAX_OBJECT_SIZE: u64 = 5 << 30;
 
 /// The message of a READY answered BUSY (409): the client may retry.
 pub const BUSY_MESSAGE: &str = "BUSY: the peer was not ready; READY may be retried";
@@ -60,11 +70,21 @@ pub struct GatewayOptions {
     pub control_plane_only: bool,
     /// The highest part number a target may name (at most 10000).
     pub max_part_number: u32,
+    /// The largest body a PutObject or UploadPart over plain HTTP may
+    /// carry (bytes; the body is streamed to the store, never held in
+    /// memory). Larger ones are refused with 400 EntityTooLarge, before
+    /// reading when Content-Length says so, else when the limit is
+    /// crossed; nothing is stored. Default [`DEFAULT_MAX_OBJECT_SIZE`].
+    pub max_object_size: u64,
 }
 
 impl Default for GatewayOptions {
     fn default() -> Self {
-        GatewayOptions { control_plane_only: false, max_part_number: crate::store::MAX_PART_NUMBER }
+        GatewayOptions {
+            control_plane_only: false,
+            max_part_number: crate::store::MAX_PART_NUMBER,
+            max_object_size: DEFAULT_MAX_OBJECT_SIZE,
+        }
     }
 }
 
@@ -230,7 +250,8 @@ impl ErrorReply {
 
 impl From<AuthError> for ErrorReply {
     fn from(e: AuthError) -> Self {
-        ErrorReply::new(403, e.code(), e.to_string())
+        let status = if matches!(e, AuthError::Unsupported(_)) { 501 } else { 403 };
+        ErrorReply::new(status, e.code(), e.to_string())
     }
 }
 
@@ -254,6 +275,12 @@ impl From<StoreError> for ErrorReply {
     fn from(e: StoreError) -> Self {
         match e {
             StoreError::NoSuchKey => ErrorReply::new(404, "NoSuchKey", "the object does not exist"),
+            StoreError::NoSuchUpload(_) => ErrorReply::new(
+                404,
+                "NoSuchUpload",
+                format!("uploadId: {e} (never created, or already completed or aborted)"),
+            ),
+            StoreError::Unsupported(_) => ErrorReply::new(501, "NotImplemented", e.to_string()),
             StoreError::Range { .. } => ErrorReply::new(416, "InvalidRange", e.to_string()),
             StoreError::InvalidPartNumber { .. } => ErrorReply::new(416, "InvalidPartNumber", e.to_string()),
             StoreError::BadBucket(_) | StoreError::BadKey(_) | StoreError::BadPart(_) | StoreError::BadQuery { .. } => {
@@ -479,8 +506,8 @@ async fn cancel(gw: &Gateway, who: &Principal, h: &Headers) -> Reply {
     Ok(vec![("x-amz-rdma-protocol", PROTOCOL.to_string())])
 }
 
-fn respond(status: u16, headers: Vec<(&'static str, String)>, body: String) -> Response<Full<Bytes>> {
-    let mut r = Response::new(Full::new(Bytes::from(body)));
+fn respond(status: u16, headers: Vec<(&'static str, String)>, body: String) -> Response<Body> {
+    let mut r = Response::new(full(body));
     *r.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     for (k, v) in headers {
         if let Ok(v) = hyper::header::HeaderValue::from_str(&v) {
@@ -490,7 +517,7 @@ fn respond(status: u16, headers: Vec<(&'static str, String)>, body: String) -> R
     r
 }
 
-fn error(e: ErrorReply, resource: &str) -> Response<Full<Bytes>> {
+fn error(e: ErrorReply, resource: &str) -> Response<Body> {
     let mut headers = vec![("content-type", "application/xml".into())];
     if e.capabilities {
         headers.push((CAPABILITIES.0, CAPABILITIES.1.to_string()));
@@ -498,14 +525,56 @@ fn error(e: ErrorReply, resource: &str) -> Response<Full<Bytes>> {
     respond(e.status, headers, e.xml(resource))
 }
 
+/// A response body: whole, or streamed from the store (GetObject).
+pub type Body = http_body_util::combinators::BoxBody<Bytes, std::io::Error>;
+
+fn full(body: impl Into<Bytes>) -> Body {
+    Full::new(body.into()).map_err(|never| match never {}).boxed()
+}
+
+/// What an S3 route on `/bucket/key` is, from its method and query.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ObjectRoute {
+    Get,
+    Head,
+    /// PutObject and UploadPart: the body is streamed to the store.
+    Put,
+    Delete,
+    CreateUpload,
+    CompleteUpload,
+    AbortUpload,
+    ListParts,
+}
+
+/// Whether `query` has the key `name` (with or without a value).
+fn has_key(query: Option<&str>, name: &str) -> bool {
+    query.is_some_and(|q| q.split('&').any(|p| p.split_once('=').map_or(p, |(k, _)| k) == name))
+}
+
+fn object_route(method: &Method, query: Option<&str>) -> Option<ObjectRoute> {
+    let upload = has_key(query, "uploadId");
+    Some(match *method {
+        Method::GET if upload => ObjectRoute::ListParts,
+        Method::GET => ObjectRoute::Get,
+        Method::HEAD => ObjectRoute::Head,
+        Method::PUT => ObjectRoute::Put,
+        Method::DELETE if upload => ObjectRoute::AbortUpload,
+        Method::DELETE => ObjectRoute::Delete,
+        Method::POST if has_key(query, "uploads") => ObjectRoute::CreateUpload,
+        Method::POST if upload => ObjectRoute::CompleteUpload,
+        _ => return None,
+    })
+}
+
 /// Answers one request.
-pub async fn handle(gw: Gateway, req: Request<Incoming>) -> Response<Full<Bytes>> {
+pub async fn handle(gw: Gateway, req: Request<Incoming>) -> Response<Body> {
     let (parts, body) = req.into_parts();
     let resource = parts.uri.path().to_string();
     let Some(_admitted) = gw.gate.enter() else {
         return error(RcError::ShuttingDown.into(), &resource);
     };
     let uri = parts.uri.path_and_query().map(|p| p.as_str().to_string()).unwrap_or_else(|| "/".into());
+    let query = parts.uri.query();
     let headers = Headers(
         parts
             .headers
@@ -513,16 +582,44 @@ pub async fn handle(gw: Gateway, req: Request<Incoming>) -> Response<Full<Bytes>
             .filter_map(|(k, v)| v.to_str().ok().map(|v| (k.as_str().to_string(), v.to_string())))
             .collect(),
     );
-    let body = match http_body_util::Limited::new(body, MAX_BODY).collect().await {
-        Ok(b) => b.to_bytes(),
-        Err(_) => return error(ErrorReply::bad("the request body is too large or broken"), &resource),
-    };
     let now = (gw.clock)();
+    // `/bucket/key`: an object; `/bucket` (or `/bucket/`): a bucket.
+    let is_object = !resource.starts_with("/.") && resource.trim_start_matches('/').trim_end_matches('/').contains('/');
+    let route = if is_object { object_route(&parts.method, query) } else { None };
+    // PutObject and UploadPart stream their body to the store: the
+    // signature is checked now, the payload's hash once it has arrived.
+    if route == Some(ObjectRoute::Put) {
+        let r = auth::verify_streaming(&gw.users, &gw.region, now, parts.method.as_str(), &uri, &headers.0);
+        let payload = match r {
+            Ok((_, payload)) => payload,
+            Err(e) => return error(e.into(), &resource),
+        };
+        return match put_object(&gw, &uri, &headers, payload, body).await {
+            Ok(h) => respond(200, h, String::new()),
+            Err(e) => error(e, &resource),
+        };
+    }
+    // A CompleteMultipartUpload lists up to 10000 parts.
+    let limit = if route == Some(ObjectRoute::CompleteUpload) { MAX_XML_BODY } else { MAX_BODY };
+    let body = match http_body_util::Limited::new(body, limit).collect().await {
+        Ok(b) => b.to_bytes(),
+        Err(_) => {
+            let message = format!("the request body is broken or larger than this route's limit of {limit} bytes");
+            // The control plane's malformed-request answer; S3's on S3 routes.
+            let e = if resource.starts_with("/.") {
+                ErrorReply::bad(message)
+            } else {
+                ErrorReply::new(400, "MaxMessageLengthExceeded", message)
+            };
+            return error(e, &resource);
+        }
+    };
     let who = match auth::verify(&gw.users, &gw.region, now, parts.method.as_str(), &uri, &headers.0, &body) {
         Ok(p) => p,
         Err(e) => return error(e.into(), &resource),
     };
     let control = matches!(resource.as_str(), "/.hipobj-rc/prepare" | "/.hipobj-rc/ready" | "/.hipobj-rc/cancel");
+    let xml = |x: String| respond(200, vec![("content-type", "application/xml".into())], x);
     let result = match (&parts.method, resource.as_str()) {
         (&Method::POST, "/.hipobj-rc/prepare") => prepare(&gw, &who, &headers).await,
         (&Method::POST, "/.hipobj-rc/ready") => ready(&gw, &who, &headers).await,
@@ -533,10 +630,7 @@ pub async fn handle(gw: Gateway, req: Request<Incoming>) -> Response<Full<Bytes>
             } else {
                 match gw.engine.call(|s| (s.is_closing(), s.list(), s.usage(), s.in_flight())).await {
                     Ok((true, ..)) => Err(RcError::ShuttingDown.into()),
-                    Ok((false, list, usage, phases)) => {
-                        let xml = sessions_xml(&list, &usage, phases);
-                        return respond(200, vec![("content-type", "application/xml".into())], xml);
-                    }
+                    Ok((false, list, usage, phases)) => return xml(sessions_xml(&list, &usage, phases)),
                     Err(e) => Err(e.into()),
                 }
             }
@@ -544,31 +638,29 @@ pub async fn handle(gw: Gateway, req: Request<Incoming>) -> Response<Full<Bytes>
         _ if control || resource == "/rc-sessions" => {
             Err(ErrorReply::new(405, "MethodNotAllowed", "the method is not allowed on this resource"))
         }
-        (&Method::HEAD, p) if !p.starts_with("/.") => match head_object(&gw, p, parts.uri.query()).await {
-            Ok(r) => return r,
-            Err(e) => Err(e),
-        },
-        (&Method::PUT, p) if !p.starts_with("/.") && parts.uri.query().is_none() => put_object(&gw, p, body).await,
-        (&Method::DELETE, p) if !p.starts_with("/.") && parts.uri.query().is_none() => {
-            match delete_object(&gw, p).await {
-                Ok(()) => return respond(204, Vec::new(), String::new()),
+        _ if is_object => {
+            let p = resource.as_str();
+            let answer = match route {
+                Some(ObjectRoute::Head) => head_object(&gw, p, query, &headers).await,
+                Some(ObjectRoute::Get) => get_object(&gw, p, query, &headers).await,
+                Some(ObjectRoute::Delete) => delete_object(&gw, p, query).await,
+                Some(ObjectRoute::CreateUpload) => create_upload(&gw, p, query).await.map(xml),
+                Some(ObjectRoute::CompleteUpload) => complete_upload(&gw, p, query, &body).await.map(xml),
+                Some(ObjectRoute::AbortUpload) => abort_upload(&gw, p, query).await,
+                Some(ObjectRoute::ListParts) => list_parts(&gw, p, query).await.map(xml),
+                Some(ObjectRoute::Put) | None => Err(ErrorReply::new(404, "NoSuchRoute", "no such route")),
+            };
+            match answer {
+                Ok(r) => return r,
                 Err(e) => Err(e),
             }
         }
-        (&Method::GET, p) if !p.starts_with("/.") && !p.trim_matches('/').contains('/') => {
-            match list_objects(&gw, p.trim_matches('/'), parts.uri.query().unwrap_or("")).await {
-                Ok(xml) => return respond(200, vec![("content-type", "application/xml".into())], xml),
+        (&Method::GET, p) if !p.starts_with("/.") => {
+            match list_objects(&gw, p.trim_matches('/'), query.unwrap_or("")).await {
+                Ok(x) => return xml(x),
                 Err(e) => Err(e),
             }
         }
-        (&Method::POST, p) if !p.starts_with("/.") => match parts.uri.query().and_then(|q| q.strip_prefix("uploadId="))
-        {
-            Some(upload) => match complete_upload(&gw, p, upload, &body).await {
-                Ok(xml) => return respond(200, vec![("content-type", "application/xml".into())], xml),
-                Err(e) => Err(e),
-            },
-            None => Err(ErrorReply::new(404, "NoSuchRoute", "no such route")),
-        },
         _ => Err(ErrorReply::new(404, "NoSuchRoute", "no such route")),
     };
     match result {
@@ -578,8 +670,12 @@ pub async fn handle(gw: Gateway, req: Request<Incoming>) -> Response<Full<Bytes>
 }
 
 mod objects;
-pub use objects::MAX_KEYS;
-use objects::{complete_upload, delete_object, head_object, list_objects, put_object};
+mod stream;
+pub use objects::{MAX_KEYS, MAX_PARTS_LISTED};
+use objects::{
+    abort_upload, complete_upload, create_upload, delete_object, get_object, head_object, list_objects, list_parts,
+    put_object,
+};
 
 /// The admin listing's XML (`GET /rc-sessions`):
 ///

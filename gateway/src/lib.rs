@@ -21,6 +21,9 @@
 //!   answers, so no HTTP task ever blocks on RDMA. Routes and their answers
 //!   are docs/protocols.md §3 and, for versitygw's current RC routes, §3a
 //!   (`GatewayOptions::control_plane_only` for a gateway with no data QP).
+//!   Beside them the plain S3 routes ordinary clients use on the same
+//!   objects (GetObject with ranges, PUTs streamed to the store, the
+//!   multipart uploads; docs/gateway.md).
 //! - **Client**: [`client::ObjectClient`] runs whole transfers (PREPARE,
 //!   connect, READY with BUSY retried, data, CANCEL on every failure after
 //!   PREPARE) over a signed [`client::ControlPlane`]; its RDMA side runs

@@ -30,6 +30,7 @@ use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
+use std::time::SystemTime;
 
 use md5::{Digest, Md5};
 use rand_core::RngCore;
@@ -81,6 +82,13 @@ pub enum StoreError {
     /// No object at that path.
     #[error("no such object")]
     NoSuchKey,
+    /// No multipart upload with that id for that object (never created,
+    /// or already completed or aborted).
+    #[error("no multipart upload {0:?} for this object")]
+    NoSuchUpload(String),
+    /// The backend does not offer this call (what it is).
+    #[error("this object store does not support {0}")]
+    Unsupported(&'static str),
     /// `offset + size` is past the end of the object.
     #[error("range {offset}+{size} is outside the object's {len} bytes")]
     Range {
@@ -157,7 +165,7 @@ impl ObjectPath {
         Ok(p)
     }
 
-    fn check(&self) -> Result<(), StoreError> {
+    pub(crate) fn check(&self) -> Result<(), StoreError> {
         let b = &self.bucket;
         if b.is_empty() || b.len() > MAX_BUCKET_LEN {
             return Err(StoreError::BadBucket("must be 1..=63 bytes"));
@@ -231,6 +239,9 @@ pub struct ObjectMeta {
     pub etag: String,
     /// 32 lowercase hex, new for every PUT.
     pub version_id: String,
+    /// When this version was stored (S3's Last-Modified), if the store
+    /// keeps it (FsStore: the object file's mtime, set as it was written).
+    pub last_modified: Option<SystemTime>,
 }
 
 /// An object backend. Calls block; the HTTP layer runs them off its
@@ -239,6 +250,57 @@ pub trait ObjectStore: Send + Sync + fmt::Debug {
     /// Stores `data` at `path` (an object, or a part when `path.part` is
     /// set), replacing what was there atomically.
     fn put(&self, path: &ObjectPath, data: &[u8]) -> Result<ObjectMeta, StoreError>;
+
+    /// [`ObjectStore::put`] of everything `data` yields until its end, as
+    /// atomically: an error from `data` (a client that hung up, a body
+    /// over the limit, a payload hash that does not match) stores nothing
+    /// and leaves no temporary behind. A part (`path.part`) goes only into
+    /// an upload that exists ([`StoreError::NoSuchUpload`] otherwise, also
+    /// when it is aborted while the part arrives). The default collects the data in
+    /// memory and calls `put`; [`FsStore`] streams it to its temporary file.
+    fn put_stream(&self, path: &ObjectPath, data: &mut dyn Read) -> Result<ObjectMeta, StoreError> {
+        if let Some(p) = &path.part
+            && !self.has_upload(&ObjectPath { part: None, ..path.clone() }, &p.upload_id)?
+        {
+            return Err(StoreError::NoSuchUpload(p.upload_id.clone()));
+        }
+        let mut buf = Vec::new();
+        data.read_to_end(&mut buf).map_err(|source| StoreError::Io {
+            op: "read body",
+            path: PathBuf::new(),
+            source,
+        })?;
+        self.put(path, &buf)
+    }
+
+    /// Starts a multipart upload of `path` (S3 CreateMultipartUpload): a
+    /// new upload id, which [`ObjectStore::has_upload`] then knows.
+    fn create_upload(&self, path: &ObjectPath) -> Result<String, StoreError> {
+        let _ = path;
+        Err(StoreError::Unsupported("CreateMultipartUpload"))
+    }
+
+    /// Whether upload `upload_id` of `path` exists (created, or begun by
+    /// a part uploaded with the client's own id, and not yet completed or
+    /// aborted).
+    fn has_upload(&self, path: &ObjectPath, upload_id: &str) -> Result<bool, StoreError> {
+        let _ = (path, upload_id);
+        Err(StoreError::Unsupported("multipart uploads over S3 routes"))
+    }
+
+    /// The parts uploaded so far, by number ([`StoreError::NoSuchUpload`]
+    /// for an unknown upload).
+    fn list_parts(&self, path: &ObjectPath, upload_id: &str) -> Result<Vec<(u32, ObjectMeta)>, StoreError> {
+        let _ = (path, upload_id);
+        Err(StoreError::Unsupported("ListParts"))
+    }
+
+    /// Drops an upload and its parts ([`StoreError::NoSuchUpload`] for an
+    /// unknown one).
+    fn abort_upload(&self, path: &ObjectPath, upload_id: &str) -> Result<(), StoreError> {
+        let _ = (path, upload_id);
+        Err(StoreError::Unsupported("AbortMultipartUpload"))
+    }
 
     /// Reads `buf.len()` bytes at `offset` of the object. A range past the
     /// end is [`StoreError::Range`].
@@ -370,7 +432,8 @@ impl FsStore {
 
     /// Reads an object file's header; the file is left at its data.
     fn read_header(file: &mut File, path: &Path) -> Result<Header, StoreError> {
-        let len = file.metadata().map_err(io_err("stat", path))?.len();
+        let md = file.metadata().map_err(io_err("stat", path))?;
+        let (len, last_modified) = (md.len(), md.modified().ok());
         let corrupt = |why| StoreError::Corrupt { path: path.to_path_buf(), why };
         if len < HEADER_LEN {
             return Err(corrupt("shorter than its header"));
@@ -411,7 +474,7 @@ impl FsStore {
         } else if parts.iter().try_fold(0u64, |a, p| a.checked_add(*p)) != Some(size) {
             return Err(corrupt("part sizes do not add up to the data"));
         }
-        Ok(Header { meta: ObjectMeta { size, etag, version_id }, data_start, parts })
+        Ok(Header { meta: ObjectMeta { size, etag, version_id, last_modified }, data_start, parts })
     }
 
     fn open_object(&self, path: &ObjectPath) -> Result<(File, PathBuf), StoreError> {
@@ -424,6 +487,11 @@ impl FsStore {
             Err(e) => Err(StoreError::Io { op: "open", path: file, source: e }),
         }
     }
+}
+
+/// A written file's mtime (what a later stat of the object reads).
+fn mtime(f: &File) -> Option<SystemTime> {
+    f.metadata().and_then(|m| m.modified()).ok()
 }
 
 fn sync_dir(dir: &Path) -> Result<(), StoreError> {
@@ -454,16 +522,20 @@ impl ObjectStore for FsStore {
                 });
             }
             f.write_all(data).map_err(io_err("write", &tmp))?;
-            f.sync_all().map_err(io_err("fsync", &tmp))
+            f.sync_all().map_err(io_err("fsync", &tmp))?;
+            Ok(mtime(&f))
         })();
-        if let Err(e) = written {
-            // A crash leaves the temporary behind (open() sweeps it); an
-            // ordinary error removes it now.
-            if fail_after.is_none() {
-                let _ = fs::remove_file(&tmp);
+        let last_modified = match written {
+            Ok(t) => t,
+            Err(e) => {
+                // A crash leaves the temporary behind (open() sweeps it); an
+                // ordinary error removes it now.
+                if fail_after.is_none() {
+                    let _ = fs::remove_file(&tmp);
+                }
+                return Err(e);
             }
-            return Err(e);
-        }
+        };
         if let Err(e) = fs::rename(&tmp, &dest) {
             let _ = fs::remove_file(&tmp);
             // A directory where the object would go (e.g. `a.o/`) cannot
@@ -471,7 +543,126 @@ impl ObjectStore for FsStore {
             return Err(StoreError::Io { op: "rename", path: dest, source: e });
         }
         sync_dir(&dir)?;
-        Ok(ObjectMeta { size: data.len() as u64, etag, version_id })
+        Ok(ObjectMeta { size: data.len() as u64, etag, version_id, last_modified })
+    }
+
+    fn put_stream(&self, path: &ObjectPath, data: &mut dyn Read) -> Result<ObjectMeta, StoreError> {
+        path.check()?;
+        let dest = path.file(&self.root);
+        let dir = dest.parent().unwrap_or(&self.root).to_path_buf();
+        let no_upload =
+            || StoreError::NoSuchUpload(path.part.as_ref().map(|p| p.upload_id.clone()).unwrap_or_default());
+        // A part goes only into an upload that exists (an abort meanwhile
+        // must not bring it back); an object's directories are made.
+        if path.part.is_some() {
+            if !dir.is_dir() {
+                return Err(no_upload());
+            }
+        } else {
+            fs::create_dir_all(&dir).map_err(io_err("create", &dir))?;
+        }
+        let version_id = self.random_hex();
+        let tmp = self.root.join(TMP_DIR).join(format!("{}.tmp", self.random_hex()));
+        // The header holds the MD5, known only at the end: a placeholder
+        // header first, the data while hashing, then the real header.
+        let written = (|| {
+            let mut f = OpenOptions::new().write(true).create_new(true).open(&tmp).map_err(io_err("create", &tmp))?;
+            f.write_all(&[0u8; HEADER_LEN as usize]).map_err(io_err("write", &tmp))?;
+            let mut md5 = Md5::new();
+            let mut size = 0u64;
+            let mut buf = vec![0u8; 1 << 20];
+            loop {
+                let n = match data.read(&mut buf) {
+                    Ok(0) => break,
+                    Ok(n) => n,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                    Err(source) => return Err(StoreError::Io { op: "read body for", path: dest.clone(), source }),
+                };
+                md5.update(&buf[..n]);
+                f.write_all(&buf[..n]).map_err(io_err("write", &tmp))?;
+                size += n as u64;
+            }
+            let etag = hex(&md5.finalize());
+            f.seek(SeekFrom::Start(0)).map_err(io_err("seek", &tmp))?;
+            f.write_all(MAGIC).map_err(io_err("write", &tmp))?;
+            f.write_all(etag.as_bytes()).map_err(io_err("write", &tmp))?;
+            f.write_all(version_id.as_bytes()).map_err(io_err("write", &tmp))?;
+            f.sync_all().map_err(io_err("fsync", &tmp))?;
+            Ok(ObjectMeta { size, etag, version_id: version_id.clone(), last_modified: mtime(&f) })
+        })();
+        let meta = match written {
+            Ok(m) => m,
+            Err(e) => {
+                let _ = fs::remove_file(&tmp);
+                return Err(e);
+            }
+        };
+        if let Err(e) = fs::rename(&tmp, &dest) {
+            let _ = fs::remove_file(&tmp);
+            if e.kind() == io::ErrorKind::NotFound && path.part.is_some() {
+                return Err(no_upload()); // aborted while the part arrived
+            }
+            return Err(StoreError::Io { op: "rename", path: dest, source: e });
+        }
+        sync_dir(&dir)?;
+        Ok(meta)
+    }
+
+    fn create_upload(&self, path: &ObjectPath) -> Result<String, StoreError> {
+        if path.part.is_some() {
+            return Err(StoreError::BadPart("the object path must not name a part"));
+        }
+        path.check()?;
+        let id = self.random_hex();
+        let dir = self.upload_dir(path, &id)?;
+        fs::create_dir_all(&dir).map_err(io_err("create", &dir))?;
+        Ok(id)
+    }
+
+    fn has_upload(&self, path: &ObjectPath, upload_id: &str) -> Result<bool, StoreError> {
+        Ok(self.upload_dir(path, upload_id)?.is_dir())
+    }
+
+    fn list_parts(&self, path: &ObjectPath, upload_id: &str) -> Result<Vec<(u32, ObjectMeta)>, StoreError> {
+        let dir = self.upload_dir(path, upload_id)?;
+        let entries = match fs::read_dir(&dir) {
+            Ok(e) => e,
+            Err(e) if e.kind() == io::ErrorKind::NotFound || e.kind() == io::ErrorKind::NotADirectory => {
+                return Err(StoreError::NoSuchUpload(upload_id.to_string()));
+            }
+            Err(e) => return Err(StoreError::Io { op: "list", path: dir, source: e }),
+        };
+        let mut parts = Vec::new();
+        for e in entries {
+            let e = e.map_err(io_err("list", &dir))?;
+            let Some(n) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else { continue };
+            let file = e.path();
+            let mut f = match File::open(&file) {
+                Ok(f) => f,
+                // Completed or aborted meanwhile.
+                Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+                Err(e) => return Err(StoreError::Io { op: "open", path: file, source: e }),
+            };
+            parts.push((n, Self::read_header(&mut f, &file)?.meta));
+        }
+        parts.sort_by_key(|(n, _)| *n);
+        Ok(parts)
+    }
+
+    fn abort_upload(&self, path: &ObjectPath, upload_id: &str) -> Result<(), StoreError> {
+        let dir = self.upload_dir(path, upload_id)?;
+        match fs::remove_dir_all(&dir) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound || e.kind() == io::ErrorKind::NotADirectory => {
+                return Err(StoreError::NoSuchUpload(upload_id.to_string()));
+            }
+            Err(e) => return Err(StoreError::Io { op: "remove", path: dir, source: e }),
+        }
+        // The object's `.u` directory goes with its last upload.
+        if let Some(u) = dir.parent() {
+            let _ = fs::remove_dir(u);
+        }
+        Ok(())
     }
 
     fn read_range(&self, path: &ObjectPath, offset: u64, buf: &mut [u8]) -> Result<ObjectMeta, StoreError> {
@@ -563,6 +754,9 @@ impl ObjectStore for FsStore {
         }
         let part_path =
             |n: u32| ObjectPath { part: Some(Part { number: n, upload_id: upload_id.to_string() }), ..path.clone() };
+        if !self.has_upload(path, upload_id)? {
+            return Err(StoreError::NoSuchUpload(upload_id.to_string()));
+        }
         // Check every part (and its ETag) before writing anything.
         let mut files = Vec::new();
         for (n, etag) in parts {
@@ -615,12 +809,16 @@ impl ObjectStore for FsStore {
                 f.seek(SeekFrom::Start(*start)).map_err(io_err("seek", file))?;
                 io::copy(f, &mut out).map_err(io_err("copy", file))?;
             }
-            out.sync_all().map_err(io_err("fsync", &tmp))
+            out.sync_all().map_err(io_err("fsync", &tmp))?;
+            Ok(mtime(&out))
         })();
-        if let Err(e) = written {
-            let _ = fs::remove_file(&tmp);
-            return Err(e);
-        }
+        let last_modified = match written {
+            Ok(t) => t,
+            Err(e) => {
+                let _ = fs::remove_file(&tmp);
+                return Err(e);
+            }
+        };
         if let Err(e) = fs::rename(&tmp, &dest) {
             let _ = fs::remove_file(&tmp);
             return Err(StoreError::Io { op: "rename", path: dest, source: e });
@@ -634,11 +832,19 @@ impl ObjectStore for FsStore {
                 let _ = fs::remove_dir(u);
             }
         }
-        Ok(ObjectMeta { size, etag, version_id })
+        Ok(ObjectMeta { size, etag, version_id, last_modified })
     }
 }
 
 impl FsStore {
+    /// The directory of upload `upload_id` of `path` (both checked).
+    fn upload_dir(&self, path: &ObjectPath, upload_id: &str) -> Result<PathBuf, StoreError> {
+        let p = ObjectPath { part: Some(Part { number: 1, upload_id: upload_id.to_string() }), ..path.clone() };
+        p.check()?;
+        let file = p.file(&self.root);
+        Ok(file.parent().map(Path::to_path_buf).unwrap_or(file))
+    }
+
     /// Collects `key -> file` of the objects under `dir` (key so far `at`).
     fn walk(
         &self,

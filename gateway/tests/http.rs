@@ -275,7 +275,9 @@ async fn object_routes() {
     assert!(l.contains("<KeyCount>3</KeyCount>") && l.contains("<IsTruncated>false</IsTruncated>"), "{l}");
     let l = body(&req("GET", "/bk?list-type=2&prefix=di&max-keys=1", b"").await);
     assert!(
-        l.contains("<Prefix>di</Prefix><KeyCount>1</KeyCount>") && l.contains("<Key>dir/small</Key><Size>5</Size>"),
+        l.contains("<Prefix>di</Prefix><KeyCount>1</KeyCount>")
+            && l.contains("<Key>dir/small</Key><LastModified>")
+            && l.contains("</LastModified><Size>5</Size>"),
         "{l}"
     );
     let l = body(&req("GET", "/bk?list-type=2&max-keys=1", b"").await);

@@ -227,7 +227,8 @@ impl ControlPlane {
         })
     }
 
-    /// PutObject with the data in the body (small objects only).
+    /// PutObject with the data in the body (any size up to the gateway's
+    /// `--max-object-size`; large objects move faster over RC).
     pub async fn put_inline(&self, bucket: &str, key: &str, data: Bytes) -> Result<ObjectInfo, ObjectError> {
         let path = target(bucket, key);
         let size = data.len() as u64;

@@ -264,7 +264,74 @@ fn completing_an_upload_concatenates_its_parts_atomically() {
     assert_eq!(m.etag, hex(&Md5::digest(b"hello world")));
     // The parts are gone, nothing else is left.
     assert_eq!(files(dir.path()), ["bk/big.o"]);
-    assert!(matches!(s.complete_upload(&dest, "up1", &[(1, None)]), Err(StoreError::BadPart(_))));
+    // The upload is gone with its parts.
+    assert!(matches!(s.complete_upload(&dest, "up1", &[(1, None)]), Err(StoreError::NoSuchUpload(u)) if u == "up1"));
+}
+
+#[test]
+fn put_stream_stores_what_it_reads_and_nothing_when_the_reader_fails() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = store(dir.path());
+    let p = obj("/bk/s/big");
+    // Across the 1 MiB copy buffer.
+    let data: Vec<u8> = (0..(3 << 20) + 17).map(|i| (i * 7 % 251) as u8).collect();
+    let m = s.put_stream(&p, &mut &data[..]).unwrap();
+    assert_eq!((m.size, m.etag.clone()), (data.len() as u64, hex(&Md5::digest(&data))));
+    assert_eq!(s.head(&p).unwrap(), m);
+    let mut got = vec![0u8; data.len()];
+    s.read_range(&p, 0, &mut got).unwrap();
+    assert!(got == data);
+    // A reader that fails half-way (a client that hung up): the old object
+    // stays, no temporary is left.
+    struct Broken(usize);
+    impl std::io::Read for Broken {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            if self.0 == 0 {
+                return Err(std::io::Error::other("gone"));
+            }
+            let n = buf.len().min(self.0);
+            buf[..n].fill(1);
+            self.0 -= n;
+            Ok(n)
+        }
+    }
+    assert!(matches!(s.put_stream(&p, &mut Broken(2 << 20)), Err(StoreError::Io { .. })));
+    assert_eq!(s.head(&p).unwrap(), m);
+    assert_eq!(files(dir.path()), ["bk/s.d/big.o"]);
+    // Empty.
+    let e = s.put_stream(&obj("/bk/empty"), &mut &b""[..]).unwrap();
+    assert_eq!((e.size, e.etag.as_str()), (0, "d41d8cd98f00b204e9800998ecf8427e"));
+}
+
+#[test]
+fn uploads_are_created_listed_and_aborted() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = store(dir.path());
+    let dest = obj("/bk/up");
+    let id = s.create_upload(&dest).unwrap();
+    assert_ne!(id, s.create_upload(&dest).unwrap());
+    assert!(s.has_upload(&dest, &id).unwrap());
+    assert!(!s.has_upload(&dest, "nope").unwrap());
+    assert_eq!(s.list_parts(&dest, &id).unwrap(), []);
+    let part = |n: u32, data: &[u8]| s.put(&obj(&format!("/bk/up?partNumber={n}&uploadId={id}")), data).unwrap();
+    let m2 = part(2, b"two");
+    let m10 = part(10, b"ten");
+    assert_eq!(s.list_parts(&dest, &id).unwrap(), [(2, m2), (10, m10)]);
+    assert!(matches!(s.list_parts(&dest, "nope"), Err(StoreError::NoSuchUpload(_))));
+    assert!(matches!(s.abort_upload(&dest, "nope"), Err(StoreError::NoSuchUpload(_))));
+    assert!(matches!(s.complete_upload(&dest, "nope", &[(1, None)]), Err(StoreError::NoSuchUpload(_))));
+    assert!(matches!(s.abort_upload(&dest, "../x"), Err(StoreError::BadQuery { .. })));
+    s.abort_upload(&dest, &id).unwrap();
+    assert!(!s.has_upload(&dest, &id).unwrap());
+    assert!(matches!(s.abort_upload(&dest, &id), Err(StoreError::NoSuchUpload(_))));
+    assert!(matches!(s.create_upload(&obj("/bk/up?partNumber=1&uploadId=x")), Err(StoreError::BadPart(_))));
+    // A streamed part needs its upload: an aborted one does not come back.
+    let late = obj(&format!("/bk/up?partNumber=3&uploadId={id}"));
+    assert!(matches!(s.put_stream(&late, &mut &b"late"[..]), Err(StoreError::NoSuchUpload(u)) if u == id));
+    // Nothing of the aborted upload is left (the other created one is).
+    let left = files(dir.path());
+    assert!(left.iter().all(|f| !f.contains(&id)), "{left:?}");
+    assert!(!dir.path().join("bk/up.u").join(&id).exists());
 }
 
 #[test]

@@ -80,8 +80,9 @@ struct ClientArgs {
 
 #[derive(Debug, clap::Subcommand)]
 enum ObjectCommand {
-    /// Serve the control plane (POST /.hipobj-rc/{prepare,ready,cancel}, GET /rc-sessions,
-    /// HEAD and small PUT of objects) with objects under --root.
+    /// Serve the control plane (POST /.hipobj-rc/{prepare,ready,cancel}, GET /rc-sessions)
+    /// and the plain S3 object routes (GET with ranges, HEAD, PUT, DELETE, ListObjectsV2,
+    /// multipart uploads) with objects under --root.
     Serve {
         /// Where objects live (created if missing).
         #[arg(long)]
@@ -107,6 +108,11 @@ enum ObjectCommand {
         /// The highest part number a target may name (1..=10000).
         #[arg(long, default_value_t = 10_000)]
         max_part_number: u32,
+        /// The largest body an S3 PutObject or UploadPart over plain HTTP may carry, in
+        /// bytes (streamed to the store, never held in memory; larger ones get 400
+        /// EntityTooLarge and store nothing). Default 5 GiB, S3's single-PUT limit.
+        #[arg(long, default_value_t = rctb_gateway::http::DEFAULT_MAX_OBJECT_SIZE)]
+        max_object_size: u64,
     },
     /// Store FILE as s3://BUCKET/KEY (credentials and region from the AWS environment).
     Put {
@@ -179,10 +185,21 @@ impl From<ObjectError> for Failure {
 
 pub fn main(args: &ObjectArgs) -> ExitCode {
     let (name, r) = match &args.command {
-        ObjectCommand::Serve { root, listen, backend, dev, users, region, control_plane_only, max_part_number } => {
+        ObjectCommand::Serve {
+            root,
+            listen,
+            backend,
+            dev,
+            users,
+            region,
+            control_plane_only,
+            max_part_number,
+            max_object_size,
+        } => {
             let mut g = GatewayOptions::default();
             g.control_plane_only = *control_plane_only;
             g.max_part_number = *max_part_number;
+            g.max_object_size = *max_object_size;
             ("serve", serve(root, *listen, *backend, dev, users.as_deref(), region, g))
         }
         ObjectCommand::Put { url, file, client } => ("put", transfer(true, url, file, None, client)),
