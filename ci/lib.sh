@@ -81,5 +81,22 @@ need_apt() {
         "${sudo[@]}" apt-get update -qq || return 1
         touch "$RCTB_CI_STATE/apt-updated"
     fi
-    "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null || return 1
+    # munge's and Slurm's packages start their services when installed (on
+    # a machine without Docker's policy-rc.d); the slurm stage runs daemons
+    # of its own, so a policy-rc.d that refuses is in place for the install.
+    local no_start=
+    case " ${missing[*]} " in
+        *" munge "* | *" slurmctld "* | *" slurmd "*)
+            if [ ! -e /usr/sbin/policy-rc.d ]; then
+                printf '#!/bin/sh\n# need_apt (ci/lib.sh): no service starts during this install\nexit 101\n' |
+                    "${sudo[@]}" tee /usr/sbin/policy-rc.d >/dev/null || return 1
+                "${sudo[@]}" chmod 755 /usr/sbin/policy-rc.d || return 1
+                no_start=1
+            fi
+            ;;
+    esac
+    local rc=0
+    "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null || rc=1
+    if [ -n "$no_start" ]; then "${sudo[@]}" rm -f /usr/sbin/policy-rc.d || rc=1; fi
+    return "$rc"
 }
