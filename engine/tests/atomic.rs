@@ -108,13 +108,16 @@ fn a_duplicate_is_answered_from_its_resource_until_newer_ones_recycle_it() {
         }
     }
     assert_eq!(word(&b, 0), 1142);
+    assert_eq!(common::dropped(&b), 0);
     b.ep.handle_packet(NOW, &first).unwrap();
     assert!(transmitted(&mut b).is_empty());
     assert_eq!(word(&b, 0), 1142);
     assert_eq!(b.ep.counters().atomics_replayed, 1);
+    assert_eq!(common::dropped(&b), 1, "the duplicate with no saved answer is counted as dropped");
     // The endpoint's counts outlive the QP that made them.
     b.ep.destroy_qp(b.qp.id).unwrap();
     assert_eq!(b.ep.counters().atomics_replayed, 1);
+    assert_eq!(common::dropped(&b), 1);
 }
 
 #[test]

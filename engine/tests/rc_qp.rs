@@ -140,20 +140,24 @@ fn a_qp_takes_requests_only_from_its_peer_and_only_once_it_has_a_path() {
     b.ep.handle_packet(Instant::ZERO, &stranger).unwrap();
     assert!(transmitted(&mut b, Instant::ZERO).is_empty());
     assert!(completions(&mut b).is_empty());
+    assert_eq!(common::dropped(&b), 1, "the stranger's packet is counted as dropped");
     // From the peer: taken.
     b.ep.handle_packet(Instant::ZERO, &send).unwrap();
     assert_eq!(transmitted(&mut b, Instant::ZERO).len(), 1);
     assert_eq!(completions(&mut b).iter().map(|c| c.wr_id).collect::<Vec<_>>(), [7]);
     // Back in RESET then INIT, b has no path: the same packet is dropped
     // (counted, no panic, no answer).
+    assert_eq!(common::dropped(&b), 1, "the peer's packet is taken, not dropped");
     b.ep.modify_qp(Instant::ZERO, b.qp.id, &QpTransition::Reset).unwrap();
     b.ep.handle_packet(Instant::ZERO, &send).unwrap();
+    assert_eq!(common::dropped(&b), 2, "a QP in RESET has no path");
     b.ep.modify_qp(Instant::ZERO, b.qp.id, &QpTransition::Init(InitAttr { pkey_index: 0, port: 1, access: ACCESS }))
         .unwrap();
     post_recv(&mut b, 8, 64);
     b.ep.handle_packet(Instant::ZERO, &send).unwrap();
     assert!(transmitted(&mut b, Instant::ZERO).is_empty());
     assert!(completions(&mut b).is_empty());
+    assert_eq!(common::dropped(&b), 3, "nor has one in INIT");
 }
 
 #[test]
@@ -181,10 +185,12 @@ fn a_qp_in_rtr_ignores_responses() {
         av: AddressVector::new(Gid::from_ipv4(ip), 1),
     };
     a.ep.modify_qp(Instant::ZERO, a.qp.id, &QpTransition::Rtr(rtr)).unwrap();
+    assert_eq!(common::dropped(&a), 0);
     a.ep.handle_packet(Instant::ZERO, &ack).unwrap();
     assert!(transmitted(&mut a, Instant::ZERO).is_empty());
     assert!(completions(&mut a).is_empty());
     assert_eq!(a.ep.query_qp(a.qp.id).unwrap().state, QpState::Rtr);
+    assert_eq!(common::dropped(&a), 1, "the response is counted as dropped");
 }
 
 #[test]

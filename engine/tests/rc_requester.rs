@@ -9,7 +9,7 @@ use std::net::Ipv4Addr;
 
 use rctb_core::time::Instant;
 use rctb_core::transport::*;
-use rctb_core::wire::roce::Opcode;
+use rctb_core::wire::roce::{Aeth, Opcode};
 use rctb_engine::Packet;
 
 mod common;
@@ -357,12 +357,16 @@ fn a_lost_read_response_asks_again_once_from_what_is_missing() {
     b.ep.handle_packet(Instant::ZERO, &req[0]).unwrap();
     let first = transmitted(&mut b, Instant::ZERO);
     a.ep.handle_packet(at(1), &first[0]).unwrap();
+    assert_eq!(common::dropped(&a), 0);
     a.ep.handle_packet(at(1), &first[0]).unwrap(); // a duplicate
+    assert_eq!(common::dropped(&a), 1, "the duplicate is dropped");
     a.ep.handle_packet(at(1), &first[2]).unwrap(); // past the gap
+    assert_eq!(common::dropped(&a), 2, "the response past the gap is dropped");
     let again = transmitted(&mut a, at(1));
     assert_eq!(again.iter().map(|p| (p.bth.opcode, p.bth.psn.get())).collect::<Vec<_>>(), [(Opcode::READ_REQUEST, 1)]);
     a.ep.handle_packet(at(1), &first[2]).unwrap(); // the same gap again: no new request
     assert!(transmitted(&mut a, at(1)).is_empty(), "one request again per gap");
+    assert_eq!(common::dropped(&a), 3);
     assert!(completions(&mut a).is_empty());
     b.ep.handle_packet(at(2), &again[0]).unwrap();
     let rest = transmitted(&mut b, at(2));
@@ -410,10 +414,23 @@ fn responses_outside_what_was_sent_are_ignored() {
         a.ep.handle_packet(at(1), &stray).unwrap();
         assert!(completions(&mut a).is_empty(), "an ACK of PSN {psn} completes nothing");
     }
+    assert_eq!(common::dropped(&a), 2, "both strays are counted as dropped");
+    // An ACK with no AETH, and one whose AETH is of the reserved kind:
+    // dropped, and the WR still waits for the real one.
+    let mut bare = ack.clone();
+    bare.aeth = None;
+    a.ep.handle_packet(at(1), &bare).unwrap();
+    assert_eq!(common::dropped(&a), 3, "an ACK without an AETH is dropped");
+    let mut reserved = ack.clone();
+    reserved.aeth = Some(Aeth { syndrome: 0x40, msn: 0 });
+    a.ep.handle_packet(at(1), &reserved).unwrap();
+    assert!(completions(&mut a).is_empty());
+    assert_eq!(common::dropped(&a), 4, "an AETH of the reserved kind is dropped");
     a.ep.handle_packet(at(1), &ack).unwrap();
     assert_eq!(completions(&mut a), [(1, WcStatus::Success)]);
     a.ep.handle_packet(at(2), &ack).unwrap();
     assert!(completions(&mut a).is_empty(), "a retired PSN's ACK again: nothing");
+    assert_eq!(common::dropped(&a), 5);
 }
 
 #[test]
@@ -531,5 +548,48 @@ fn a_compare_and_swap_swaps_only_on_a_match_and_returns_the_original() {
         // The target held 5 before either: the first did not swap it.
         assert_eq!(read_back(&a, 0, 8), 5u64.to_le_bytes(), "the original value comes back");
         assert_eq!(read_back(&b, 64, 8), after.to_le_bytes(), "compare {compare}: swapped only on a match");
+    }
+}
+
+/// a and b with READ, WRITE and atomic access, `rd_atomic` READs and
+/// atomics outstanding each way.
+fn pair_atomic(rd_atomic: u8) -> (Side, Side) {
+    let access = ACCESS.union(Access::REMOTE_ATOMIC);
+    let (ia, ib) = (Ipv4Addr::new(10, 0, 0, 1), Ipv4Addr::new(10, 0, 0, 2));
+    let (mut a, mut b) = (common::side("a", ia, 1, 1 << 16, access), common::side("b", ib, 2, 1 << 16, access));
+    common::connect_with(&mut a, &mut b, access, rd_atomic, 7, 7);
+    (a, b)
+}
+
+#[test]
+fn a_response_that_overtakes_an_unanswered_read_is_dropped_until_the_read_is_answered() {
+    // A READ (PSN 0) then a second READ (PSN 1), and a READ then an atomic:
+    // the second response arrives first. The requester may not complete
+    // it past the READ still waiting for its data: it drops it (counted),
+    // and takes it when it comes again after the first.
+    for atomic in [false, true] {
+        let (mut a, mut b) = pair_atomic(2);
+        b.ep.mr_write(b.mr.id, 0, &7u64.to_le_bytes()).unwrap();
+        post_read(&mut a, &b, 1, 64, 8);
+        if atomic {
+            let op = SendOp::FetchAdd { remote: b.mr.remote(0), add: 1 };
+            a.ep.post_send(Instant::ZERO, a.qp.id, &SendWr::new(2, op, &[Sge::new(a.mr.id, 128, 8)])).unwrap();
+        } else {
+            post_read(&mut a, &b, 2, 128, 8);
+        }
+        for p in transmitted(&mut a, Instant::ZERO) {
+            b.ep.handle_packet(Instant::ZERO, &p).unwrap();
+        }
+        let answers = transmitted(&mut b, Instant::ZERO);
+        assert_eq!(psns(&answers), [0, 1], "atomic {atomic}");
+        a.ep.handle_packet(at(1), &answers[1]).unwrap();
+        assert!(completions(&mut a).is_empty(), "atomic {atomic}: nothing completes past the first READ");
+        assert_eq!(common::dropped(&a), 1, "atomic {atomic}: the overtaking response is dropped");
+        a.ep.handle_packet(at(1), &answers[0]).unwrap();
+        assert_eq!(completions(&mut a), [(1, WcStatus::Success)], "atomic {atomic}");
+        a.ep.handle_packet(at(2), &answers[1]).unwrap();
+        assert_eq!(completions(&mut a), [(2, WcStatus::Success)], "atomic {atomic}");
+        assert_eq!(common::dropped(&a), 1, "atomic {atomic}: taken the second time");
+        assert_eq!(read_back(&a, 128, 8), 7u64.to_le_bytes(), "atomic {atomic}");
     }
 }

@@ -72,7 +72,9 @@ fn a_request_with_another_transports_opcode_is_dropped_unanswered() {
     b.ep.handle_packet(NOW, &ud).unwrap();
     assert!(answers(&mut b).is_empty());
     assert!(completions(&mut b).is_empty());
+    assert_eq!(common::dropped(&b), 1);
     b.ep.handle_packet(NOW, &send).unwrap();
+    assert_eq!(common::dropped(&b), 1, "the RC SEND is taken");
     assert_eq!(completions(&mut b), [(7, WcStatus::Success)]);
     assert_eq!(answers(&mut b), [(Opcode::ACKNOWLEDGE, 0, Some(AckKind::Ack { credits: 31 }))]);
 }
@@ -87,7 +89,9 @@ fn a_psn_gap_is_naked_once_with_the_expected_psn() {
     }
     let sends: Vec<Packet> = (0..3).flat_map(|i| request(&mut a, &b, i, false, 16)).collect();
     b.ep.handle_packet(NOW, &sends[1]).unwrap();
+    assert_eq!(common::dropped(&b), 1, "the request past the gap is NAKed and dropped");
     b.ep.handle_packet(NOW, &sends[2]).unwrap();
+    assert_eq!(common::dropped(&b), 2, "and so is the next");
     assert_eq!(answers(&mut b), [(Opcode::ACKNOWLEDGE, 0, Some(AckKind::Nak(NakCode::PsnSequenceError)))]);
     assert!(completions(&mut b).is_empty());
 }

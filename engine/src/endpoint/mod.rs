@@ -105,6 +105,11 @@ pub struct EndpointCounters {
     pub cm_established_by_data: u64,
     /// QP1 packets that were no CM MAD this engine reads.
     pub cm_dropped: u64,
+    /// Packets a QP could not take and dropped unanswered (see
+    /// [`QpCounters::dropped`](crate::rc::QpCounters::dropped)): a peer
+    /// sending to a QP not yet connected, a stale or duplicate response,
+    /// requests past a PSN gap.
+    pub packets_dropped: u64,
 }
 
 /// Live verbs objects of one endpoint.
@@ -128,6 +133,7 @@ fn add_qp_counters(c: &mut EndpointCounters, q: &QpCounters) {
     c.timeouts += q.timeouts;
     c.atomics_replayed += q.atomics_replayed;
     c.seq_naks_ignored += q.seq_naks_ignored;
+    c.packets_dropped += q.dropped;
 }
 
 /// The random numbers an endpoint needs (memory keys, CM starting PSNs),

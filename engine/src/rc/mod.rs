@@ -167,8 +167,6 @@ pub struct RcQp {
     pub(crate) max_dest_rd_atomic: u8,
     pub(crate) req: Requester,
     pub(crate) resp: Responder,
-    /// Packets dropped because the QP could not take them (state, source).
-    pub dropped: u64,
     /// What its requester and responder counted.
     pub counters: QpCounters,
     /// Owner bookkeeping: queued for egress.
@@ -197,6 +195,12 @@ pub struct QpCounters {
     /// PSN sequence NAKs the requester ignored because a retry was already
     /// under way (rxe starts no second retry before progress).
     pub seq_naks_ignored: u64,
+    /// Packets the QP could not take, and dropped unanswered: no path yet,
+    /// another source, a state that takes none (a response in RTR), an
+    /// opcode it does not know, a request past a PSN gap (after its one
+    /// NAK), a response for nothing outstanding, a duplicate or misplaced
+    /// response.
+    pub dropped: u64,
 }
 
 impl RcQp {
@@ -217,7 +221,6 @@ impl RcQp {
             max_dest_rd_atomic: 0,
             req: Requester::default(),
             resp: Responder::default(),
-            dropped: 0,
             counters: QpCounters::default(),
             tx_queued: false,
             timer_event: None,
@@ -375,12 +378,12 @@ impl RcQp {
     ) {
         self.tx_ok_at = None;
         let Some(path) = self.path else {
-            self.dropped += 1;
+            self.counters.dropped += 1;
             return;
         };
         // rxe accepts packets only from the QP's destination address.
         if pkt.src_ip != path.dest_ip || !matches!(self.state, QpState::Rtr | QpState::Rts) {
-            self.dropped += 1;
+            self.counters.dropped += 1;
             return;
         }
         let op = pkt.bth.opcode;
@@ -388,7 +391,7 @@ impl RcQp {
             if self.state == QpState::Rts {
                 requester::handle_response(self, now, pkt, mem, out);
             } else {
-                self.dropped += 1;
+                self.counters.dropped += 1;
             }
         } else {
             responder::handle_request(self, pkt, mem, ctx, out);

@@ -282,7 +282,7 @@ pub(super) fn handle_request(
     // SEND: asked first, it skips the opcode tests (table lookups) below.
     let send_only = op == Opcode::SEND_ONLY;
     if !send_only && (!op.is_known() || !op.is_rc()) {
-        qp.dropped += 1;
+        qp.counters.dropped += 1;
         return;
     }
     let psn = pkt.bth.psn;
@@ -294,7 +294,7 @@ pub(super) fn handle_request(
             let (epsn, msn) = (qp.resp.epsn, qp.resp.msn);
             qp.resp.queue_nak(epsn, Aeth::nak(NakCode::PsnSequenceError, msn));
         }
-        qp.dropped += 1;
+        qp.counters.dropped += 1;
         return;
     }
     if d < 0 {
@@ -348,7 +348,7 @@ fn handle_duplicate(qp: &mut RcQp, pkt: &Packet, mem: &Memory) {
             qp.resp.push_reply(Reply::Atomic { psn: pkt.bth.psn, orig, msn });
             qp.counters.atomics_replayed += 1;
         } else {
-            qp.dropped += 1;
+            qp.counters.dropped += 1;
         }
         return;
     }

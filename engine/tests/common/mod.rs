@@ -65,3 +65,9 @@ pub fn connect_with(a: &mut Side, b: &mut Side, access: Access, rd_atomic: u8, r
         s.ep.modify_qp(now, s.qp.id, &QpTransition::Rts(rts)).unwrap();
     }
 }
+
+/// Packets `s`'s endpoint could not take and dropped
+/// ([`EndpointCounters::packets_dropped`](rctb_engine::EndpointCounters)).
+pub fn dropped(s: &Side) -> u64 {
+    s.ep.counters().packets_dropped
+}

@@ -126,7 +126,7 @@ pub(in crate::rc) fn handle_response(
     // Responses for PSNs we have not sent, or already retired, are ignored:
     // this is what makes a peer with a stale PSN look like silence.
     if psn.diff(qp.req.una) < 0 || psn.diff(qp.req.sent_end) >= 0 {
-        qp.dropped += 1;
+        qp.counters.dropped += 1;
         return;
     }
     if pkt.bth.opcode.is_read_response() {
@@ -138,7 +138,7 @@ pub(in crate::rc) fn handle_response(
         return;
     }
     let Some(aeth) = pkt.aeth else {
-        qp.dropped += 1;
+        qp.counters.dropped += 1;
         return;
     };
     match aeth.kind() {
@@ -208,14 +208,14 @@ pub(in crate::rc) fn handle_response(
             };
             qp.enter_error(Some(status), out);
         }
-        AckKind::Reserved => qp.dropped += 1,
+        AckKind::Reserved => qp.counters.dropped += 1,
     }
 }
 
 fn handle_read_response(qp: &mut RcQp, now: Instant, pkt: &Packet, mem: &mut Memory, out: &mut Vec<RoutedCompletion>) {
     let psn = pkt.bth.psn;
     let Some(idx) = qp.req.sq.iter().position(|w| w.contains(psn)) else {
-        qp.dropped += 1;
+        qp.counters.dropped += 1;
         return;
     };
     if !qp.req.sq[idx].is_read() {
@@ -229,12 +229,12 @@ fn handle_read_response(qp: &mut RcQp, now: Instant, pkt: &Packet, mem: &mut Mem
     };
     match psn.diff(expected) {
         d if d < 0 => {
-            qp.dropped += 1; // duplicate
+            qp.counters.dropped += 1; // duplicate
             return;
         }
         d if d > 0 => {
             // A response went missing: re-issue the READ from what we have.
-            qp.dropped += 1;
+            qp.counters.dropped += 1;
             if qp.req.read_gap != Some(expected) {
                 qp.req.read_gap = Some(expected);
                 qp.req.go_back(expected);
@@ -250,7 +250,7 @@ fn handle_read_response(qp: &mut RcQp, now: Instant, pkt: &Packet, mem: &mut Mem
         on_progress(qp, now);
     }
     if qp.req.una != expected {
-        qp.dropped += 1;
+        qp.counters.dropped += 1;
         return;
     }
     let pmtu = qp.path.map_or(4096, |p| p.pmtu) as u64;
@@ -275,7 +275,7 @@ fn handle_read_response(qp: &mut RcQp, now: Instant, pkt: &Packet, mem: &mut Mem
 fn handle_atomic_ack(qp: &mut RcQp, now: Instant, pkt: &Packet, mem: &mut Memory, out: &mut Vec<RoutedCompletion>) {
     let psn = pkt.bth.psn;
     let Some(idx) = qp.req.sq.iter().position(|w| w.contains(psn)) else {
-        qp.dropped += 1;
+        qp.counters.dropped += 1;
         return;
     };
     let (Some(orig), true) = (pkt.atomic_ack, qp.req.sq[idx].op.is_atomic()) else {
@@ -285,7 +285,7 @@ fn handle_atomic_ack(qp: &mut RcQp, now: Instant, pkt: &Packet, mem: &mut Memory
         return;
     };
     if qp.req.sq[idx].done {
-        qp.dropped += 1; // duplicate
+        qp.counters.dropped += 1; // duplicate
         return;
     }
     // Everything before the atomic is implicitly acknowledged -- unless an
@@ -294,7 +294,7 @@ fn handle_atomic_ack(qp: &mut RcQp, now: Instant, pkt: &Packet, mem: &mut Memory
         on_progress(qp, now);
     }
     if qp.req.una != psn {
-        qp.dropped += 1;
+        qp.counters.dropped += 1;
         return;
     }
     let w = &mut qp.req.sq[idx];
