@@ -22,7 +22,7 @@ use rctb_core::transport::Transport;
 use crate::auth::{Users, wall_clock};
 use crate::engine::{Engine, Pacing};
 use crate::http::{Gateway, GatewayOptions, serve};
-use crate::store::{FsStore, ObjectStore, S3Options, S3Store};
+use crate::store::{FsStore, ObjectStore, S3Options};
 
 /// What `serve_*` needs.
 // Not non_exhaustive: every field is required (no default root, users or
@@ -76,13 +76,21 @@ where
 {
     let rng = Box::new(ChaCha8Rng::from_seed(opts.seed));
     let store: Arc<dyn ObjectStore> = match &opts.s3 {
+        #[cfg(feature = "s3")]
         Some(s3) => {
+            use crate::store::S3Store;
             // Fail at start-up, not at the first request, when the bucket
             // does not answer.
             let s = S3Store::connect(s3, rng).map_err(|e| std::io::Error::other(e.to_string()))?;
             s.check().map_err(|e| std::io::Error::other(e.to_string()))?;
             eprintln!("objects in the {}", s.name());
             Arc::new(s)
+        }
+        #[cfg(not(feature = "s3"))]
+        Some(_) => {
+            return Err(std::io::Error::other(
+                "--store s3://: this rctb was built without the s3 feature (cargo build --release -p rctb --features s3)",
+            ));
         }
         None => Arc::new(FsStore::open(&opts.root, rng).map_err(|e| std::io::Error::other(e.to_string()))?),
     };

@@ -169,7 +169,9 @@ pub struct ObjectPath {
 
 mod s3;
 mod target;
-pub use s3::{BUFFER_LIMIT, MAX_S3_KEY_LEN, S3Options, S3Store};
+#[cfg(feature = "s3")]
+pub use s3::S3Store;
+pub use s3::{BUFFER_LIMIT, MAX_S3_KEY_LEN, S3Options};
 pub use target::Target;
 
 impl fmt::Display for ObjectPath {
