@@ -31,7 +31,7 @@ use crate::store::{FsStore, ObjectStore, S3Options};
 pub struct ServeOptions {
     /// The object store's directory (unused with `s3`).
     pub root: PathBuf,
-    /// Objects in an S3 bucket ([`S3Store`]) instead of under `root`.
+    /// Objects in an S3 bucket (`S3Store`, feature `s3`) instead of under `root`.
     pub s3: Option<S3Options>,
     /// The HTTP listen address.
     pub listen: SocketAddr,
