@@ -62,6 +62,11 @@ pub struct S3Options {
     pub request_timeout: Duration,
     /// Connecting may take this long.
     pub connect_timeout: Duration,
+    /// The access key id and secret ([`S3Options::from_url`] takes them
+    /// from `AWS_ACCESS_KEY_ID` and `AWS_SECRET_ACCESS_KEY`). Required with
+    /// an endpoint; without one (AWS) the SDK's chain (instance metadata,
+    /// ...) is tried.
+    pub credentials: Option<(String, String)>,
 }
 
 impl S3Options {
@@ -76,10 +81,12 @@ impl S3Options {
             retry_timeout: Duration::from_secs(10),
             request_timeout: Duration::from_secs(10),
             connect_timeout: Duration::from_secs(3),
+            credentials: None,
         }
     }
 
-    /// Parses `s3://BUCKET` (the `--store` value) into options.
+    /// Parses `s3://BUCKET` (the `--store` value) into options, with the
+    /// credentials of the environment.
     pub fn from_url(url: &str, endpoint: Option<String>) -> Result<Self, StoreError> {
         let bad = |rule| StoreError::BadStore { field: "--store", rule };
         let bucket = url.strip_prefix("s3://").ok_or(bad("must be s3://BUCKET"))?;
@@ -99,6 +106,18 @@ impl S3Options {
         {
             return Err(StoreError::BadStore { field: "--endpoint", rule: "must be an http:// or https:// URL" });
         }
-        Ok(S3Options::new(bucket, endpoint))
+        let has_endpoint = endpoint.is_some();
+        let mut o = S3Options::new(bucket, endpoint);
+        o.credentials = match (std::env::var("AWS_ACCESS_KEY_ID"), std::env::var("AWS_SECRET_ACCESS_KEY")) {
+            (Ok(k), Ok(s)) if !k.is_empty() && !s.is_empty() => Some((k, s)),
+            _ if has_endpoint => {
+                return Err(StoreError::BadStore {
+                    field: "AWS_ACCESS_KEY_ID",
+                    rule: "must be set, with AWS_SECRET_ACCESS_KEY, for an S3 store at --endpoint",
+                });
+            }
+            _ => None,
+        };
+        Ok(o)
     }
 }

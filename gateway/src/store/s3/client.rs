@@ -87,6 +87,15 @@ impl S3Store {
         let mut b = AmazonS3Builder::from_env().with_bucket_name(&opts.bucket);
         let region = std::env::var("AWS_REGION").or_else(|_| std::env::var("AWS_DEFAULT_REGION"));
         b = b.with_region(region.unwrap_or_else(|_| "us-east-1".into()));
+        if let Some((k, secret)) = &opts.credentials {
+            b = b.with_access_key_id(k).with_secret_access_key(secret);
+        } else if opts.endpoint.is_some() {
+            // Not the instance-metadata chain towards a local server.
+            return Err(StoreError::BadStore {
+                field: "credentials",
+                rule: "an S3 store at an endpoint needs an access key id and secret",
+            });
+        }
         if let Some(e) = &opts.endpoint {
             b = b.with_endpoint(e).with_allow_http(true).with_virtual_hosted_style_request(false);
         }
