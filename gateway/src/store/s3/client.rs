@@ -634,6 +634,8 @@ impl ObjectStore for S3Store {
         let (data, m, attrs) = match self.get_range(&key, offset..end, None) {
             Ok(r) => r,
             Err(StoreError::NoSuchKey) => return Err(StoreError::NoSuchKey),
+            // A store that does not answer would not answer the HEAD either.
+            Err(e @ StoreError::Backend { unavailable: true, .. }) => return Err(e),
             Err(e) => {
                 let h = self.head_key(&key)?;
                 if end > h.meta.size {
