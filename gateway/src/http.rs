@@ -286,7 +286,11 @@ impl From<StoreError> for ErrorReply {
             StoreError::BadBucket(_) | StoreError::BadKey(_) | StoreError::BadPart(_) | StoreError::BadQuery { .. } => {
                 ErrorReply::bad(format!("x-amz-rdma-target: {e}"))
             }
-            StoreError::Corrupt { .. } | StoreError::Io { .. } => ErrorReply::new(500, "InternalError", e.to_string()),
+            StoreError::Backend { unavailable: true, .. } => ErrorReply::new(503, "ServiceUnavailable", e.to_string()),
+            StoreError::Corrupt { .. }
+            | StoreError::Io { .. }
+            | StoreError::Backend { .. }
+            | StoreError::BadStore { .. } => ErrorReply::new(500, "InternalError", e.to_string()),
         }
     }
 }

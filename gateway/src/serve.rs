@@ -22,15 +22,17 @@ use rctb_core::transport::Transport;
 use crate::auth::{Users, wall_clock};
 use crate::engine::{Engine, Pacing};
 use crate::http::{Gateway, GatewayOptions, serve};
-use crate::store::FsStore;
+use crate::store::{FsStore, ObjectStore, S3Options};
 
 /// What `serve_*` needs.
 // Not non_exhaustive: every field is required (no default root, users or
 // seed); what may grow goes in the non_exhaustive GatewayOptions and ServerConfig.
 #[derive(Debug)]
 pub struct ServeOptions {
-    /// The object store's directory.
+    /// The object store's directory (unused with `s3`).
     pub root: PathBuf,
+    /// Objects in an S3 bucket (`S3Store`, feature `s3`) instead of under `root`.
+    pub s3: Option<S3Options>,
     /// The HTTP listen address.
     pub listen: SocketAddr,
     /// Who may sign requests.
@@ -72,12 +74,30 @@ where
     T: Transport + 'static,
     F: FnOnce(ChaCha8Rng) -> Result<SessionManager<T, ChaCha8Rng>, RcError> + Send + 'static,
 {
-    let store = FsStore::open(&opts.root, Box::new(ChaCha8Rng::from_seed(opts.seed)))
-        .map_err(|e| std::io::Error::other(e.to_string()))?;
+    let rng = Box::new(ChaCha8Rng::from_seed(opts.seed));
+    let store: Arc<dyn ObjectStore> = match &opts.s3 {
+        #[cfg(feature = "s3")]
+        Some(s3) => {
+            use crate::store::S3Store;
+            // Fail at start-up, not at the first request, when the bucket
+            // does not answer.
+            let s = S3Store::connect(s3, rng).map_err(|e| std::io::Error::other(e.to_string()))?;
+            s.check().map_err(|e| std::io::Error::other(e.to_string()))?;
+            eprintln!("objects in the {}", s.name());
+            Arc::new(s)
+        }
+        #[cfg(not(feature = "s3"))]
+        Some(_) => {
+            return Err(std::io::Error::other(
+                "--store s3://: this rctb was built without the s3 feature (cargo build --release -p rctb --features s3)",
+            ));
+        }
+        None => Arc::new(FsStore::open(&opts.root, rng).map_err(|e| std::io::Error::other(e.to_string()))?),
+    };
     let mut session_seed = opts.seed;
     session_seed[0] ^= 0x5e;
     let engine = Engine::spawn_paced(move || make(ChaCha8Rng::from_seed(session_seed)), pacing)?;
-    let gw = Gateway::new(engine, Arc::new(store), opts.users, &opts.region, wall_clock()).with_options(opts.gateway);
+    let gw = Gateway::new(engine, store, opts.users, &opts.region, wall_clock()).with_options(opts.gateway);
     if opts.gateway.control_plane_only {
         eprintln!(
             "control-plane-only test mode: READY with x-amz-rdma-qpn 0 answers OK without moving data (a PUT commits nothing)"

@@ -107,6 +107,29 @@ pub enum StoreError {
         /// What is wrong with it.
         why: &'static str,
     },
+    /// A store option breaks a rule (the option, the rule).
+    #[error("{field}: {rule}")]
+    BadStore {
+        /// The option (`--store`, `--endpoint`).
+        field: &'static str,
+        /// The rule it broke.
+        rule: &'static str,
+    },
+    /// A remote store (S3) failed a request after its retries.
+    #[error("{store}: {op} {key}: {message}")]
+    Backend {
+        /// The store (`S3 store s3://BUCKET at URL`).
+        store: String,
+        /// The request (`PUT`, `GET`, ...).
+        op: &'static str,
+        /// The backend key.
+        key: String,
+        /// What the client library said.
+        message: String,
+        /// The store did not answer in time or answered 5xx (the request
+        /// may pass later): 503 rather than 500.
+        unavailable: bool,
+    },
     /// A filesystem call failed.
     #[error("{op} {path}: {source}")]
     Io {
@@ -144,7 +167,11 @@ pub struct ObjectPath {
     pub part: Option<Part>,
 }
 
+mod s3;
 mod target;
+#[cfg(feature = "s3")]
+pub use s3::S3Store;
+pub use s3::{BUFFER_LIMIT, MAX_S3_KEY_LEN, S3Options};
 pub use target::Target;
 
 impl fmt::Display for ObjectPath {

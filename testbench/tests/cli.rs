@@ -117,6 +117,8 @@ fn version_and_help_name_the_backends_compiled_in() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.starts_with(&format!("rctb {}", env!("CARGO_PKG_VERSION"))), "{text}");
     assert!(text.contains(&format!("backends: sim yes, udp yes, {verbs}")), "{text}");
+    let s3 = if cfg!(feature = "s3") { "s3 yes" } else { "s3 no (build with --features s3)" };
+    assert!(text.contains(&format!("object stores: fs yes, {s3}")), "{text}");
 
     let out = rctb(&["--help"]);
     assert!(out.status.success());

@@ -207,6 +207,46 @@ fn serve_without_users_is_a_usage_error() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("AWS_ACCESS_KEY_ID"));
 }
 
+/// `--store` and its credentials are checked before anything starts, each
+/// refusal naming the option (or variable) and its rule; a store that does
+/// not answer stops start-up naming it (with the s3 feature), or a build
+/// without the feature says which feature to build with.
+#[test]
+fn serve_with_a_bad_s3_store_is_refused_naming_the_rule() {
+    let serve = |args: &[&str], creds: bool| {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_rctb"));
+        c.args(["object", "serve", "--listen", "127.0.0.1:0"]).args(args);
+        if creds {
+            c.env("AWS_ACCESS_KEY_ID", "AK").env("AWS_SECRET_ACCESS_KEY", "SK");
+        } else {
+            c.env_remove("AWS_ACCESS_KEY_ID").env_remove("AWS_SECRET_ACCESS_KEY");
+        }
+        let out = c.output().unwrap();
+        (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    let (code, err) = serve(&["--store", "rctb", "--endpoint", "http://127.0.0.1:1"], true);
+    assert_eq!((code, err.trim()), (Some(2), "rctb object serve: --store: must be s3://BUCKET"));
+    let (code, err) = serve(&["--store", "s3://ab"], true);
+    assert_eq!(code, Some(2));
+    assert!(err.contains("--store: the bucket must be 3..=63 bytes (S3's rule)"), "{err}");
+    let (code, err) = serve(&["--store", "s3://rctb", "--endpoint", "127.0.0.1:1"], true);
+    assert_eq!(code, Some(2));
+    assert!(err.contains("--endpoint: must be an http:// or https:// URL"), "{err}");
+    let (code, err) = serve(&["--store", "s3://rctb", "--endpoint", "http://127.0.0.1:1"], false);
+    assert_eq!(code, Some(2));
+    assert!(err.contains("AWS_ACCESS_KEY_ID: must be set, with AWS_SECRET_ACCESS_KEY"), "{err}");
+    let (code, _) = serve(&["--store", "s3://rctb", "--root", "/nonexistent-unused"], true);
+    assert_eq!(code, Some(2), "--root and --store together");
+    // Port 1 refuses: start-up stops, naming the store (or the feature).
+    let (code, err) = serve(&["--store", "s3://rctb", "--endpoint", "http://127.0.0.1:1"], true);
+    assert_eq!(code, Some(1));
+    if cfg!(feature = "s3") {
+        assert!(err.contains("S3 store s3://rctb at http://127.0.0.1:1: HEAD"), "{err}");
+    } else {
+        assert!(err.contains("built without the s3 feature"), "{err}");
+    }
+}
+
 fn tempfile_dir() -> String {
     let d = std::env::temp_dir().join(format!("rctb-object-cli-{}", std::process::id()));
     std::fs::create_dir_all(&d).unwrap();

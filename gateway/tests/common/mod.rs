@@ -25,7 +25,7 @@ use rctb_gateway::client::{
 };
 use rctb_gateway::engine::Engine;
 use rctb_gateway::http::{Gateway, GatewayOptions, serve};
-use rctb_gateway::store::FsStore;
+use rctb_gateway::store::{FsStore, ObjectStore};
 use rctb_sim::{NodeConfig, Sim, SimTransport};
 use tokio::net::{TcpListener, TcpStream};
 
@@ -117,6 +117,9 @@ pub struct RigOptions {
     /// The HTTP routes' options (the control-plane-only test mode is off
     /// by default, as in `rctb object serve`).
     pub gateway: GatewayOptions,
+    /// The gateway's store instead of the rig's FsStore (which is still
+    /// made, and then unused): tests/s3_gateway.rs puts S3Store here.
+    pub backend: Option<Arc<dyn ObjectStore>>,
 }
 
 impl Default for RigOptions {
@@ -131,6 +134,7 @@ impl Default for RigOptions {
             },
             seed: 11,
             gateway: GatewayOptions::default(),
+            backend: None,
         }
     }
 }
@@ -150,6 +154,7 @@ impl Rig {
         // nothing is ever written beside it.
         let root = dir.path().join("root");
         let store = Arc::new(FsStore::open(&root, Box::new(ChaCha8Rng::seed_from_u64(o.seed ^ 3))).unwrap());
+        let backend: Arc<dyn ObjectStore> = o.backend.clone().unwrap_or_else(|| store.clone());
         let (seed, n, server, client) = (o.seed, o.clients, o.server, o.client);
         let engine = Engine::spawn(move || {
             let sim = Sim::new(seed);
@@ -166,7 +171,7 @@ impl Rig {
         .unwrap();
         let user = |(a, s): (&str, &str), admin| User { access_key: a.into(), secret_key: s.into(), admin };
         let users = Users::new([user(ADMIN, true), user(ALICE, false), user(BOB, false)]);
-        let gw = Gateway::new(engine, store.clone(), users, "us-east-1", Arc::new(t0)).with_options(o.gateway);
+        let gw = Gateway::new(engine, backend, users, "us-east-1", Arc::new(t0)).with_options(o.gateway);
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         tokio::spawn(serve(gw.clone(), listener));

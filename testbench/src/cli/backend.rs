@@ -52,6 +52,25 @@ macro_rules! backends_line {
     };
 }
 
+/// The object stores `rctb object serve` has in this build, as a literal
+/// for `concat!` (`rctb --version`).
+#[cfg(feature = "s3")]
+#[macro_export]
+macro_rules! stores_line {
+    () => {
+        "object stores: fs yes, s3 yes"
+    };
+}
+/// The object stores `rctb object serve` has in this build, as a literal
+/// for `concat!` (`rctb --version`).
+#[cfg(not(feature = "s3"))]
+#[macro_export]
+macro_rules! stores_line {
+    () => {
+        "object stores: fs yes, s3 no (build with --features s3)"
+    };
+}
+
 /// One line naming each backend and whether this build has it, as
 /// `rctb --version` and `rctb --help` print it.
 pub const SUMMARY: &str = backends_line!();

@@ -23,7 +23,8 @@ use crate::cli::{self, backend::Backend};
 use clap::{Parser, Subcommand};
 
 /// `rctb --version`: the version, then the backends compiled in.
-const LONG_VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), "\n", crate::backends_line!());
+const LONG_VERSION: &str =
+    concat!(env!("CARGO_PKG_VERSION"), "\n", crate::backends_line!(), "\n", crate::stores_line!());
 
 #[derive(Debug, Parser)]
 #[command(

@@ -82,11 +82,20 @@ struct ClientArgs {
 enum ObjectCommand {
     /// Serve the control plane (POST /.hipobj-rc/{prepare,ready,cancel}, GET /rc-sessions)
     /// and the plain S3 object routes (GET with ranges, HEAD, PUT, DELETE, ListObjectsV2,
-    /// multipart uploads) with objects under --root.
+    /// multipart uploads) with objects under --root, or in an S3 bucket (--store).
     Serve {
         /// Where objects live (created if missing).
-        #[arg(long)]
-        root: PathBuf,
+        #[arg(long, required_unless_present = "store", conflicts_with = "store")]
+        root: Option<PathBuf>,
+        /// Keep objects in an S3 bucket instead: s3://BUCKET (the bucket must exist;
+        /// credentials and region from AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY,
+        /// AWS_REGION or AWS_DEFAULT_REGION).
+        #[arg(long, value_name = "s3://BUCKET")]
+        store: Option<String>,
+        /// The S3 server's URL for --store (http:// allowed), e.g. http://127.0.0.1:8333.
+        /// Without it, AWS.
+        #[arg(long, requires = "store", value_name = "URL")]
+        endpoint: Option<String>,
         /// Address to listen on (port 0 picks one; the chosen address is printed).
         #[arg(long, default_value = "127.0.0.1:8080")]
         listen: SocketAddr,
@@ -187,6 +196,8 @@ pub fn main(args: &ObjectArgs) -> ExitCode {
     let (name, r) = match &args.command {
         ObjectCommand::Serve {
             root,
+            store,
+            endpoint,
             listen,
             backend,
             dev,
@@ -200,7 +211,14 @@ pub fn main(args: &ObjectArgs) -> ExitCode {
             g.control_plane_only = *control_plane_only;
             g.max_part_number = *max_part_number;
             g.max_object_size = *max_object_size;
-            ("serve", serve(root, *listen, *backend, dev, users.as_deref(), region, g))
+            let where_ = match (root, store) {
+                (_, Some(url)) => rctb_gateway::store::S3Options::from_url(url, endpoint.clone())
+                    .map(Where::S3)
+                    .map_err(|e| Failure::Usage(e.to_string())),
+                (Some(root), None) => Ok(Where::Root(root.clone())),
+                (None, None) => Err(Failure::Usage("--root or --store: one is needed".into())),
+            };
+            ("serve", where_.and_then(|w| serve(w, *listen, *backend, dev, users.as_deref(), region, g)))
         }
         ObjectCommand::Put { url, file, client } => ("put", transfer(true, url, file, None, client)),
         ObjectCommand::Get { url, file, part, client } => ("get", transfer(false, url, file, *part, client)),
@@ -240,8 +258,14 @@ fn gid_arg(s: &str) -> Result<Option<u32>, Failure> {
     s.parse().map(Some).map_err(|_| Failure::Usage(format!("--gid-index {s:?}: must be a number or auto")))
 }
 
+/// Where `serve` keeps objects.
+enum Where {
+    Root(PathBuf),
+    S3(rctb_gateway::store::S3Options),
+}
+
 fn serve(
-    root: &Path,
+    store: Where,
     listen: SocketAddr,
     backend: ObjectBackend,
     dev: &DeviceArgs,
@@ -260,8 +284,13 @@ fn serve(
     // Version ids and session ids must differ across restarts: seed them
     // from the kernel's random source.
     let seed = random_seed()?;
+    let (root, s3) = match store {
+        Where::Root(r) => (r, None),
+        Where::S3(o) => (PathBuf::new(), Some(o)),
+    };
     let opts = ServeOptions {
-        root: root.to_path_buf(),
+        root,
+        s3,
         listen,
         users,
         region: region.to_string(),
