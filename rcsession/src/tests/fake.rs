@@ -38,9 +38,12 @@ pub struct Fake {
     /// When set, a posted WRITE_WITH_IMM completes at once with this status.
     pub auto_send: Option<WcStatus>,
     pub port_gids: Vec<GidEntry>,
+    /// A copy of `calls` that outlives the fake (a client's `close`
+    /// consumes it).
+    pub shared: Option<std::sync::Arc<std::sync::Mutex<Vec<Call>>>>,
     /// The deadline of each `wait`.
     pub waits: Vec<Instant>,
-    next: u32,
+    pub next: u32,
 }
 
 pub fn err(verb: Verb) -> TransportError {
@@ -61,6 +64,7 @@ impl Default for Fake {
                 GidEntry { index: 0, gid: Gid::from_ipv4("10.9.9.9".parse().unwrap()), gid_type: GidType::RoceV1 },
                 GidEntry { index: 1, gid: Gid::from_ipv4("10.0.0.1".parse().unwrap()), gid_type: GidType::RoceV2 },
             ],
+            shared: None,
             waits: Vec::new(),
             next: 100,
         }
@@ -75,6 +79,13 @@ impl Fake {
 
     fn check(&self, what: &'static str, verb: Verb) -> Result<()> {
         if self.fail.contains(what) { Err(err(verb)) } else { Ok(()) }
+    }
+
+    fn record(&mut self, c: Call) {
+        if let Some(shared) = &self.shared {
+            shared.lock().unwrap().push(c.clone());
+        }
+        self.calls.push(c);
     }
 
     /// Queues a completion on `cq`.
@@ -115,12 +126,12 @@ impl Transport for Fake {
     fn alloc_pd(&mut self) -> Result<PdId> {
         self.check("alloc_pd", Verb::AllocPd)?;
         let pd = PdId(self.id());
-        self.calls.push(Call::AllocPd(pd));
+        self.record(Call::AllocPd(pd));
         Ok(pd)
     }
     fn dealloc_pd(&mut self, pd: PdId) -> Result<()> {
         self.check("dealloc_pd", Verb::DeallocPd)?;
-        self.calls.push(Call::DeallocPd(pd));
+        self.record(Call::DeallocPd(pd));
         Ok(())
     }
     fn reg_mr(&mut self, pd: PdId, len: u64, access: Access) -> Result<MrInfo> {
@@ -129,13 +140,13 @@ impl Transport for Fake {
         let info = MrInfo { id, addr: 0x10_0000 * u64::from(id.0), len, lkey: id.0, rkey: 0x5000 + id.0, access };
         // Large regions (the size bound's tests) get no bytes behind them.
         self.mrs.insert(id, (info, vec![0; len.min(1 << 20) as usize]));
-        self.calls.push(Call::RegMr(pd, len, access));
+        self.record(Call::RegMr(pd, len, access));
         Ok(info)
     }
     fn dereg_mr(&mut self, mr: MrId) -> Result<()> {
         self.check("dereg_mr", Verb::DeregMr)?;
         self.mrs.remove(&mr);
-        self.calls.push(Call::DeregMr(mr));
+        self.record(Call::DeregMr(mr));
         Ok(())
     }
     fn mr_info(&self, mr: MrId) -> Result<MrInfo> {
@@ -164,19 +175,19 @@ impl Transport for Fake {
         self.check("create_cq", Verb::CreateCq)?;
         let cq = CqId(self.id());
         self.cqs.insert(cq, VecDeque::new());
-        self.calls.push(Call::CreateCq(depth));
+        self.record(Call::CreateCq(depth));
         Ok(cq)
     }
     fn destroy_cq(&mut self, cq: CqId) -> Result<()> {
         self.check("destroy_cq", Verb::DestroyCq)?;
-        self.calls.push(Call::DestroyCq(cq));
+        self.record(Call::DestroyCq(cq));
         Ok(())
     }
     fn create_qp(&mut self, init: &QpInit) -> Result<QpInfo> {
         self.check("create_qp", Verb::CreateQp)?;
         let id = QpId(self.id());
         self.qp_cq.insert(id, init.send_cq);
-        self.calls.push(Call::CreateQp(*init));
+        self.record(Call::CreateQp(*init));
         Ok(QpInfo { id, qpn: 0x1000 + id.0, state: QpState::Reset })
     }
     fn modify_qp(&mut self, qp: QpId, transition: &QpTransition) -> Result<()> {
@@ -188,7 +199,7 @@ impl Transport for Fake {
             QpTransition::Reset => "modify_qp:Reset",
         };
         self.check(key, Verb::ModifyQp)?;
-        self.calls.push(Call::Modify(qp, *transition));
+        self.record(Call::Modify(qp, *transition));
         Ok(())
     }
     fn query_qp(&self, _qp: QpId) -> Result<QpInfo> {
@@ -196,12 +207,12 @@ impl Transport for Fake {
     }
     fn destroy_qp(&mut self, qp: QpId) -> Result<()> {
         self.check("destroy_qp", Verb::DestroyQp)?;
-        self.calls.push(Call::DestroyQp(qp));
+        self.record(Call::DestroyQp(qp));
         Ok(())
     }
     fn post_send<'a>(&mut self, qp: QpId, wr: &SendWr<'a>) -> Result<()> {
         self.check("post_send", Verb::PostSend)?;
-        self.calls.push(Call::PostSend(qp, wr.wr_id, wr.op, wr.sges.to_vec(), wr.signaled));
+        self.record(Call::PostSend(qp, wr.wr_id, wr.op, wr.sges.to_vec(), wr.signaled));
         if let Some(status) = self.auto_send {
             let cq = self.qp_cq[&qp];
             let len = wr.sges.iter().map(|s| s.len).sum();
@@ -211,7 +222,7 @@ impl Transport for Fake {
     }
     fn post_recv<'a>(&mut self, qp: QpId, wr: &RecvWr<'a>) -> Result<()> {
         self.check("post_recv", Verb::PostRecv)?;
-        self.calls.push(Call::PostRecv(qp, wr.wr_id, wr.sges.to_vec()));
+        self.record(Call::PostRecv(qp, wr.wr_id, wr.sges.to_vec()));
         Ok(())
     }
     fn poll_cq(&mut self, cq: CqId, max: usize, out: &mut Vec<Completion>) -> Result<usize> {
