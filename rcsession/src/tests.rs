@@ -86,6 +86,7 @@ fn close_waits_for_every_admitted_call_and_is_idempotent() {
 mod client;
 mod datapath;
 mod fake;
+mod hipobj;
 mod inproc;
 mod manager;
 mod reaper;
