@@ -82,3 +82,13 @@ fn close_waits_for_every_admitted_call_and_is_idempotent() {
     });
     assert!(svc.try_enter().is_none());
 }
+
+mod client;
+mod datapath;
+mod fake;
+mod hipobj;
+mod inproc;
+mod manager;
+mod reaper;
+mod rig;
+mod service;
