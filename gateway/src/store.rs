@@ -770,15 +770,7 @@ impl ObjectStore for FsStore {
         upload_id: &str,
         parts: &[(u32, Option<String>)],
     ) -> Result<ObjectMeta, StoreError> {
-        if path.part.is_some() {
-            return Err(StoreError::BadPart("the object path must not name a part"));
-        }
-        if parts.is_empty() {
-            return Err(StoreError::BadPart("a completion needs at least one part"));
-        }
-        if parts.windows(2).any(|w| w[0].0 >= w[1].0) {
-            return Err(StoreError::BadPart("part numbers must be ascending, each once"));
-        }
+        check_completion(path, parts)?;
         let part_path =
             |n: u32| ObjectPath { part: Some(Part { number: n, upload_id: upload_id.to_string() }), ..path.clone() };
         if !self.has_upload(path, upload_id)? {
@@ -900,6 +892,22 @@ impl FsStore {
         }
         Ok(())
     }
+}
+
+/// The arguments of [`ObjectStore::complete_upload`] every store checks
+/// the same way: an object path (no part), at least one part, part numbers
+/// ascending and each once.
+pub(crate) fn check_completion(path: &ObjectPath, parts: &[(u32, Option<String>)]) -> Result<(), StoreError> {
+    if path.part.is_some() {
+        return Err(StoreError::BadPart("the object path must not name a part"));
+    }
+    if parts.is_empty() {
+        return Err(StoreError::BadPart("a completion needs at least one part"));
+    }
+    if parts.windows(2).any(|w| w[0].0 >= w[1].0) {
+        return Err(StoreError::BadPart("part numbers must be ascending, each once"));
+    }
+    Ok(())
 }
 
 #[cfg(test)]

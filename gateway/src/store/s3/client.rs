@@ -724,15 +724,7 @@ impl ObjectStore for S3Store {
         upload_id: &str,
         parts: &[(u32, Option<String>)],
     ) -> Result<ObjectMeta, StoreError> {
-        if path.part.is_some() {
-            return Err(StoreError::BadPart("the object path must not name a part"));
-        }
-        if parts.is_empty() {
-            return Err(StoreError::BadPart("a completion needs at least one part"));
-        }
-        if parts.windows(2).any(|w| w[0].0 >= w[1].0) {
-            return Err(StoreError::BadPart("part numbers must be ascending, each once"));
-        }
+        crate::store::check_completion(path, parts)?;
         let key = Self::object_key(path)?;
         if !self.has_upload(path, upload_id)? {
             return Err(StoreError::NoSuchUpload(upload_id.to_string()));
